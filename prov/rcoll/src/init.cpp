@@ -1,0 +1,1 @@
+#include <rdma/providers/fi_prov.h>
