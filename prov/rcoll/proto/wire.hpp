@@ -1,0 +1,295 @@
+// Every rcoll wire format in one place: the header in front of each core
+// message, the control-message bodies, the connection handshake blobs and
+// the 32-bit immediate of RDMA writes.
+//
+// Rules: fixed-width fields at fixed offsets, little-endian, copied with
+// memcpy (never a struct overlaid on a receive buffer); every size is a
+// static_assert; nothing read from the network is used before
+// validate_message()/check_handshake() accepted it. Reserved bytes must be
+// zero so a later version can give them a meaning.
+#pragma once
+
+#include <bit>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <variant>
+
+namespace rcoll::proto {
+
+inline constexpr std::uint8_t kProtocolVersion = 1;
+
+namespace detail {
+
+template <std::unsigned_integral T>
+inline void store_le(std::byte* out, T value) noexcept
+{
+	if constexpr (std::endian::native == std::endian::little) {
+		std::memcpy(out, &value, sizeof value);
+	} else {
+		for (std::size_t i = 0; i < sizeof value; ++i)
+			out[i] = static_cast<std::byte>(value >> (8 * i));
+	}
+}
+
+template <std::unsigned_integral T>
+inline T load_le(const std::byte* in) noexcept
+{
+	T value{};
+	if constexpr (std::endian::native == std::endian::little) {
+		std::memcpy(&value, in, sizeof value);
+	} else {
+		for (std::size_t i = 0; i < sizeof value; ++i)
+			value |= static_cast<T>(std::to_integer<unsigned>(in[i])) << (8 * i);
+	}
+	return value;
+}
+
+} // namespace detail
+
+// ---------------------------------------------------------------------------
+// Outcome of every check in this header.
+
+enum class WireStatus : std::uint8_t {
+	Ok,
+	TooShort,	  // fewer bytes than the fixed part needs
+	BadMagic,	  // handshake does not start with kHandshakeMagic
+	BadVersion,	  // protocol version differs from kProtocolVersion
+	BadKind,	  // handshake is not the kind (request/accept) expected
+	BadOpcode,	  // opcode outside Opcode
+	BadFlags,	  // unknown flag bits, or flags on a control message
+	ReservedNotZero,  // a reserved byte is set
+	BadConnection,	  // src_conn not below Limits::connection_count
+	BadBodyLength,	  // message length does not fit the opcode's body
+	BadSize,	  // a length field is zero where it cannot be, or too large
+	EagerTooLarge,	  // eager payload above Limits::eager_limit
+	BadField,	  // a field outside its defined values (mode, reason, id)
+	LimitOutOfRange,  // handshake limit outside [kMinEagerLimit, kMaxEagerLimit]
+};
+
+// Short, stable text for logs.
+const char* describe(WireStatus status) noexcept;
+
+// ---------------------------------------------------------------------------
+// Message header: in front of every untagged core message rcoll sends.
+//
+//   off size field
+//     0    1 version
+//     1    1 opcode
+//     2    1 flags
+//     3    1 reserved (0)
+//     4    4 src_conn  id the RECEIVER gave this connection in the handshake
+//     8    8 tag       TAGGED only, else 0
+//    16    8 cq_data   REMOTE_CQ_DATA only, else 0 (8 bytes on every core:
+//                      rcoll carries it itself, not in the core's immediate)
+//    24    8 size      EAGER: payload length; RTS: whole message length;
+//                      control messages: 0
+
+enum class Opcode : std::uint8_t {
+	Eager = 1,    // payload follows the header
+	Rts = 2,      // sender: "my buffer is here" (RtsBody)
+	Cts = 3,      // receiver, PUT: "write into mine" (CtsBody)
+	Fin = 4,      // sender, PUT in POLL_LAST_BYTE mode: slot collision (FinBody)
+	ReadDone = 5, // receiver: finished with the sender's buffer (ReadDoneBody)
+};
+inline constexpr std::uint8_t kMinOpcode = 1;
+inline constexpr std::uint8_t kMaxOpcode = 5;
+
+enum HeaderFlags : std::uint8_t {
+	kFlagTagged = 1u << 0,
+	kFlagRemoteCqData = 1u << 1,
+};
+inline constexpr std::uint8_t kKnownHeaderFlags = kFlagTagged | kFlagRemoteCqData;
+
+struct MsgHeader {
+	static constexpr std::size_t kWireSize = 32;
+
+	std::uint8_t version = kProtocolVersion;
+	Opcode opcode = Opcode::Eager;
+	std::uint8_t flags = 0;
+	std::uint32_t src_conn = 0;
+	std::uint64_t tag = 0;
+	std::uint64_t cq_data = 0;
+	std::uint64_t size = 0;
+};
+inline constexpr std::size_t kHeaderSize = MsgHeader::kWireSize;
+
+// ---------------------------------------------------------------------------
+// Bodies, following the header directly.
+
+// RTS: the sender's whole buffer, registered and exposed for an RDMA read.
+//   0 sender_cookie u64 | 8 addr u64 | 16 key u64
+struct RtsBody {
+	static constexpr std::size_t kWireSize = 24;
+	static constexpr Opcode kOpcode = Opcode::Rts;
+
+	std::uint64_t sender_cookie = 0; // echoed in CTS / READ_DONE
+	std::uint64_t addr = 0;		 // virtual address (FI_MR_VIRT_ADDR)
+	std::uint64_t key = 0;		 // 64-bit provider key
+};
+
+// How the receiver of a PUT detects that the data has landed.
+enum class CompletionMode : std::uint8_t {
+	Immediate = 1,	  // the last write carries an immediate (kind RendezvousPut)
+	PollLastByte = 2, // the receiver polls the slot byte (takagi2013 PUT)
+};
+
+// CTS: the receiver's buffer for the sender's RDMA write.
+//   0 sender_cookie u64 | 8 receiver_op_id u32 | 12 slot_value u8 |
+//  13 mode u8 | 14 reserved u16 | 16 addr u64 | 24 key u64 |
+//  32 transfer_length u64
+struct CtsBody {
+	static constexpr std::size_t kWireSize = 40;
+	static constexpr Opcode kOpcode = Opcode::Cts;
+
+	std::uint64_t sender_cookie = 0;
+	std::uint32_t receiver_op_id = 0;  // < 2^28: goes into the immediate
+	std::uint8_t slot_value = 0;	   // PollLastByte only, else 0
+	CompletionMode mode = CompletionMode::Immediate;
+	std::uint64_t addr = 0;
+	std::uint64_t key = 0;
+	std::uint64_t transfer_length = 0; // min(send length, receive length) > 0
+};
+
+enum class FinReason : std::uint8_t {
+	// The sender's byte at transfer_length - 1 equals the slot value, so the
+	// receiver's poll cannot see the write land (takagi2013 PS2).
+	Collision = 1,
+};
+
+// FIN:  0 receiver_op_id u32 | 4 reason u8 | 5 reserved (3) | 8 sender_length u64
+struct FinBody {
+	static constexpr std::size_t kWireSize = 16;
+	static constexpr Opcode kOpcode = Opcode::Fin;
+
+	std::uint32_t receiver_op_id = 0;
+	FinReason reason = FinReason::Collision;
+	std::uint64_t sender_length = 0; // checked against the RTS
+};
+
+// READ_DONE: 0 sender_cookie u64
+struct ReadDoneBody {
+	static constexpr std::size_t kWireSize = 8;
+	static constexpr Opcode kOpcode = Opcode::ReadDone;
+
+	std::uint64_t sender_cookie = 0;
+};
+
+template <class T>
+concept WireBody = std::same_as<T, RtsBody> || std::same_as<T, CtsBody> ||
+		   std::same_as<T, FinBody> || std::same_as<T, ReadDoneBody>;
+
+// Encoders write exactly kWireSize bytes; `out` needs no alignment.
+void encode_header(const MsgHeader& header, void* out) noexcept;
+void encode_body(const RtsBody& body, void* out) noexcept;
+void encode_body(const CtsBody& body, void* out) noexcept;
+void encode_body(const FinBody& body, void* out) noexcept;
+void encode_body(const ReadDoneBody& body, void* out) noexcept;
+
+// Header + body of one control message (RTS, CTS, FIN, READ_DONE). Returns
+// the bytes written, or 0 (nothing written) when `capacity` is too small or
+// header.opcode is not the body's opcode.
+template <WireBody Body>
+std::size_t encode_message(void* out, std::size_t capacity, const MsgHeader& header,
+			   const Body& body) noexcept
+{
+	constexpr std::size_t total = kHeaderSize + Body::kWireSize;
+	if (out == nullptr || capacity < total || header.opcode != Body::kOpcode)
+		return 0;
+	encode_header(header, out);
+	encode_body(body, static_cast<std::byte*>(out) + kHeaderSize);
+	return total;
+}
+
+// The largest control message; bounce buffers must hold at least this.
+inline constexpr std::size_t kMaxControlMessageSize = kHeaderSize + CtsBody::kWireSize;
+
+// ---------------------------------------------------------------------------
+// Validation of a received buffer.
+
+struct Limits {
+	std::uint32_t eager_limit = 0;	     // largest eager payload accepted
+	std::uint32_t connection_count = 0;  // src_conn must be below this
+	std::uint64_t max_message_size = 0;  // RTS/CTS/FIN lengths above it are refused
+};
+
+struct ParsedMessage {
+	MsgHeader header;
+	// EAGER only: the payload inside the caller's buffer (header.size bytes).
+	std::span<const std::byte> payload;
+	// The decoded body for RTS, CTS, FIN, READ_DONE; monostate for EAGER.
+	std::variant<std::monostate, RtsBody, CtsBody, FinBody, ReadDoneBody> body;
+};
+
+// Checks everything before anything is trusted: length >= header, version,
+// opcode, flags, reserved bytes, src_conn, exact body length per opcode,
+// eager size == len - header <= eager_limit, nonzero lengths within
+// max_message_size, enum fields, and that tag/cq_data are zero unless
+// flagged. `out` is written only when the result is Ok.
+WireStatus validate_message(const void* buf, std::size_t len, const Limits& limits,
+			    ParsedMessage& out) noexcept;
+
+// ---------------------------------------------------------------------------
+// 32-bit immediate data of RDMA writes (verbs carries only 4 bytes):
+// bits 31..28 dispatch kind, bits 27..0 an id whose meaning the kind defines.
+
+enum class ImmediateKind : std::uint8_t {
+	RendezvousPut = 1, // id: the receiver op id from the CTS
+};
+inline constexpr unsigned kImmediateIdBits = 28;
+inline constexpr std::uint32_t kMaxImmediateId = (1u << kImmediateIdBits) - 1;
+
+struct Immediate {
+	ImmediateKind kind;
+	std::uint32_t id;
+};
+
+// nullopt when id > kMaxImmediateId or kind is not an ImmediateKind.
+std::optional<std::uint32_t> encode_immediate(ImmediateKind kind, std::uint32_t id) noexcept;
+// nullopt for kinds this version does not define (kind 0 included, so a
+// zeroed immediate never dispatches).
+std::optional<Immediate> decode_immediate(std::uint32_t data) noexcept;
+
+// ---------------------------------------------------------------------------
+// Connection handshake, carried in the core's connection request / accept
+// private data. Some cores (verbs through rdma_cm) allow only 56 bytes and
+// deliver the blob zero-padded to that size, so trailing bytes are ignored.
+//
+//   0 magic u32 | 4 version u8 | 5 kind u8 | 6 reserved u16 |
+//   8 endpoint_key u64 | 16 conn_id u32 | 20 eager_limit u32
+
+inline constexpr std::uint32_t kHandshakeMagic = 0x6c6f6372; // "rcol" in little-endian
+inline constexpr std::size_t kMaxHandshakeSize = 56;
+// The sender's eager limit must leave room for every control message in a
+// bounce buffer, and stay small enough that bounce buffers stay cheap.
+inline constexpr std::uint32_t kMinEagerLimit = 64;
+inline constexpr std::uint32_t kMaxEagerLimit = 1u << 20;
+
+enum class HandshakeKind : std::uint8_t {
+	Request = 1,
+	Accept = 2,
+};
+
+struct Handshake {
+	static constexpr std::size_t kWireSize = 24;
+
+	HandshakeKind kind = HandshakeKind::Request;
+	std::uint64_t endpoint_key = 0; // identifies the sending rcoll endpoint
+	std::uint32_t conn_id = 0;	// src_conn the peer must put in its headers
+	std::uint32_t eager_limit = 0;	// largest eager payload the sender accepts
+};
+static_assert(Handshake::kWireSize <= kMaxHandshakeSize);
+
+// Writes Handshake::kWireSize bytes (magic and version included).
+void encode_handshake(const Handshake& handshake, void* out) noexcept;
+
+// Rejects short blobs, bad magic, version mismatch, the wrong kind,
+// reserved bytes set and eager limits out of range. `out` is written only
+// when the result is Ok; describe() gives the reason to log otherwise.
+WireStatus check_handshake(const void* buf, std::size_t len, HandshakeKind expected,
+			   Handshake& out) noexcept;
+
+} // namespace rcoll::proto
