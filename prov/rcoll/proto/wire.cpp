@@ -122,6 +122,7 @@ std::size_t body_size(Opcode opcode) noexcept
 	case Opcode::ReadDone:
 		return ReadDoneBody::kWireSize;
 	case Opcode::Eager:
+	case Opcode::WriteData:
 		break;
 	}
 	return 0;
@@ -248,6 +249,12 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 			return WireStatus::BadField;
 		if (!(h.flags & kFlagRemoteCqData) && h.cq_data != 0)
 			return WireStatus::BadField;
+	} else if (h.opcode == Opcode::WriteData) {
+		// Header only: the data, nothing else.
+		if (h.flags != kFlagRemoteCqData)
+			return WireStatus::BadFlags;
+		if (h.tag != 0 || h.size != 0)
+			return WireStatus::BadField;
 	} else {
 		if (h.flags != 0)
 			return WireStatus::BadFlags;
@@ -292,6 +299,7 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 			parsed.body = ReadDoneBody{load_le<std::uint64_t>(body)};
 			break;
 		case Opcode::Eager:
+		case Opcode::WriteData:
 			break;
 		}
 		if (status != WireStatus::Ok)

@@ -94,9 +94,11 @@ enum class Opcode : std::uint8_t {
 	Cts = 3,      // receiver, PUT: "write into mine" (CtsBody)
 	Fin = 4,      // sender, PUT in POLL_LAST_BYTE mode: slot collision (FinBody)
 	ReadDone = 5, // receiver: finished with the sender's buffer (ReadDoneBody)
+	WriteData = 6, // RMA initiator: the fi_writedata before it has landed; cq_data
+		       // carries the data (the core's 4-byte immediate is rcoll's own)
 };
 inline constexpr std::uint8_t kMinOpcode = 1;
-inline constexpr std::uint8_t kMaxOpcode = 5;
+inline constexpr std::uint8_t kMaxOpcode = 6;
 
 enum HeaderFlags : std::uint8_t {
 	kFlagTagged = 1u << 0,

@@ -1,0 +1,32 @@
+#include "address.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace rcoll {
+
+std::string EpAddress::to_string() const
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+	sockaddr_storage ss{};
+	memcpy(&ss, core, core_len < sizeof(ss) ? core_len : sizeof(ss));
+	if (ss.ss_family == AF_INET && core_len >= sizeof(sockaddr_in)) {
+		auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		port = ntohs(in->sin_port);
+	} else if (ss.ss_family == AF_INET6 && core_len >= sizeof(sockaddr_in6)) {
+		auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		port = ntohs(in6->sin6_port);
+	}
+	char out[128];
+	snprintf(out, sizeof(out), "fi_addr_rcoll://%s:%u/%016" PRIx64, host, port, key);
+	return out;
+}
+
+} // namespace rcoll

@@ -1,0 +1,295 @@
+#include "attr.hpp"
+
+#include "address.hpp"
+#include "config.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace rcoll {
+namespace {
+
+// libfabric 1.17's internal "hidden" getinfo flag (OFI_GETINFO_HIDDEN).
+// With FI_PROVIDER=rcoll, libfabric hides every other core provider, so the
+// plain fi_getinfo for "tcp" or "verbs" finds nothing; this flag is how a
+// layered provider still reaches the core it runs on (ofi_rxm uses the same).
+constexpr uint64_t kHiddenCoreFlag = 1ULL << 60;
+
+std::vector<std::string> core_candidates()
+{
+	const std::string& core = config().core;
+	if (core == "auto")
+		return {"verbs", "tcp"};
+	return {core};
+}
+
+InfoPtr make_core_hints(const char* prov, const fi_info* rcoll_hints)
+{
+	InfoPtr h(fi_allocinfo());
+	if (!h)
+		throw std::bad_alloc();
+	h->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+		  FI_REMOTE_WRITE;
+	// rcoll always hands the core fi_context2-sized contexts and accounts for
+	// receives consumed by write-with-immediate, so it can live with these.
+	h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
+	h->ep_attr->type = FI_EP_MSG;
+	h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+	h->domain_attr->mr_mode = kCoreMrMode;
+	h->domain_attr->threading = FI_THREAD_DOMAIN; // rcoll serialises core calls per domain
+	h->fabric_attr->prov_name = strdup(prov);
+	if (rcoll_hints) {
+		if (rcoll_hints->fabric_attr && rcoll_hints->fabric_attr->name)
+			h->fabric_attr->name = strdup(rcoll_hints->fabric_attr->name);
+		if (rcoll_hints->domain_attr && rcoll_hints->domain_attr->name)
+			h->domain_attr->name = strdup(rcoll_hints->domain_attr->name);
+		auto* addr = static_cast<const EpAddress*>(rcoll_hints->src_addr);
+		if (addr && rcoll_hints->src_addrlen == sizeof(EpAddress) && addr->core_len &&
+		    addr->core_len <= EpAddress::kCoreMax) {
+			h->src_addr = malloc(addr->core_len);
+			if (!h->src_addr)
+				throw std::bad_alloc();
+			memcpy(h->src_addr, addr->core, addr->core_len);
+			h->src_addrlen = addr->core_len;
+			h->addr_format = FI_FORMAT_UNSPEC;
+		}
+	}
+	return h;
+}
+
+InfoPtr core_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+		     const fi_info* rcoll_hints)
+{
+	for (const std::string& prov : core_candidates()) {
+		InfoPtr hints = make_core_hints(prov.c_str(), rcoll_hints);
+		fi_info* found = nullptr;
+		uint64_t core_flags = flags & (FI_SOURCE | FI_NUMERICHOST);
+		int ret = fi_getinfo(version, node, service, core_flags, hints.get(), &found);
+		if (ret == -FI_ENODATA)
+			ret = fi_getinfo(version, node, service, core_flags | kHiddenCoreFlag,
+					 hints.get(), &found);
+		if (ret == FI_SUCCESS && found)
+			return InfoPtr(found);
+		RCOLL_DBG(FI_LOG_CORE, "core %s: %s\n", prov.c_str(), fi_strerror(-ret));
+	}
+	return nullptr;
+}
+
+char* dup_or_null(const char* s)
+{
+	if (!s)
+		return nullptr;
+	char* d = strdup(s);
+	if (!d)
+		throw std::bad_alloc();
+	return d;
+}
+
+// Does the application's hint ask for more than rcoll gives? Each check that
+// fails is logged, so `FI_LOG_LEVEL=info` explains an -FI_ENODATA.
+bool hints_acceptable(const fi_info* hints)
+{
+	auto no = [](const char* why) {
+		RCOLL_INFO(FI_LOG_CORE, "hints not supported: %s\n", why);
+		return false;
+	};
+	if (!hints)
+		return true;
+	if (hints->caps & ~kCaps)
+		return no("capabilities");
+	if (hints->addr_format != FI_FORMAT_UNSPEC)
+		return no("address format (rcoll uses its own)");
+	if (hints->ep_attr) {
+		if (hints->ep_attr->type != FI_EP_UNSPEC && hints->ep_attr->type != FI_EP_RDM)
+			return no("endpoint type (only FI_EP_RDM)");
+		if (hints->ep_attr->max_msg_size > kMaxMsgSize)
+			return no("max_msg_size");
+		if (hints->ep_attr->tx_ctx_cnt > 1 || hints->ep_attr->rx_ctx_cnt > 1)
+			return no("scalable or shared contexts");
+		if (hints->ep_attr->protocol != FI_PROTO_UNSPEC)
+			return no("protocol");
+	}
+	if (hints->domain_attr) {
+		const fi_domain_attr* d = hints->domain_attr;
+		if (d->cq_data_size > kCqDataSize)
+			return no("cq_data_size (4 bytes, as on verbs)");
+		if (d->mr_mode != FI_MR_UNSPEC && d->mr_mode != FI_MR_BASIC &&
+		    (hints->caps & FI_RMA || !hints->caps) &&
+		    (d->mr_mode & (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY)) != (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY))
+			return no("mr_mode: RMA needs FI_MR_VIRT_ADDR and FI_MR_PROV_KEY");
+		if (d->mr_mode == FI_MR_SCALABLE)
+			return no("FI_MR_SCALABLE");
+	}
+	if (const fi_tx_attr* tx = hints->tx_attr) {
+		if (tx->caps & ~kCaps)
+			return no("tx capabilities");
+		if (tx->msg_order & ~uint64_t(FI_ORDER_SAS))
+			return no("tx msg_order beyond FI_ORDER_SAS");
+		if (tx->comp_order & ~uint64_t(FI_ORDER_NONE))
+			return no("tx comp_order");
+		if (tx->iov_limit > 1 || tx->rma_iov_limit > 1)
+			return no("tx iov_limit");
+		if (tx->inject_size > config().eager_size)
+			return no("inject_size");
+		if (tx->size > config().tx_pool_size)
+			return no("tx size");
+	}
+	if (hints->rx_attr) {
+		const fi_rx_attr* rx = hints->rx_attr;
+		if (rx->caps & ~kCaps)
+			return no("rx capabilities");
+		if (rx->msg_order & ~uint64_t(FI_ORDER_SAS))
+			return no("rx msg_order beyond FI_ORDER_SAS");
+		if (rx->comp_order & ~uint64_t(FI_ORDER_NONE))
+			return no("rx comp_order");
+		if (rx->iov_limit > 1)
+			return no("rx iov_limit");
+		if (rx->total_buffered_recv > 0)
+			return no("total_buffered_recv");
+	}
+	return true;
+}
+
+fi_info* make_rcoll_info(const fi_info* core, const fi_info* hints)
+{
+	InfoPtr info(fi_allocinfo());
+	if (!info)
+		throw std::bad_alloc();
+	const Config& cfg = config();
+	uint64_t caps = hints && hints->caps ? hints->caps : kCaps;
+	// Secondary capabilities the application did not ask for cost nothing.
+	caps |= kDomainCaps;
+	info->caps = caps;
+	info->mode = 0;
+	info->addr_format = FI_FORMAT_UNSPEC;
+
+	if (core->src_addr && core->src_addrlen <= EpAddress::kCoreMax) {
+		auto* addr = static_cast<EpAddress*>(calloc(1, sizeof(EpAddress)));
+		if (!addr)
+			throw std::bad_alloc();
+		*addr = EpAddress{};
+		addr->core_len = uint16_t(core->src_addrlen);
+		memcpy(addr->core, core->src_addr, core->src_addrlen);
+		info->src_addr = addr;
+		info->src_addrlen = sizeof(EpAddress);
+	}
+
+	fi_tx_attr* tx = info->tx_attr;
+	tx->caps = caps & (kTxCaps | kDomainCaps);
+	tx->msg_order = FI_ORDER_SAS;
+	tx->comp_order = FI_ORDER_NONE;
+	tx->inject_size = cfg.eager_size;
+	tx->size = cfg.tx_pool_size;
+	tx->iov_limit = 1;
+	tx->rma_iov_limit = 1;
+
+	fi_rx_attr* rx = info->rx_attr;
+	rx->caps = caps & (kRxCaps | kDomainCaps);
+	rx->msg_order = FI_ORDER_SAS;
+	rx->comp_order = FI_ORDER_NONE;
+	rx->size = 65536;
+	rx->iov_limit = 1;
+
+	fi_ep_attr* ep = info->ep_attr;
+	ep->type = FI_EP_RDM;
+	ep->protocol = FI_PROTO_UNSPEC;
+	ep->protocol_version = 1;
+	ep->max_msg_size = kMaxMsgSize;
+	ep->tx_ctx_cnt = 1;
+	ep->rx_ctx_cnt = 1;
+
+	fi_domain_attr* d = info->domain_attr;
+	const fi_domain_attr* hd = hints ? hints->domain_attr : nullptr;
+	d->name = dup_or_null(core->domain_attr->name);
+	d->threading = hd && hd->threading != FI_THREAD_UNSPEC ? hd->threading : FI_THREAD_SAFE;
+	d->control_progress = hd && hd->control_progress != FI_PROGRESS_UNSPEC ? hd->control_progress
+										    : FI_PROGRESS_MANUAL;
+	d->data_progress = hd && hd->data_progress != FI_PROGRESS_UNSPEC ? hd->data_progress
+									 : FI_PROGRESS_MANUAL;
+	d->resource_mgmt = hd && hd->resource_mgmt != FI_RM_UNSPEC ? hd->resource_mgmt : FI_RM_ENABLED;
+	d->av_type = hd && hd->av_type != FI_AV_UNSPEC ? hd->av_type : FI_AV_TABLE;
+	int asked = hd ? hd->mr_mode : 0;
+	if (asked == FI_MR_BASIC || asked == FI_MR_UNSPEC)
+		d->mr_mode = kAppMrMode;
+	else
+		d->mr_mode = (asked & FI_MR_LOCAL) | kAppMrMode;
+	d->mr_key_size = sizeof(uint64_t);
+	d->cq_data_size = kCqDataSize;
+	d->cq_cnt = core->domain_attr->cq_cnt;
+	d->ep_cnt = core->domain_attr->ep_cnt;
+	d->tx_ctx_cnt = core->domain_attr->tx_ctx_cnt;
+	d->rx_ctx_cnt = core->domain_attr->rx_ctx_cnt;
+	d->max_ep_tx_ctx = 1;
+	d->max_ep_rx_ctx = 1;
+	d->max_ep_stx_ctx = 0;
+	d->max_ep_srx_ctx = 0;
+	d->cntr_cnt = 1024;
+	d->mr_iov_limit = 1;
+	d->mr_cnt = core->domain_attr->mr_cnt;
+	d->caps = kDomainCaps;
+	d->max_err_data = 256;
+
+	fi_fabric_attr* f = info->fabric_attr;
+	f->name = dup_or_null(core->fabric_attr->name);
+	f->prov_name = nullptr; // libfabric fills in "rcoll"
+	f->prov_version = kProviderVersion;
+	f->api_version = FI_VERSION(1, 17);
+	return info.release();
+}
+
+} // namespace
+
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+	    const fi_info* hints, fi_info** info)
+{
+	*info = nullptr;
+	if (!hints_acceptable(hints))
+		return -FI_ENODATA;
+	InfoPtr cores = core_getinfo(version, node, service, flags, hints);
+	if (!cores)
+		return -FI_ENODATA;
+	fi_info* head = nullptr;
+	fi_info** tail = &head;
+	std::vector<std::string> seen;
+	for (fi_info* core = cores.get(); core; core = core->next) {
+		// One rcoll entry per core fabric/domain/source address.
+		std::string id = std::string(core->fabric_attr->name ? core->fabric_attr->name : "") +
+				 "|" + (core->domain_attr->name ? core->domain_attr->name : "") + "|" +
+				 std::string(static_cast<const char*>(core->src_addr),
+					     core->src_addr ? core->src_addrlen : 0);
+		bool dup = false;
+		for (const auto& s : seen)
+			dup |= s == id;
+		if (dup)
+			continue;
+		seen.push_back(id);
+		*tail = make_rcoll_info(core, hints);
+		tail = &(*tail)->next;
+	}
+	*info = head;
+	return head ? FI_SUCCESS : -FI_ENODATA;
+}
+
+InfoPtr core_info_for(uint32_t version, const char* fabric_name, const char* domain_name,
+		      const fi_info* rcoll_info)
+{
+	InfoPtr hints(fi_allocinfo());
+	if (!hints)
+		throw std::bad_alloc();
+	if (fabric_name)
+		hints->fabric_attr->name = strdup(fabric_name);
+	if (domain_name)
+		hints->domain_attr->name = strdup(domain_name);
+	if (rcoll_info && rcoll_info->src_addr) {
+		hints->src_addr = malloc(rcoll_info->src_addrlen);
+		if (!hints->src_addr)
+			throw std::bad_alloc();
+		memcpy(hints->src_addr, rcoll_info->src_addr, rcoll_info->src_addrlen);
+		hints->src_addrlen = rcoll_info->src_addrlen;
+	}
+	return core_getinfo(version, nullptr, nullptr, 0, hints.get());
+}
+
+} // namespace rcoll

@@ -1,0 +1,30 @@
+// getinfo: what rcoll offers, and how it finds the core provider under it.
+#pragma once
+
+#include "common.hpp"
+
+namespace rcoll {
+
+inline constexpr uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_SEND | FI_READ | FI_WRITE;
+inline constexpr uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_RECV | FI_REMOTE_READ |
+				    FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE;
+inline constexpr uint64_t kDomainCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+inline constexpr uint64_t kCaps = kTxCaps | kRxCaps | kDomainCaps;
+// What rcoll asks of applications: registered memory with provider keys and
+// virtual addresses, exactly what the strictest core (verbs) needs for RMA.
+inline constexpr int kAppMrMode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+// What rcoll itself always honours towards the core, whichever it is.
+inline constexpr int kCoreMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+inline constexpr size_t kCqDataSize = 4;     // verbs' immediate data
+inline constexpr size_t kMaxMsgSize = size_t(1) << 40;
+inline constexpr uint32_t kProviderVersion = FI_VERSION(0, 1);
+
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+	    const fi_info* hints, fi_info** info);
+
+// The core MSG info behind an rcoll fabric/domain/endpoint: found again by the
+// fabric and domain names rcoll copied from it, and the core part of src_addr.
+InfoPtr core_info_for(uint32_t version, const char* fabric_name, const char* domain_name,
+		      const fi_info* rcoll_info);
+
+} // namespace rcoll

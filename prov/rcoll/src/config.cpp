@@ -1,0 +1,124 @@
+#include "config.hpp"
+
+#include "common.hpp"
+
+#include <string>
+#include <variant>
+
+namespace rcoll {
+namespace {
+
+struct Param {
+	const char* name;
+	std::variant<std::string Config::*, size_t Config::*, bool Config::*> field;
+	const char* help;
+};
+
+// The one table of runtime parameters (FI_RCOLL_<NAME> in the environment).
+// Defaults come from Config's member initialisers.
+const Param params[] = {
+	{"core", &Config::core, "Core provider under rcoll: auto (verbs when a device exists, else tcp), verbs, tcp or net"},
+	{"eager_size", &Config::eager_size, "Largest message payload sent eagerly through bounce buffers; larger ones use rendezvous"},
+	{"rx_posted", &Config::rx_posted, "Bounce buffers kept posted to the endpoint's one shared receive context"},
+	{"rx_low_watermark", &Config::rx_low_watermark, "Refill the shared receive context when fewer than this many buffers are posted"},
+	{"rx_pool_max", &Config::rx_pool_max, "Most bounce buffers the receive pool may hold"},
+	{"tx_pool_size", &Config::tx_pool_size, "Most sends in flight per endpoint before -FI_EAGAIN"},
+	{"rndv_completion", &Config::rndv_completion, "How a rendezvous PUT is detected at the receiver: imm (write with immediate data) or poll (last-byte polling)"},
+	{"rma_chunk", &Config::rma_chunk, "Largest single core RMA transfer; larger ones are split"},
+	{"progress_thread", &Config::progress_thread, "Drive progress from a thread in every domain, not only under FI_PROGRESS_AUTO"},
+	{"spin_us", &Config::spin_us, "Microseconds to busy-poll before blocking in sread and counter waits"},
+	{"connect_timeout_ms", &Config::connect_timeout_ms, "Milliseconds a connection may take before its pending sends fail"},
+};
+
+struct Definer {
+	const Config& defaults;
+	const Param& p;
+	void operator()(std::string Config::*f) const
+	{
+		fi_param_define(&rcoll_prov, p.name, FI_PARAM_STRING, "%s (default: %s)", p.help,
+				(defaults.*f).c_str());
+	}
+	void operator()(size_t Config::*f) const
+	{
+		fi_param_define(&rcoll_prov, p.name, FI_PARAM_SIZE_T, "%s (default: %zu)", p.help,
+				defaults.*f);
+	}
+	void operator()(bool Config::*f) const
+	{
+		fi_param_define(&rcoll_prov, p.name, FI_PARAM_BOOL, "%s (default: %d)", p.help,
+				int(defaults.*f));
+	}
+};
+
+struct Reader {
+	Config& c;
+	const Param& p;
+	void operator()(std::string Config::*f) const
+	{
+		char* value = nullptr;
+		if (fi_param_get_str(&rcoll_prov, p.name, &value) == FI_SUCCESS && value)
+			c.*f = value;
+	}
+	void operator()(size_t Config::*f) const
+	{
+		size_t value;
+		if (fi_param_get_size_t(&rcoll_prov, p.name, &value) == FI_SUCCESS)
+			c.*f = value;
+	}
+	void operator()(bool Config::*f) const
+	{
+		int value;
+		if (fi_param_get_bool(&rcoll_prov, p.name, &value) == FI_SUCCESS)
+			c.*f = value != 0;
+	}
+};
+
+Config read_config()
+{
+	Config c;
+	for (const Param& p : params)
+		std::visit(Reader{c, p}, p.field);
+
+	// Keep the limits coherent rather than failing the load; say so.
+	auto clamp = [](const char* name, size_t& v, size_t lo, size_t hi) {
+		if (v < lo || v > hi) {
+			size_t fixed = v < lo ? lo : hi;
+			RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_%s=%zu out of [%zu, %zu]; using %zu\n", name, v,
+				   lo, hi, fixed);
+			v = fixed;
+		}
+	};
+	clamp("EAGER_SIZE", c.eager_size, 64, size_t(1) << 20);
+	clamp("RX_POSTED", c.rx_posted, 8, size_t(1) << 16);
+	clamp("RX_LOW_WATERMARK", c.rx_low_watermark, 1, c.rx_posted - 1);
+	clamp("RX_POOL_MAX", c.rx_pool_max, c.rx_posted, size_t(1) << 20);
+	clamp("TX_POOL_SIZE", c.tx_pool_size, 8, size_t(1) << 20);
+	clamp("RMA_CHUNK", c.rma_chunk, 4096, size_t(1) << 31);
+	if (c.core != "auto" && c.core != "verbs" && c.core != "tcp" && c.core != "net") {
+		RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_CORE=%s unknown; using auto\n", c.core.c_str());
+		c.core = "auto";
+	}
+	if (c.rndv_completion != "imm" && c.rndv_completion != "poll") {
+		RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_RNDV_COMPLETION=%s unknown; using imm\n",
+			   c.rndv_completion.c_str());
+		c.rndv_completion = "imm";
+	}
+	return c;
+}
+
+} // namespace
+
+void define_params()
+{
+	const Config defaults;
+	for (const Param& p : params)
+		std::visit(Definer{defaults, p}, p.field);
+}
+
+const Config& config()
+{
+	static const Config instance = read_config();
+	return instance;
+}
+
+} // namespace rcoll

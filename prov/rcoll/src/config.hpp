@@ -1,0 +1,32 @@
+// Runtime parameters: one table, defined with fi_param_define at load time
+// (so `fi_info -e` lists them with their defaults) and read once into an
+// immutable Config.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace rcoll {
+
+struct Config {
+	std::string core = "auto";          // auto | verbs | tcp | net
+	size_t eager_size = 16384;          // largest payload sent eagerly
+	size_t rx_posted = 256;             // bounce buffers kept posted to the shared receive context
+	size_t rx_low_watermark = 64;       // refill when fewer are posted
+	size_t rx_pool_max = 4096;          // hard limit of the receive pool
+	size_t tx_pool_size = 1024;         // sends in flight per endpoint before -FI_EAGAIN
+	std::string rndv_completion = "imm"; // imm (write with immediate) | poll (last byte)
+	size_t rma_chunk = size_t(1) << 30; // largest single core RMA operation
+	bool progress_thread = false;       // a progress thread even without FI_PROGRESS_AUTO
+	size_t spin_us = 50;                // busy-poll this long before blocking
+	size_t connect_timeout_ms = 10000;  // a connection not up by then fails its sends
+
+	bool rndv_poll_last_byte() const { return rndv_completion == "poll"; }
+};
+
+// Defines every parameter with libfabric; called from fi_prov_ini.
+void define_params();
+// Reads the parameters once; later calls return the same object.
+const Config& config();
+
+} // namespace rcoll

@@ -1,0 +1,282 @@
+// Connections: one core MSG endpoint per peer, made on first use, with a
+// handshake that checks protocol version and limits, and a rule for
+// simultaneous connects (the connection initiated by the smaller endpoint
+// key wins). A peer whose connection fails turns its pending operations
+// into error completions; the endpoint keeps working with the others.
+#include "av.hpp"
+#include "config.hpp"
+#include "domain.hpp"
+#include "ep.hpp"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstring>
+
+namespace rcoll {
+
+int CoreRegistrar::register_region(void* addr, size_t length, proto::RegisteredRegion& out) noexcept
+{
+	fid_mr* mr = nullptr;
+	int ret = fi_mr_reg(core_, addr, length, kAllAccess, 0, 0, 0, &mr, nullptr);
+	if (ret) {
+		RCOLL_WARN(FI_LOG_MR, "registering a bounce-buffer chunk: %s\n", fi_strerror(-ret));
+		return ret;
+	}
+	out.handle = mr;
+	out.desc = fi_mr_desc(mr);
+	return 0;
+}
+
+void CoreRegistrar::deregister_region(const proto::RegisteredRegion& region) noexcept
+{
+	if (region.handle)
+		fi_close(&static_cast<fid_mr*>(region.handle)->fid);
+}
+
+Peer& Endpoint::add_peer(uint64_t key, const EpAddress* addr)
+{
+	auto peer = std::make_unique<Peer>();
+	peer->local_id = uint32_t(peers.size());
+	peer->key = key;
+	if (addr)
+		peer->address = *addr;
+	Peer& p = *peer;
+	peers.push_back(std::move(peer));
+	peer_by_key.emplace(key, &p);
+	return p;
+}
+
+Peer* Endpoint::peer_by_local_id(uint32_t id)
+{
+	return id < peers.size() ? peers[id].get() : nullptr;
+}
+
+// The peer an operation addresses, connecting to it if needed.
+Peer* Endpoint::peer_for(fi_addr_t addr, int& err)
+{
+	const EpAddress* a = av ? av->lookup(addr) : nullptr;
+	if (!a) {
+		RCOLL_WARN(FI_LOG_EP_DATA, "fi_addr %llu is not in the address vector\n",
+			   (unsigned long long)addr);
+		err = -FI_EINVAL;
+		return nullptr;
+	}
+	auto it = peer_by_key.find(a->key);
+	Peer& peer = it != peer_by_key.end() ? *it->second : add_peer(a->key, a);
+	if (!peer.address.core_len)
+		peer.address = *a; // known so far only from its own connection request
+	if (peer.state == Peer::State::idle || peer.state == Peer::State::failed) {
+		err = connect(peer);
+		if (err)
+			return nullptr;
+	}
+	err = 0;
+	return &peer;
+}
+
+fid_ep* Endpoint::open_core_ep(fi_info* core_info, Peer& peer)
+{
+	fid_ep* ep = nullptr;
+	int ret = fi_endpoint(domain->core.get(), core_info, &ep, &peer);
+	if (ret) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_endpoint: %s\n", fi_strerror(-ret));
+		return nullptr;
+	}
+	FidPtr<fid_ep> guard(ep);
+	if ((ret = fi_ep_bind(ep, &core_eq->fid, 0)) ||
+	    (ret = fi_ep_bind(ep, &core_cq->fid, FI_TRANSMIT | FI_RECV)) ||
+	    (ret = fi_ep_bind(ep, &srx->fid, 0)) || (ret = fi_enable(ep))) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "setting up a core connection: %s\n", fi_strerror(-ret));
+		return nullptr;
+	}
+	return guard.release();
+}
+
+namespace {
+
+// The local address active connections leave from: the listening address
+// with port 0, so each connect gets its own port.
+void clear_port(void* addr)
+{
+	auto* sa = static_cast<sockaddr*>(addr);
+	if (sa->sa_family == AF_INET)
+		reinterpret_cast<sockaddr_in*>(sa)->sin_port = 0;
+	else if (sa->sa_family == AF_INET6)
+		reinterpret_cast<sockaddr_in6*>(sa)->sin6_port = 0;
+}
+
+} // namespace
+
+int Endpoint::connect(Peer& peer)
+{
+	if (!peer.address.core_len)
+		return -FI_EINVAL;
+	InfoPtr info(fi_dupinfo(domain->core_info.get()));
+	if (!info)
+		return -FI_ENOMEM;
+	free(info->dest_addr);
+	info->dest_addr = malloc(peer.address.core_len);
+	if (!info->dest_addr)
+		return -FI_ENOMEM;
+	memcpy(info->dest_addr, peer.address.core, peer.address.core_len);
+	info->dest_addrlen = peer.address.core_len;
+	if (info->src_addr)
+		clear_port(info->src_addr);
+	fid_ep* ep = open_core_ep(info.get(), peer);
+	if (!ep)
+		return -FI_EIO;
+	FidPtr<fid_ep> conn(ep);
+	proto::Handshake request;
+	request.kind = proto::HandshakeKind::Request;
+	request.endpoint_key = address.key;
+	request.conn_id = peer.local_id;
+	request.eager_limit = uint32_t(eager_limit);
+	std::byte blob[proto::Handshake::kWireSize];
+	proto::encode_handshake(request, blob);
+	int ret = fi_connect(ep, info->dest_addr, blob, sizeof(blob));
+	if (ret) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_connect to %s: %s\n",
+			   peer.address.to_string().c_str(), fi_strerror(-ret));
+		return ret;
+	}
+	peer.conn = std::move(conn);
+	peer.active = true;
+	peer.state = Peer::State::connecting;
+	peer.connect_started = std::chrono::steady_clock::now();
+	return 0;
+}
+
+void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size_t len)
+{
+	const size_t data_len = len > sizeof(fi_eq_cm_entry) ? len - sizeof(fi_eq_cm_entry) : 0;
+	if (event == FI_CONNREQ) {
+		InfoPtr info(entry.info);
+		proto::Handshake hs;
+		auto status = proto::check_handshake(entry.data, data_len, proto::HandshakeKind::Request, hs);
+		auto reject = [&](const char* why) {
+			RCOLL_WARN(FI_LOG_EP_CTRL, "rejecting a connection request: %s\n", why);
+			fi_reject(pep.get(), info->handle, nullptr, 0);
+		};
+		if (status != proto::WireStatus::Ok)
+			return reject(proto::describe(status));
+		auto it = peer_by_key.find(hs.endpoint_key);
+		Peer& peer = it != peer_by_key.end() ? *it->second : add_peer(hs.endpoint_key, nullptr);
+		const bool self = hs.endpoint_key == address.key;
+		const bool ours_live = peer.active && peer.conn &&
+				       (peer.state == Peer::State::connecting ||
+					peer.state == Peer::State::connected);
+		if (!self && ours_live && address.key < hs.endpoint_key) {
+			// Both sides connected at once: the smaller key's connect wins.
+			return reject("simultaneous connect; ours wins");
+		} else if (!self && ours_live && peer.state == Peer::State::connecting) {
+			peer.losing = std::move(peer.conn);
+		} else if (!self && peer.state == Peer::State::connected) {
+			// A new request on a live connection: the peer saw it die first.
+			fail_peer(peer, -FI_ECONNRESET);
+		}
+		fid_ep* ep = open_core_ep(info.get(), peer);
+		if (!ep)
+			return reject("cannot open a core endpoint");
+		FidPtr<fid_ep> conn(ep);
+		proto::Handshake accept;
+		accept.kind = proto::HandshakeKind::Accept;
+		accept.endpoint_key = address.key;
+		accept.conn_id = peer.local_id;
+		accept.eager_limit = uint32_t(eager_limit);
+		std::byte blob[proto::Handshake::kWireSize];
+		proto::encode_handshake(accept, blob);
+		int ret = fi_accept(ep, blob, sizeof(blob));
+		if (ret) {
+			RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_accept: %s\n", fi_strerror(-ret));
+			return;
+		}
+		if (self) {
+			peer.passive = std::move(conn);
+			return;
+		}
+		peer.conn = std::move(conn);
+		peer.active = false;
+		peer.remote_id = hs.conn_id;
+		peer.eager_limit = hs.eager_limit;
+		peer.state = Peer::State::connecting;
+		peer.connect_started = std::chrono::steady_clock::now();
+		return;
+	}
+
+	auto* peer = static_cast<Peer*>(entry.fid->context);
+	if (!peer)
+		return;
+	const bool is_conn = peer->conn && entry.fid == &peer->conn->fid;
+	if (event == FI_CONNECTED) {
+		if (!is_conn)
+			return; // the accepted half of a self connection, or a stale one
+		if (peer->active) {
+			proto::Handshake hs;
+			auto status = proto::check_handshake(entry.data, data_len,
+							     proto::HandshakeKind::Accept, hs);
+			if (status != proto::WireStatus::Ok || hs.endpoint_key != peer->key) {
+				RCOLL_WARN(FI_LOG_EP_CTRL, "bad connection accept from %s: %s\n",
+					   peer->address.to_string().c_str(),
+					   status != proto::WireStatus::Ok ? proto::describe(status)
+									   : "endpoint key differs");
+				fail_peer(*peer, -FI_ECONNREFUSED);
+				return;
+			}
+			peer->remote_id = hs.conn_id;
+			peer->eager_limit = hs.eager_limit;
+		}
+		peer->state = Peer::State::connected;
+		RCOLL_INFO(FI_LOG_EP_CTRL, "connected to %s\n", peer->address.to_string().c_str());
+		flush_backlog(*peer);
+	} else if (event == FI_SHUTDOWN) {
+		if (is_conn)
+			fail_peer(*peer, -FI_ECONNRESET);
+		else if (peer->losing && entry.fid == &peer->losing->fid)
+			graveyard.push_back(std::move(peer->losing));
+		else if (peer->passive && entry.fid == &peer->passive->fid)
+			graveyard.push_back(std::move(peer->passive));
+	}
+}
+
+void Endpoint::handle_cm_error(const fi_eq_err_entry& err)
+{
+	if (!err.fid)
+		return;
+	auto* peer = static_cast<Peer*>(err.fid->context);
+	if (!peer)
+		return;
+	if (peer->losing && err.fid == &peer->losing->fid) {
+		// Our connect lost the race and was rejected, as it should be.
+		graveyard.push_back(std::move(peer->losing));
+		return;
+	}
+	if (!peer->conn || err.fid != &peer->conn->fid)
+		return;
+	if (err.err == FI_ECONNREFUSED && peer->active && peer->key < address.key &&
+	    peer->state == Peer::State::connecting) {
+		// The peer connected to us at the same time and its connect wins;
+		// its request may still be on the way. Wait for it (bounded by the
+		// connect timeout) instead of failing our sends.
+		graveyard.push_back(std::move(peer->conn));
+		return;
+	}
+	RCOLL_WARN(FI_LOG_EP_CTRL, "connection to %s failed: %s\n", peer->address.to_string().c_str(),
+		   fi_strerror(err.err));
+	fail_peer(*peer, -err.err);
+}
+
+void Endpoint::check_connect_timeouts()
+{
+	const auto limit = std::chrono::milliseconds(config().connect_timeout_ms);
+	const auto now = std::chrono::steady_clock::now();
+	for (auto& peer : peers) {
+		if (peer->state == Peer::State::connecting && now - peer->connect_started > limit) {
+			RCOLL_WARN(FI_LOG_EP_CTRL, "connection to %s timed out\n",
+				   peer->address.to_string().c_str());
+			fail_peer(*peer, -FI_ETIMEDOUT);
+		}
+	}
+}
+
+} // namespace rcoll

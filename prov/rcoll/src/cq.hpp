@@ -1,0 +1,44 @@
+// fid_cq: completions rcoll generates for the endpoints bound to it. Reading
+// drives the progress of those endpoints (manual progress).
+#pragma once
+
+#include "common.hpp"
+
+#include <rdma/fi_eq.h>
+
+#include <deque>
+#include <vector>
+
+namespace rcoll {
+
+struct Domain;
+struct Endpoint;
+
+struct CompletionQueue {
+	struct Entry {
+		fi_cq_tagged_entry e;
+		fi_addr_t source;
+	};
+	struct Error {
+		fi_cq_err_entry e;
+		fi_addr_t source;
+	};
+
+	FidShell<fid_cq, CompletionQueue> shell;
+	Domain* domain = nullptr;
+	fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
+	size_t entry_size = sizeof(fi_cq_entry);
+	fi_wait_obj wait_obj = FI_WAIT_NONE;
+	std::deque<Entry> entries;
+	std::deque<Error> errors;
+	std::vector<Endpoint*> endpoints; // bound endpoints, progressed on read
+	bool signaled = false;
+
+	// Under the domain lock.
+	void push(const fi_cq_tagged_entry& e, fi_addr_t source) { entries.push_back({e, source}); }
+	void push_error(const fi_cq_err_entry& e, fi_addr_t source) { errors.push_back({e, source}); }
+
+	static int open(Domain* domain, fi_cq_attr* attr, fid_cq** out, void* context);
+};
+
+} // namespace rcoll

@@ -1,0 +1,471 @@
+#include "ep.hpp"
+
+#include "av.hpp"
+#include "cntr.hpp"
+#include "config.hpp"
+#include "cq.hpp"
+#include "domain.hpp"
+#include "eq.hpp"
+#include "fabric.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace rcoll {
+
+extern fi_ops_msg msg_ops;
+extern fi_ops_tagged tagged_ops;
+extern fi_ops_rma rma_ops_table;
+
+namespace {
+
+template <class T>
+void unlink(std::vector<T*>& list, T* item)
+{
+	list.erase(std::remove(list.begin(), list.end(), item), list.end());
+}
+
+int close_ep(fid* f)
+{
+	return guarded([&] {
+		Endpoint* ep = owner_of<Endpoint>(f);
+		Domain* domain = ep->domain;
+		{
+			std::lock_guard guard(domain->lock);
+			unlink(domain->endpoints, ep);
+			for (CompletionQueue* cq : {ep->tx_cq, ep->rx_cq})
+				if (cq)
+					unlink(cq->endpoints, ep);
+			for (Counter* c : {ep->send_cntr, ep->recv_cntr, ep->read_cntr, ep->write_cntr})
+				if (c)
+					unlink(c->endpoints, ep);
+			if (ep->av)
+				ep->av->endpoints--;
+			delete ep;
+		}
+		domain->children--;
+		return 0;
+	});
+}
+
+int bind_ep(fid* f, fid* bfid, uint64_t flags)
+{
+	return guarded([&] {
+		Endpoint* ep = owner_of<Endpoint>(f);
+		if (!bfid)
+			return -FI_EINVAL;
+		std::lock_guard guard(ep->domain->lock);
+		if (ep->enabled)
+			return -FI_EOPBADSTATE;
+		auto add = [](auto& list, Endpoint* e) {
+			if (std::find(list.begin(), list.end(), e) == list.end())
+				list.push_back(e);
+		};
+		switch (bfid->fclass) {
+		case FI_CLASS_AV: {
+			auto* av = owner_of<AddressVector>(bfid);
+			if (ep->av)
+				return -FI_EALREADY;
+			if (av->domain != ep->domain)
+				return -FI_EINVAL;
+			ep->av = av;
+			av->endpoints++;
+			return 0;
+		}
+		case FI_CLASS_CQ: {
+			auto* cq = owner_of<CompletionQueue>(bfid);
+			if (cq->domain != ep->domain)
+				return -FI_EINVAL;
+			if (flags & ~uint64_t(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION))
+				return -FI_EBADFLAGS;
+			if (flags & FI_TRANSMIT) {
+				ep->tx_cq = cq;
+				ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
+			}
+			if (flags & FI_RECV) {
+				ep->rx_cq = cq;
+				ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
+			}
+			add(cq->endpoints, ep);
+			return 0;
+		}
+		case FI_CLASS_CNTR: {
+			auto* c = owner_of<Counter>(bfid);
+			if (c->domain != ep->domain)
+				return -FI_EINVAL;
+			if (flags & ~uint64_t(FI_SEND | FI_RECV | FI_READ | FI_WRITE)) {
+				RCOLL_WARN(FI_LOG_EP_CTRL, "counter bind flags %#llx not supported\n",
+					   (unsigned long long)flags);
+				return -FI_EBADFLAGS;
+			}
+			if (flags & FI_SEND) ep->send_cntr = c;
+			if (flags & FI_RECV) ep->recv_cntr = c;
+			if (flags & FI_READ) ep->read_cntr = c;
+			if (flags & FI_WRITE) ep->write_cntr = c;
+			add(c->endpoints, ep);
+			return 0;
+		}
+		case FI_CLASS_EQ:
+			ep->eq = owner_of<EventQueue>(bfid);
+			return 0;
+		default:
+			return -FI_EINVAL;
+		}
+	});
+}
+
+int control_ep(fid* f, int command, void* arg)
+{
+	return guarded([&] {
+		Endpoint* ep = owner_of<Endpoint>(f);
+		std::lock_guard guard(ep->domain->lock);
+		switch (command) {
+		case FI_ENABLE:
+			return ep->enable();
+		case FI_GETOPSFLAG: {
+			auto* flags = static_cast<uint64_t*>(arg);
+			if (!flags)
+				return -FI_EINVAL;
+			*flags = (*flags & FI_TRANSMIT) ? ep->tx_op_flags : ep->rx_op_flags;
+			return 0;
+		}
+		case FI_SETOPSFLAG: {
+			auto* flags = static_cast<uint64_t*>(arg);
+			if (!flags)
+				return -FI_EINVAL;
+			if (*flags & FI_TRANSMIT)
+				ep->tx_op_flags = *flags & ~uint64_t(FI_TRANSMIT | FI_RECV);
+			else
+				ep->rx_op_flags = *flags & ~uint64_t(FI_TRANSMIT | FI_RECV);
+			return 0;
+		}
+		default:
+			return -FI_ENOSYS;
+		}
+	});
+}
+
+ssize_t cancel_ep(fid_t f, void* context)
+{
+	return guarded([&]() -> ssize_t {
+		Endpoint* ep = owner_of<Endpoint>(f);
+		std::lock_guard guard(ep->domain->lock);
+		return ep->cancel(context);
+	});
+}
+
+int getopt_ep(fid_t f, int level, int name, void* value, size_t* len)
+{
+	return guarded([&] {
+		Endpoint* ep = owner_of<Endpoint>(f);
+		if (level != FI_OPT_ENDPOINT || !value || !len)
+			return -FI_ENOPROTOOPT;
+		switch (name) {
+		case FI_OPT_MIN_MULTI_RECV:
+		case FI_OPT_CM_DATA_SIZE:
+			return -FI_ENOPROTOOPT;
+		case FI_OPT_BUFFERED_LIMIT:
+		case FI_OPT_BUFFERED_MIN:
+			if (*len < sizeof(size_t))
+				return -FI_ETOOSMALL;
+			*static_cast<size_t*>(value) = ep->eager_limit;
+			*len = sizeof(size_t);
+			return 0;
+		default:
+			return -FI_ENOPROTOOPT;
+		}
+	});
+}
+
+int setopt_ep(fid_t, int level, int name, const void*, size_t)
+{
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	(void)name;
+	return -FI_ENOPROTOOPT;
+}
+
+ssize_t tx_size_left(fid_ep* f)
+{
+	return guarded([&]() -> ssize_t {
+		Endpoint* ep = owner_of<Endpoint>(f);
+		std::lock_guard guard(ep->domain->lock);
+		return ssize_t(ep->tx_pool->max_buffers() - ep->tx_pool->capacity() + ep->tx_pool->free_count());
+	});
+}
+
+ssize_t rx_size_left(fid_ep* f)
+{
+	return guarded([&]() -> ssize_t {
+		Endpoint* ep = owner_of<Endpoint>(f);
+		return ssize_t(ep->info->rx_attr->size);
+	});
+}
+
+int getname_ep(fid_t f, void* addr, size_t* addrlen)
+{
+	return guarded([&] {
+		Endpoint* ep = owner_of<Endpoint>(f);
+		if (!addrlen)
+			return -FI_EINVAL;
+		size_t have = *addrlen;
+		*addrlen = sizeof(EpAddress);
+		if (!addr || have < sizeof(EpAddress))
+			return -FI_ETOOSMALL;
+		memcpy(addr, &ep->address, sizeof(EpAddress));
+		return 0;
+	});
+}
+
+// The address is that of the core listener; it is bound when the endpoint
+// is opened, so setname is only allowed to re-state it, not to move it.
+int setname_ep(fid_t f, void* addr, size_t addrlen)
+{
+	return guarded([&] {
+		Endpoint* ep = owner_of<Endpoint>(f);
+		if (!addr || addrlen != sizeof(EpAddress))
+			return -FI_EINVAL;
+		EpAddress a;
+		memcpy(&a, addr, sizeof(a));
+		if (!a.valid())
+			return -FI_EINVAL;
+		std::lock_guard guard(ep->domain->lock);
+		if (ep->enabled)
+			return -FI_EOPBADSTATE;
+		if (a.core_len != ep->address.core_len || memcmp(a.core, ep->address.core, a.core_len))
+			return -FI_EOPNOTSUPP;
+		ep->address.key = a.key;
+		return 0;
+	});
+}
+
+fi_ops_ep ep_ops = {
+	.size = sizeof(fi_ops_ep),
+	.cancel = cancel_ep,
+	.getopt = getopt_ep,
+	.setopt = setopt_ep,
+	.tx_ctx = enosys<decltype(fi_ops_ep::tx_ctx)>,
+	.rx_ctx = enosys<decltype(fi_ops_ep::rx_ctx)>,
+	.rx_size_left = rx_size_left,
+	.tx_size_left = tx_size_left,
+};
+
+fi_ops_cm cm_ops = {
+	.size = sizeof(fi_ops_cm),
+	.setname = setname_ep,
+	.getname = getname_ep,
+	.getpeer = enosys<decltype(fi_ops_cm::getpeer)>,
+	.connect = enosys<decltype(fi_ops_cm::connect)>,
+	.listen = enosys<decltype(fi_ops_cm::listen)>,
+	.accept = enosys<decltype(fi_ops_cm::accept)>,
+	.reject = enosys<decltype(fi_ops_cm::reject)>,
+	.shutdown = enosys<decltype(fi_ops_cm::shutdown)>,
+	.join = enosys<decltype(fi_ops_cm::join)>,
+};
+
+fi_ops_atomic atomic_ops = {
+	.size = sizeof(fi_ops_atomic),
+	.write = enosys<decltype(fi_ops_atomic::write)>,
+	.writev = enosys<decltype(fi_ops_atomic::writev)>,
+	.writemsg = enosys<decltype(fi_ops_atomic::writemsg)>,
+	.inject = enosys<decltype(fi_ops_atomic::inject)>,
+	.readwrite = enosys<decltype(fi_ops_atomic::readwrite)>,
+	.readwritev = enosys<decltype(fi_ops_atomic::readwritev)>,
+	.readwritemsg = enosys<decltype(fi_ops_atomic::readwritemsg)>,
+	.compwrite = enosys<decltype(fi_ops_atomic::compwrite)>,
+	.compwritev = enosys<decltype(fi_ops_atomic::compwritev)>,
+	.compwritemsg = enosys<decltype(fi_ops_atomic::compwritemsg)>,
+	.writevalid = enosys<decltype(fi_ops_atomic::writevalid)>,
+	.readwritevalid = enosys<decltype(fi_ops_atomic::readwritevalid)>,
+	.compwritevalid = enosys<decltype(fi_ops_atomic::compwritevalid)>,
+};
+
+fi_ops_collective collective_ops = {
+	.size = sizeof(fi_ops_collective),
+	.barrier = enosys<decltype(fi_ops_collective::barrier)>,
+	.broadcast = enosys<decltype(fi_ops_collective::broadcast)>,
+	.alltoall = enosys<decltype(fi_ops_collective::alltoall)>,
+	.allreduce = enosys<decltype(fi_ops_collective::allreduce)>,
+	.allgather = enosys<decltype(fi_ops_collective::allgather)>,
+	.reduce_scatter = enosys<decltype(fi_ops_collective::reduce_scatter)>,
+	.reduce = enosys<decltype(fi_ops_collective::reduce)>,
+	.scatter = enosys<decltype(fi_ops_collective::scatter)>,
+	.gather = enosys<decltype(fi_ops_collective::gather)>,
+	.msg = enosys<decltype(fi_ops_collective::msg)>,
+	.barrier2 = enosys<decltype(fi_ops_collective::barrier2)>,
+};
+
+uint64_t random_key(std::mt19937_64& rng)
+{
+	uint64_t key;
+	do
+		key = rng();
+	while (key == 0 || key == proto::kAnySource);
+	return key;
+}
+
+} // namespace
+
+int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
+{
+	if (!info || !out || !info->ep_attr)
+		return -FI_EINVAL;
+	if (info->ep_attr->type != FI_EP_RDM) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "only FI_EP_RDM endpoints\n");
+		return -FI_EINVAL;
+	}
+	const Config& cfg = config();
+	auto ep = std::make_unique<Endpoint>();
+	ep->domain = domain;
+	ep->info.reset(fi_dupinfo(info));
+	if (!ep->info)
+		return -FI_ENOMEM;
+	ep->caps = info->caps ? info->caps : domain->info->caps;
+	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	ep->eager_limit = cfg.eager_size;
+
+	std::random_device seed;
+	std::mt19937_64 rng((uint64_t(seed()) << 32) ^ seed() ^ uint64_t(reinterpret_cast<uintptr_t>(ep.get())));
+	ep->address.key = random_key(rng);
+	ep->slot_random = proto::SlotRandom(rng());
+
+	fid_fabric* core_fabric = domain->fabric->core.get();
+	fid_domain* core_domain = domain->core.get();
+	fi_eq_attr eq_attr{};
+	eq_attr.wait_obj = FI_WAIT_FD;
+	fid_eq* eq = nullptr;
+	int ret = fi_eq_open(core_fabric, &eq_attr, &eq, nullptr);
+	if (ret) {
+		eq_attr.wait_obj = FI_WAIT_NONE;
+		ret = fi_eq_open(core_fabric, &eq_attr, &eq, nullptr);
+	}
+	if (ret) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_eq_open: %s\n", fi_strerror(-ret));
+		return ret;
+	}
+	ep->core_eq.reset(eq);
+
+	fi_cq_attr cq_attr{};
+	cq_attr.format = FI_CQ_FORMAT_DATA;
+	cq_attr.wait_obj = FI_WAIT_FD;
+	cq_attr.size = cfg.rx_pool_max + cfg.tx_pool_size + 64;
+	fid_cq* cq = nullptr;
+	ret = fi_cq_open(core_domain, &cq_attr, &cq, nullptr);
+	if (ret) {
+		cq_attr.wait_obj = FI_WAIT_NONE;
+		ret = fi_cq_open(core_domain, &cq_attr, &cq, nullptr);
+	}
+	if (ret) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_cq_open: %s\n", fi_strerror(-ret));
+		return ret;
+	}
+	ep->core_cq.reset(cq);
+
+	fi_rx_attr rx_attr{};
+	rx_attr.size = cfg.rx_pool_max;
+	rx_attr.iov_limit = 1;
+	fid_ep* srx = nullptr;
+	ret = fi_srx_context(core_domain, &rx_attr, &srx, nullptr);
+	if (ret) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_srx_context: %s\n", fi_strerror(-ret));
+		return ret;
+	}
+	ep->srx.reset(srx);
+
+	fid_pep* pep = nullptr;
+	ret = fi_passive_ep(core_fabric, domain->core_info.get(), &pep, nullptr);
+	if (ret) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_passive_ep: %s\n", fi_strerror(-ret));
+		return ret;
+	}
+	ep->pep.reset(pep);
+	if ((ret = fi_pep_bind(pep, &ep->core_eq->fid, 0)) || (ret = fi_listen(pep))) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "core listen: %s\n", fi_strerror(-ret));
+		return ret;
+	}
+	size_t len = EpAddress::kCoreMax;
+	ret = fi_getname(&pep->fid, ep->address.core, &len);
+	if (ret || len > EpAddress::kCoreMax) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_getname: %s\n", ret ? fi_strerror(-ret) : "too long");
+		return ret ? ret : -FI_EINVAL;
+	}
+	ep->address.core_len = uint16_t(len);
+
+	ep->registrar = std::make_unique<CoreRegistrar>(core_domain);
+	proto::ReceivePoolConfig rx;
+	rx.buffer_size = proto::kHeaderSize + cfg.eager_size;
+	rx.buffers_per_chunk = 64;
+	rx.target_posted = cfg.rx_posted;
+	rx.low_watermark = cfg.rx_low_watermark;
+	rx.max_buffers = cfg.rx_pool_max;
+	ep->rx_pool = std::make_unique<proto::ReceivePool>(*ep->registrar, rx);
+	if ((ret = ep->rx_pool->init()))
+		return ret;
+	proto::BufferPoolConfig tx;
+	tx.buffer_size = proto::kHeaderSize + cfg.eager_size;
+	tx.buffers_per_chunk = 64;
+	tx.max_buffers = cfg.tx_pool_size;
+	ep->tx_pool = std::make_unique<proto::TransmitPool>(*ep->registrar, tx);
+
+	ep->shell.owner = ep.get();
+	ep->shell.fid.fid.fclass = FI_CLASS_EP;
+	ep->shell.fid.fid.context = context;
+	ep->shell.fid.fid.ops = &fid_ops_table<close_ep, bind_ep, control_ep>;
+	ep->shell.fid.ops = &ep_ops;
+	ep->shell.fid.cm = &cm_ops;
+	ep->shell.fid.msg = &msg_ops;
+	ep->shell.fid.tagged = &tagged_ops;
+	ep->shell.fid.rma = &rma_ops_table;
+	ep->shell.fid.atomic = &atomic_ops;
+	ep->shell.fid.collective = &collective_ops;
+	{
+		std::lock_guard guard(domain->lock);
+		domain->endpoints.push_back(ep.get());
+	}
+	domain->children++;
+	RCOLL_INFO(FI_LOG_EP_CTRL, "endpoint %s\n", ep->address.to_string().c_str());
+	*out = &ep.release()->shell.fid;
+	return 0;
+}
+
+int Endpoint::enable()
+{
+	if (enabled)
+		return 0;
+	if (!av) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_enable: no address vector bound\n");
+		return -FI_ENOAV;
+	}
+	if (!tx_cq || !rx_cq) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_enable: bind CQs for FI_TRANSMIT and FI_RECV\n");
+		return -FI_ENOCQ;
+	}
+	enabled = true;
+	refill_rx();
+	return 0;
+}
+
+Endpoint::~Endpoint()
+{
+	// Connections first (they hold posted buffers of the shared receive
+	// context and registrations of the pools), then the core queues, then
+	// the pools.
+	for (auto& p : peers) {
+		p->conn.reset();
+		p->losing.reset();
+		p->passive.reset();
+	}
+	graveyard.clear();
+	pep.reset();
+	srx.reset();
+	core_cq.reset();
+	core_eq.reset();
+	rma_ops.clear();
+	sends = {};
+	recvs = {};
+	rx_pool.reset();
+	tx_pool.reset();
+}
+
+} // namespace rcoll

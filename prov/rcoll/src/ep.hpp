@@ -1,0 +1,299 @@
+// fid_ep (FI_EP_RDM): the endpoint. Owns one core passive endpoint peers
+// connect to, one core MSG endpoint per peer (connected on demand), ONE core
+// shared receive context fed from a registered bounce-buffer pool
+// (papers/sur2005: receive memory does not grow with peers), one core CQ and
+// EQ, rcoll's tag matching and its rendezvous (papers/takagi2013).
+#pragma once
+
+#include "address.hpp"
+#include "common.hpp"
+#include "domain.hpp"
+#include "mr.hpp"
+#include "proto/match.hpp"
+#include "proto/pool.hpp"
+#include "proto/rendezvous.hpp"
+#include "proto/wire.hpp"
+#include "slab.hpp"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <poll.h>
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+namespace rcoll {
+
+struct AddressVector;
+struct CompletionQueue;
+struct Counter;
+struct Domain;
+struct Endpoint;
+struct EventQueue;
+
+// What rcoll hands the core as an operation context: the core may use the
+// fi_context2 space (FI_CONTEXT/FI_CONTEXT2 modes); `kind` and `owner` say
+// which rcoll record it belongs to when the completion comes back.
+struct CoreContext {
+	enum class Kind : uint8_t { rx_buffer, tx_buffer, rma, rndv_write, rndv_read };
+	fi_context2 space{};
+	Kind kind;
+	void* owner;
+	CoreContext(Kind k, void* o) : kind(k), owner(o) {}
+};
+
+struct Peer;
+struct SendOp;
+
+// What rcoll knows about one bounce buffer of its pools while the core has
+// it: the buffer, and on the transmit side where it goes and for whom.
+struct BufferRecord {
+	CoreContext cc;
+	proto::BounceBuffer* buffer = nullptr;
+	// Transmit side.
+	Peer* peer = nullptr;
+	proto::MsgHeader header;   // encoded at post time, when src_conn is known
+	size_t len = 0;            // header + body/payload
+	void* context = nullptr;   // eager send: the application's, reported on completion
+	uint64_t cq_flags = 0;
+	bool report = false;       // write a CQ entry
+	bool count = false;        // bump the send counter
+	explicit BufferRecord(CoreContext::Kind k) : cc(k, this) {}
+};
+
+// Registers pool chunks with the core domain.
+class CoreRegistrar final : public proto::Registrar {
+public:
+	explicit CoreRegistrar(fid_domain* core) : core_(core) {}
+	int register_region(void* addr, size_t length, proto::RegisteredRegion& out) noexcept override;
+	void deregister_region(const proto::RegisteredRegion& region) noexcept override;
+
+private:
+	fid_domain* core_;
+};
+
+struct Peer {
+	enum class State { idle, connecting, connected, failed };
+	uint32_t local_id = 0;   // our id for this connection: the peer puts it in src_conn
+	uint32_t remote_id = 0;  // the peer's id for it: we put it in our headers
+	uint64_t key = 0;        // the peer endpoint's key (its address identity)
+	EpAddress address{};     // core_len == 0 until the AV names it
+	State state = State::idle;
+	bool active = false;     // `conn` is our own connect (not an accepted one)
+	FidPtr<fid_ep> conn;     // the connection in use
+	FidPtr<fid_ep> losing;   // our connect that lost a simultaneous-connect race
+	FidPtr<fid_ep> passive;  // the accepted side of a connection to ourselves
+	uint32_t eager_limit = 0;
+	std::deque<BufferRecord*> backlog; // waiting for the connection or for core queue space
+	std::chrono::steady_clock::time_point connect_started;
+};
+
+// One application send above the eager limit (takagi2013 rendezvous).
+struct SendOp {
+	void* context = nullptr;
+	uint64_t flags = 0;       // FI_SEND | FI_MSG or FI_TAGGED
+	bool report = true;       // write a CQ entry (FI_SELECTIVE_COMPLETION)
+	Peer* peer = nullptr;
+	const std::byte* buf = nullptr;
+	size_t len = 0;
+	void* core_desc = nullptr;
+	CoreRegistration own_mr;  // when the application passed no descriptor
+	uint32_t cookie = 0;
+	MemoryRegion* app_mr = nullptr;
+	proto::MsgHeader header{}; // tag, flags and CQ data for the RTS
+	std::optional<proto::RendezvousSender> machine;
+	// The write the machine asked for, issued in chunks of at most rma_chunk.
+	proto::action::Write write{};
+	uint64_t written = 0, write_chunk = 0;
+	bool write_in_flight = false, write_retry = false;
+	CoreContext write_cc{CoreContext::Kind::rndv_write, this};
+};
+
+// One posted application receive; once it matched a rendezvous request, also
+// the receiving half of that rendezvous.
+struct RecvOp {
+	proto::PostedReceive match;
+	void* context = nullptr;
+	uint64_t flags = 0;       // FI_RECV | FI_MSG or FI_TAGGED
+	bool report = true;
+	std::byte* buf = nullptr;
+	size_t len = 0;
+	void* core_desc = nullptr;
+	CoreRegistration own_mr;
+	uint32_t id = 0;          // slab id: carried in the CTS and the immediate
+	// Once matched to a rendezvous request.
+	Peer* peer = nullptr;
+	proto::MsgHeader header{};
+	std::optional<proto::RendezvousReceiver> machine;
+	MemoryRegion* app_mr = nullptr;
+	proto::action::Read read{};
+	uint64_t done_reading = 0, read_chunk = 0;
+	bool read_in_flight = false, read_retry = false;
+	bool polling = false;
+	CoreContext read_cc{CoreContext::Kind::rndv_read, this};
+};
+
+// A message that arrived before its receive.
+struct Unexpected {
+	proto::UnexpectedMessage match;
+	Peer* peer = nullptr;
+	proto::MsgHeader header{};
+	std::vector<std::byte> payload;   // eager data
+	proto::RtsBody rts{};             // rendezvous request (header.opcode == Rts)
+};
+
+// One application RMA operation, issued in core operations of at most
+// rma_chunk bytes, one after the other.
+struct RmaOp {
+	CoreContext cc{CoreContext::Kind::rma, this};
+	bool write = false;
+	void* context = nullptr;
+	uint64_t flags = 0;
+	bool report = true;
+	Peer* peer = nullptr;
+	std::byte* local = nullptr;
+	void* core_desc = nullptr;
+	CoreRegistration own_mr;
+	std::vector<std::byte> inject_copy; // FI_INJECT: the data, owned
+	uint64_t remote_addr = 0, key = 0, data = 0;
+	size_t len = 0, done = 0, chunk = 0;
+};
+
+struct Endpoint {
+	FidShell<fid_ep, Endpoint> shell;
+	Domain* domain = nullptr;
+	InfoPtr info;
+	uint64_t caps = 0;
+	uint64_t tx_op_flags = 0, rx_op_flags = 0;
+	bool enabled = false;
+
+	AddressVector* av = nullptr;
+	CompletionQueue* tx_cq = nullptr;
+	CompletionQueue* rx_cq = nullptr;
+	bool tx_selective = false, rx_selective = false;
+	Counter* send_cntr = nullptr;
+	Counter* recv_cntr = nullptr;
+	Counter* read_cntr = nullptr;
+	Counter* write_cntr = nullptr;
+	EventQueue* eq = nullptr;
+
+	// Core objects; ~Endpoint closes connections before these.
+	FidPtr<fid_eq> core_eq;
+	FidPtr<fid_cq> core_cq;
+	FidPtr<fid_ep> srx;
+	FidPtr<fid_pep> pep;
+	EpAddress address{};
+
+	std::vector<std::unique_ptr<Peer>> peers; // index: local_id
+	std::unordered_map<uint64_t, Peer*> peer_by_key;
+	std::vector<FidPtr<fid_ep>> graveyard;    // connections to close after this progress round
+
+	std::unique_ptr<CoreRegistrar> registrar;
+	std::unique_ptr<proto::ReceivePool> rx_pool;
+	std::unique_ptr<proto::TransmitPool> tx_pool;
+	std::deque<BufferRecord> rx_records, tx_records; // by buffer index; stable addresses
+	size_t eager_limit = 0;
+
+	proto::MatchQueue msg_queue, tagged_queue;
+	std::vector<std::unique_ptr<Unexpected>> spare_unexpected;
+	Slab<SendOp> sends;
+	Slab<RecvOp> recvs;
+	std::vector<uint32_t> polling;            // receives in POLL_LAST_BYTE mode
+	std::vector<std::unique_ptr<RmaOp>> rma_ops;
+	proto::SlotRandom slot_random{0};
+	uint64_t progress_calls = 0;
+
+	static int open(Domain* domain, fi_info* info, fid_ep** out, void* context);
+	int enable();
+	~Endpoint();
+
+	// Drives the core: connection events, completions, refills, retries.
+	// Returns the number of events handled. Caller holds the domain lock.
+	int progress();
+	// Adds the core's wait fds; false if the core has events pending already.
+	bool collect_wait_fds(std::vector<pollfd>& fds);
+
+	// Application operations (caller holds the domain lock).
+	ssize_t send(const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t tag,
+		     uint64_t data, uint64_t flags, void* context);
+	ssize_t recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag,
+		     uint64_t ignore, uint64_t flags, void* context);
+	ssize_t rma(bool write, const void* buf, size_t len, void* desc, fi_addr_t dest,
+		    uint64_t addr, uint64_t key, uint64_t data, uint64_t flags, void* context);
+	ssize_t cancel(void* context);
+
+	// Connections (conn.cpp).
+	Peer* peer_for(fi_addr_t addr, int& err);
+	Peer* peer_by_local_id(uint32_t id);
+	Peer& add_peer(uint64_t key, const EpAddress* address);
+	int connect(Peer& peer);
+	fid_ep* open_core_ep(fi_info* core_info, Peer& peer);
+	void handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size_t len);
+	void handle_cm_error(const fi_eq_err_entry& err);
+	void check_connect_timeouts();
+	void fail_peer(Peer& peer, int err);
+
+	// Data path (xfer.cpp).
+	BufferRecord* get_tx_buffer();
+	void release_tx_buffer(BufferRecord* r);
+	void refill_rx();
+	void release_rx(BufferRecord* r);
+	ssize_t post_tx(BufferRecord* r);
+	void flush_backlog(Peer& peer);
+	ssize_t send_control(Peer& peer, const proto::MsgHeader& header, const void* body,
+			     size_t body_len);
+	ssize_t run_send_actions(SendOp& op, const proto::Actions& actions);
+	void run_recv_actions(RecvOp& op, const proto::Actions& actions);
+	void issue_write(SendOp& op);
+	void on_write_done(SendOp& op, int err);
+	void issue_read(RecvOp& op);
+	void on_read_finished(RecvOp& op, int err);
+	ssize_t issue_rma(RmaOp& op);
+	void on_rma_done(RmaOp& op, int err);
+	void retry_stalled();
+	void on_core_completion(const fi_cq_data_entry& e);
+	void on_core_error(const fi_cq_err_entry& e);
+	void on_receive(BufferRecord* r, size_t len);
+	void deliver(Peer& peer, const proto::ParsedMessage& m);
+	void on_remote_write(uint64_t data);
+	void poll_last_bytes();
+	void match_unexpected(RecvOp& op, Unexpected* u);
+	Unexpected* new_unexpected();
+	void drop_unexpected(Unexpected* u);
+	void complete_eager(RecvOp& op, Peer* peer, const proto::MsgHeader& h,
+			    const std::byte* data, size_t size);
+	void start_rendezvous_recv(RecvOp& op, Peer& peer, const proto::MsgHeader& h,
+				   const proto::RtsBody& rts);
+	void report_tx(void* context, uint64_t flags, size_t len, int err, bool report,
+		       Counter* cntr);
+	void report_rx(void* context, uint64_t flags, size_t len, void* buf, uint64_t data,
+		       uint64_t tag, fi_addr_t src, int err, size_t olen, bool report);
+	fi_addr_t source_of(Peer* peer) const;
+	proto::MatchQueue& queue_for(uint64_t flags)
+	{
+		return (flags & FI_TAGGED) ? tagged_queue : msg_queue;
+	}
+};
+
+// Runs an application operation on the endpoint behind `f`, under the
+// domain lock, behind the noexcept boundary.
+template <class F>
+ssize_t with_ep(fid_ep* f, F&& body)
+{
+	return guarded([&]() -> ssize_t {
+		Endpoint* ep = owner_of<Endpoint>(f);
+		std::lock_guard guard(ep->domain->lock);
+		return body(*ep);
+	});
+}
+
+} // namespace rcoll

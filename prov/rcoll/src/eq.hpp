@@ -1,0 +1,37 @@
+// fid_eq: events rcoll reports to the application (AV insert completion,
+// and FI_JOIN_COMPLETE for collective groups).
+#pragma once
+
+#include "common.hpp"
+
+#include <rdma/fi_eq.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+namespace rcoll {
+
+struct Fabric;
+
+struct EventQueue {
+	struct Event {
+		uint32_t event;
+		std::vector<uint8_t> data;
+		bool error;
+	};
+
+	FidShell<fid_eq, EventQueue> shell;
+	Fabric* fabric = nullptr;
+	std::mutex lock; // its own: events may be written from any domain
+	std::condition_variable changed;
+	std::deque<Event> events;
+	fi_wait_obj wait_obj = FI_WAIT_NONE;
+
+	void push(uint32_t event, const void* data, size_t len, bool error = false);
+
+	static int open(Fabric* fabric, fi_eq_attr* attr, fid_eq** out, void* context);
+};
+
+} // namespace rcoll

@@ -1,0 +1,49 @@
+// fid_mr: a registration with the core domain. The key and the address a
+// peer uses are the core's (FI_MR_PROV_KEY, FI_MR_VIRT_ADDR); the descriptor
+// an application passes back names this object, which holds the core's.
+#pragma once
+
+#include "common.hpp"
+
+namespace rcoll {
+
+struct Domain;
+
+// A core registration owned by rcoll itself (bounce pools, rendezvous
+// buffers the application passed without a descriptor).
+class CoreRegistration {
+public:
+	CoreRegistration() = default;
+	// Returns 0 or a negative fi_errno; the object stays empty on failure.
+	int reg(fid_domain* core_domain, const void* buf, size_t len, uint64_t access);
+	void* desc() const { return mr_ ? fi_mr_desc(mr_.get()) : nullptr; }
+	uint64_t key() const { return mr_ ? fi_mr_key(mr_.get()) : FI_KEY_NOTAVAIL; }
+	explicit operator bool() const { return bool(mr_); }
+
+private:
+	FidPtr<fid_mr> mr_;
+};
+
+// Everything rcoll may do with memory locally or on behalf of a peer.
+inline constexpr uint64_t kAllAccess =
+	FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+struct MemoryRegion {
+	FidShell<fid_mr, MemoryRegion> shell;
+	Domain* domain = nullptr;
+	CoreRegistration core;
+	const void* base = nullptr;
+	size_t len = 0;
+
+	void* core_desc() const { return core.desc(); }
+};
+
+// The core descriptor behind an application descriptor (or nullptr).
+inline void* core_desc_of(void* app_desc)
+{
+	return app_desc ? static_cast<MemoryRegion*>(app_desc)->core_desc() : nullptr;
+}
+
+extern fi_ops_mr memory_region_ops;
+
+} // namespace rcoll
