@@ -43,6 +43,16 @@ Bytes eager(const MsgHeader& h, std::size_t payload_len)
 	return out;
 }
 
+Bytes write_data(std::uint64_t cq_data)
+{
+	MsgHeader h = header(Opcode::WriteData);
+	h.flags = kFlagRemoteCqData;
+	h.cq_data = cq_data;
+	Bytes out(kHeaderSize);
+	encode_header(h, out.data());
+	return out;
+}
+
 RtsBody sample_rts() { return {0x1122334455667788, 0x7f00deadbeef0000, 0xfedcba9876543210}; }
 CtsBody sample_cts(CompletionMode mode = CompletionMode::PollLastByte)
 {
@@ -63,6 +73,7 @@ std::vector<Bytes> valid_messages()
 	rts.flags = kFlagTagged;
 	rts.tag = 3;
 	return {eager(header(Opcode::Eager, 0), 0),
+		write_data(0x0123456789abcdef),
 		eager(tagged, 5),
 		eager(header(Opcode::Eager, kLimits.eager_limit), kLimits.eager_limit),
 		control(rts, sample_rts()),
@@ -116,6 +127,12 @@ void assert_invariants(const Bytes& input, const ParsedMessage& m)
 		cr_assert(std::holds_alternative<std::monostate>(m.body));
 	} else {
 		cr_assert(m.payload.empty());
+	}
+	if (h.opcode == Opcode::WriteData) {
+		cr_assert_eq(input.size(), kHeaderSize);
+		cr_assert_eq(h.flags, kFlagRemoteCqData);
+		cr_assert_eq(h.tag, 0u);
+		cr_assert_eq(h.size, 0u);
 	}
 	if (h.opcode == Opcode::Rts) {
 		cr_assert(h.size > 0 && h.size <= kLimits.max_message_size);
@@ -223,6 +240,13 @@ Test(wire, every_opcode_round_trips)
 	cr_assert_eq(validate_message(b.data(), b.size(), kLimits, m), WireStatus::Ok);
 	cr_assert_eq(std::get<ReadDoneBody>(m.body).sender_cookie, 0xcafef00du);
 
+	b = write_data(42);
+	cr_assert_eq(validate_message(b.data(), b.size(), kLimits, m), WireStatus::Ok);
+	cr_assert_eq(m.header.opcode, Opcode::WriteData);
+	cr_assert_eq(m.header.cq_data, 42u);
+	cr_assert(m.payload.empty());
+	cr_assert(std::holds_alternative<std::monostate>(m.body));
+
 	b = eager(header(Opcode::Eager, 100), 100);
 	cr_assert_eq(validate_message(b.data(), b.size(), kLimits, m), WireStatus::Ok);
 	cr_assert_eq(m.header.opcode, Opcode::Eager);
@@ -271,7 +295,7 @@ Test(wire, header_fields_are_checked)
 	};
 	for (std::uint8_t v : {0, 2, 255})
 		cr_assert_eq(with(0, v), WireStatus::BadVersion);
-	for (std::uint8_t v : {0, 6, 7, 128, 255})
+	for (std::uint8_t v : {0, 7, 8, 128, 255})
 		cr_assert_eq(with(1, v), WireStatus::BadOpcode, "opcode %u", v);
 	cr_assert_eq(with(3, 1), WireStatus::ReservedNotZero);
 	cr_assert_eq(with(2, kFlagTagged), WireStatus::BadFlags, "flags on a control message");
@@ -291,6 +315,23 @@ Test(wire, header_fields_are_checked)
 	e = eager(header(Opcode::Eager, 4), 4);
 	e[16] = std::byte{1}; // cq_data without kFlagRemoteCqData
 	cr_assert_eq(check(e), WireStatus::BadField);
+}
+
+Test(wire, write_data_is_header_only_with_cq_data)
+{
+	auto with = [](std::size_t offset, std::uint8_t value) {
+		Bytes b = write_data(7);
+		b[offset] = std::byte{value};
+		return check(b);
+	};
+	cr_assert_eq(with(2, 0), WireStatus::BadFlags, "the cq_data flag is required");
+	cr_assert_eq(with(2, kFlagTagged | kFlagRemoteCqData), WireStatus::BadFlags);
+	cr_assert_eq(with(8, 1), WireStatus::BadField, "no tag");
+	cr_assert_eq(with(24, 1), WireStatus::BadField, "no size");
+	Bytes b = write_data(7);
+	b.push_back(std::byte{0});
+	cr_assert_eq(check(b), WireStatus::BadBodyLength);
+	cr_assert_eq(check(write_data(0)), WireStatus::Ok, "zero is valid CQ data");
 }
 
 Test(wire, sizes_are_checked_per_opcode)

@@ -250,7 +250,7 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 		if (!(h.flags & kFlagRemoteCqData) && h.cq_data != 0)
 			return WireStatus::BadField;
 	} else if (h.opcode == Opcode::WriteData) {
-		// Header only: the data, nothing else.
+		// Header only: the remote CQ data and nothing else.
 		if (h.flags != kFlagRemoteCqData)
 			return WireStatus::BadFlags;
 		if (h.tag != 0 || h.size != 0)

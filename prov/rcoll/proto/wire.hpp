@@ -86,16 +86,22 @@ const char* describe(WireStatus status) noexcept;
 //    16    8 cq_data   REMOTE_CQ_DATA only, else 0 (8 bytes on every core:
 //                      rcoll carries it itself, not in the core's immediate)
 //    24    8 size      EAGER: payload length; RTS: whole message length;
-//                      control messages: 0
+//                      every other opcode: 0
+//
+// EAGER and RTS carry a user message and may set both flags. WRITE_DATA is
+// header only and sets exactly REMOTE_CQ_DATA. CTS, FIN and READ_DONE set
+// no flag and carry their body.
 
 enum class Opcode : std::uint8_t {
-	Eager = 1,    // payload follows the header
-	Rts = 2,      // sender: "my buffer is here" (RtsBody)
-	Cts = 3,      // receiver, PUT: "write into mine" (CtsBody)
-	Fin = 4,      // sender, PUT in POLL_LAST_BYTE mode: slot collision (FinBody)
-	ReadDone = 5, // receiver: finished with the sender's buffer (ReadDoneBody)
-	WriteData = 6, // RMA initiator: the fi_writedata before it has landed; cq_data
-		       // carries the data (the core's 4-byte immediate is rcoll's own)
+	Eager = 1,     // payload follows the header
+	Rts = 2,       // sender: "my buffer is here" (RtsBody)
+	Cts = 3,       // receiver, PUT: "write into mine" (CtsBody)
+	Fin = 4,       // sender, PUT in POLL_LAST_BYTE mode: slot collision (FinBody)
+	ReadDone = 5,  // receiver: finished with the sender's buffer (ReadDoneBody)
+	WriteData = 6, // RMA initiator, right after the RDMA write of an
+		       // fi_writedata on the same connection (so it arrives after
+		       // the data): cq_data is the application's remote CQ data,
+		       // which the core's 4-byte immediate cannot carry
 };
 inline constexpr std::uint8_t kMinOpcode = 1;
 inline constexpr std::uint8_t kMaxOpcode = 6;
@@ -227,7 +233,8 @@ struct ParsedMessage {
 };
 
 // Checks everything before anything is trusted: length >= header, version,
-// opcode, flags, reserved bytes, src_conn, exact body length per opcode,
+// opcode, flags allowed for the opcode, reserved bytes, src_conn, exact
+// body length per opcode (0 for WRITE_DATA),
 // eager size == len - header <= eager_limit, nonzero lengths within
 // max_message_size, enum fields, and that tag/cq_data are zero unless
 // flagged. `out` is written only when the result is Ok.
