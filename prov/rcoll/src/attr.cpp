@@ -3,6 +3,8 @@
 #include "address.hpp"
 #include "config.hpp"
 
+#include <sys/socket.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -23,6 +25,17 @@ std::vector<std::string> core_candidates()
 	if (core == "auto")
 		return {"verbs", "tcp"};
 	return {core};
+}
+
+// The core's name for the address family of a socket address.
+uint32_t sockaddr_format(const void* addr)
+{
+	switch (static_cast<const sockaddr*>(addr)->sa_family) {
+	case AF_INET: return FI_SOCKADDR_IN;
+	case AF_INET6: return FI_SOCKADDR_IN6;
+	case AF_IB: return FI_SOCKADDR_IB;
+	default: return FI_SOCKADDR;
+	}
 }
 
 InfoPtr make_core_hints(const char* prov, const fi_info* rcoll_hints)
@@ -53,7 +66,7 @@ InfoPtr make_core_hints(const char* prov, const fi_info* rcoll_hints)
 				throw std::bad_alloc();
 			memcpy(h->src_addr, addr->core, addr->core_len);
 			h->src_addrlen = addr->core_len;
-			h->addr_format = FI_FORMAT_UNSPEC;
+			h->addr_format = sockaddr_format(h->src_addr);
 		}
 	}
 	return h;

@@ -82,10 +82,15 @@ int Domain::open(Fabric* fabric, fi_info* info, fid_domain** out, void* context)
 	}
 	// Ask the core for the strictest memory rules even where it would not
 	// need them (tcp honours them): every path then runs as it would on verbs.
-	core_info->domain_attr->mr_mode = kCoreMrMode;
+	// (Only the domain gets them: endpoints are checked against what the
+	// core advertised.)
+	InfoPtr strict(fi_dupinfo(core_info.get()));
+	if (!strict)
+		return -FI_ENOMEM;
+	strict->domain_attr->mr_mode = kCoreMrMode;
 	auto domain = std::make_unique<Domain>();
 	fid_domain* core = nullptr;
-	int ret = fi_domain(fabric->core.get(), core_info.get(), &core, nullptr);
+	int ret = fi_domain(fabric->core.get(), strict.get(), &core, nullptr);
 	if (ret) {
 		RCOLL_WARN(FI_LOG_DOMAIN, "core fi_domain: %s\n", fi_strerror(-ret));
 		return ret;

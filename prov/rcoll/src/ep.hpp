@@ -120,9 +120,9 @@ struct SendOp {
 
 // One posted application receive; once it matched a rendezvous request, also
 // the receiving half of that rendezvous.
-struct RecvOp {
-	proto::PostedReceive match;
-	void* context = nullptr;
+// The matching fields (source, tag, ignore, and the application's context,
+// which fi_cancel names) live in the PostedReceive base.
+struct RecvOp : proto::PostedReceive {
 	uint64_t flags = 0;       // FI_RECV | FI_MSG or FI_TAGGED
 	bool report = true;
 	std::byte* buf = nullptr;
@@ -269,6 +269,7 @@ struct Endpoint {
 	void match_unexpected(RecvOp& op, Unexpected* u);
 	Unexpected* new_unexpected();
 	void drop_unexpected(Unexpected* u);
+	void discard_unexpected(Unexpected* u);
 	void complete_eager(RecvOp& op, Peer* peer, const proto::MsgHeader& h,
 			    const std::byte* data, size_t size);
 	void start_rendezvous_recv(RecvOp& op, Peer& peer, const proto::MsgHeader& h,

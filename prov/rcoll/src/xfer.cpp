@@ -464,13 +464,10 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 			if (context)
 				static_cast<fi_context*>(context)->internal[0] = u;
 		}
-		uint64_t cflags = completion_flags(u->header);
-		if (flags & FI_DISCARD && flags & FI_CLAIM) {
-			// Peek, claim and discard at once: the message is gone.
-			drop_unexpected(u);
-		}
-		report_rx(context, cflags, u->header.size, nullptr, u->header.cq_data, u->header.tag,
-			  source_of(u->peer), 0, 0, true);
+		report_rx(context, completion_flags(u->header), u->header.size, nullptr,
+			  u->header.cq_data, u->header.tag, source_of(u->peer), 0, 0, true);
+		if ((flags & FI_DISCARD) && (flags & FI_CLAIM))
+			discard_unexpected(u); // peek, claim and discard at once
 		return 0;
 	}
 
@@ -479,17 +476,16 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 	if (!op)
 		return -FI_EAGAIN;
 	op->id = id;
-	op->context = context;
 	op->flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
 	op->report = report;
 	op->buf = static_cast<std::byte*>(buf);
 	op->len = len;
 	op->app_mr = static_cast<MemoryRegion*>(desc);
 	op->core_desc = core_desc_of(desc);
-	op->match.source = source;
-	op->match.tag = tagged ? tag : 0;
-	op->match.ignore = tagged ? ignore : 0;
-	op->match.context = op;
+	op->source = source;
+	op->tag = tagged ? tag : 0;
+	op->ignore = tagged ? ignore : 0;
+	op->context = context;
 
 	Unexpected* u = nullptr;
 	if (tagged && (flags & FI_CLAIM)) {
@@ -501,11 +497,11 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 		if (flags & FI_DISCARD) {
 			report_rx(context, completion_flags(u->header), 0, nullptr, u->header.cq_data,
 				  u->header.tag, source_of(u->peer), 0, 0, report);
-			drop_unexpected(u);
+			discard_unexpected(u);
 			recvs.destroy(id);
 			return 0;
 		}
-	} else if (auto* m = queue.post(op->match)) {
+	} else if (auto* m = queue.post(*op)) {
 		u = static_cast<Unexpected*>(m->context);
 	}
 	if (u)
@@ -524,6 +520,18 @@ void Endpoint::match_unexpected(RecvOp& op, Unexpected* u)
 		recvs.destroy(op.id);
 	} else {
 		start_rendezvous_recv(op, *u->peer, u->header, u->rts);
+	}
+	drop_unexpected(u);
+}
+
+// FI_DISCARD: the message is consumed without its data. A rendezvous
+// sender still waits for its buffer to be released: tell it we are done.
+void Endpoint::discard_unexpected(Unexpected* u)
+{
+	if (u->header.opcode == Opcode::Rts && u->peer->state == Peer::State::connected) {
+		MsgHeader h;
+		h.opcode = Opcode::ReadDone;
+		send_body(*this, *u->peer, h, proto::ReadDoneBody{u->rts.sender_cookie});
 	}
 	drop_unexpected(u);
 }
@@ -588,7 +596,7 @@ void Endpoint::start_rendezvous_recv(RecvOp& op, Peer& peer, const MsgHeader& h,
 	}
 	op.machine.emplace(op.id, std::span<std::byte>(op.buf, transfer),
 			   proto::RemoteBuffer{reinterpret_cast<uint64_t>(op.buf), key});
-	const auto path = proto::RendezvousReceiver::path_for(op.match.source);
+	const auto path = proto::RendezvousReceiver::path_for(op.source);
 	const auto mode = config().rndv_poll_last_byte() ? proto::CompletionMode::PollLastByte
 							  : proto::CompletionMode::Immediate;
 	run_recv_actions(op, op.machine->on_rts(rts, h.size, path, mode, slot_random));
@@ -744,7 +752,7 @@ void Endpoint::deliver(Peer& peer, const proto::ParsedMessage& m)
 		return;
 	}
 	drop_unexpected(u);
-	RecvOp& op = *static_cast<RecvOp*>(posted->context);
+	RecvOp& op = *static_cast<RecvOp*>(posted);
 	if (m.header.opcode == Opcode::Eager)
 		complete_eager(op, &peer, m.header, m.payload.data(), m.payload.size());
 	else
@@ -830,6 +838,8 @@ void Endpoint::on_core_error(const fi_cq_err_entry& e)
 			   fi_strerror(err));
 		return;
 	}
+	RCOLL_INFO(FI_LOG_EP_DATA, "core completion error (kind %d): %s (prov_errno %d)\n",
+		   int(cc->kind), fi_strerror(err), e.prov_errno);
 	switch (cc->kind) {
 	case CoreContext::Kind::rx_buffer: {
 		// A flushed receive (its connection closed): the buffer simply goes
@@ -923,8 +933,8 @@ void Endpoint::fail_peer(Peer& peer, int err)
 		q->drain_source(
 			peer.key,
 			[&](proto::PostedReceive& pr) {
-				auto& op = *static_cast<RecvOp*>(pr.context);
-				report_rx(op.context, op.flags, 0, op.buf, 0, op.match.tag, FI_ADDR_NOTAVAIL,
+				auto& op = static_cast<RecvOp&>(pr);
+				report_rx(op.context, op.flags, 0, op.buf, 0, op.tag, FI_ADDR_NOTAVAIL,
 					  FI_EIO, 0, true);
 				recvs.destroy(op.id);
 			},
@@ -939,8 +949,8 @@ ssize_t Endpoint::cancel(void* context)
 {
 	for (proto::MatchQueue* q : {&msg_queue, &tagged_queue}) {
 		if (proto::PostedReceive* pr = q->cancel(context)) {
-			auto& op = *static_cast<RecvOp*>(pr->context);
-			report_rx(op.context, op.flags, 0, op.buf, 0, op.match.tag, FI_ADDR_NOTAVAIL,
+			auto& op = *static_cast<RecvOp*>(pr);
+			report_rx(op.context, op.flags, 0, op.buf, 0, op.tag, FI_ADDR_NOTAVAIL,
 				  FI_ECANCELED, 0, true);
 			recvs.destroy(op.id);
 			return 0;
