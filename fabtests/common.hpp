@@ -1,0 +1,359 @@
+// Shared helpers for the rcoll fabtests: a launcher that forks N ranks on
+// this host, a shared-memory bootstrap for address exchange, RAII wrappers
+// around the plain libfabric C API, completion dispatch and data patterns.
+//
+// These clients know nothing of rcoll's internals: they are ordinary OFI
+// applications that follow the strictest rules a provider may impose
+// (FI_CONTEXT, FI_MR_LOCAL descriptors, provider keys, virtual addresses),
+// so every provider they pass is exercised the way a demanding MPI would.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+#include <vector>
+
+namespace fabtests {
+
+// ---------------------------------------------------------------- errors
+
+// printf-style formatting into a std::string (GCC 12 has no <format>).
+[[gnu::format(printf, 1, 2)]] std::string strfmt(const char* fmt, ...);
+
+// A libfabric call returned an error code.
+class FabricError : public std::runtime_error {
+public:
+    FabricError(std::string_view call, long rc, std::source_location where);
+    long rc() const noexcept { return rc_; }
+
+private:
+    long rc_;
+};
+
+// A test assertion failed: the provider delivered something wrong.
+class CheckFailure : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// The provider legitimately lacks what a case needs (a secondary
+// capability, an optional flag); the case reports "N/A", never "PASS".
+class NotApplicable : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// Throws FabricError naming the call when rc != 0.
+void check_rc(long rc, std::string_view call,
+              std::source_location where = std::source_location::current());
+
+// Throws CheckFailure with the formatted message when cond is false.
+[[gnu::format(printf, 2, 3)]] void expect(bool cond, const char* fmt, ...);
+
+#define FT_CHECK(call) ::fabtests::check_rc((call), #call)
+
+// ---------------------------------------------------------------- time
+
+using Clock = std::chrono::steady_clock;
+
+// A point in time after which a wait is a failure, not a hang.
+class Deadline {
+public:
+    explicit Deadline(std::chrono::milliseconds budget) : end_(Clock::now() + budget) {}
+    bool expired() const { return Clock::now() >= end_; }
+    std::chrono::milliseconds remaining() const;
+
+private:
+    Clock::time_point end_;
+};
+
+// Default budget for a single wait inside a case.
+inline constexpr std::chrono::seconds kDefaultWait{30};
+
+// ---------------------------------------------------------------- data patterns
+
+// Payload bytes are a function of (seed, absolute offset): a message that is
+// truncated, shifted, reordered, duplicated or delivered from the wrong
+// peer/iteration fails verification at the first wrong byte.
+uint64_t make_seed(uint64_t a, uint64_t b = 0, uint64_t c = 0, uint64_t d = 0);
+void fill_pattern(std::span<uint8_t> buf, uint64_t seed, size_t base_offset = 0);
+// Offset (relative to buf) of the first byte that differs, or nullopt.
+std::optional<size_t> find_pattern_mismatch(std::span<const uint8_t> buf, uint64_t seed,
+                                            size_t base_offset = 0);
+// Throws CheckFailure describing the first mismatch.
+void expect_pattern(std::span<const uint8_t> buf, uint64_t seed, const std::string& what,
+                    size_t base_offset = 0);
+
+// Guard bytes around receive buffers catch writes past the posted length.
+inline constexpr uint8_t kGuardByte = 0xA5;
+void fill_guard(std::span<uint8_t> buf);
+void expect_guard(std::span<const uint8_t> buf, const std::string& what);
+
+// ---------------------------------------------------------------- launcher
+
+inline constexpr int kMaxRanks = 128;
+inline constexpr size_t kAddressSlotBytes = 1024;
+inline constexpr size_t kNoteBytes = 512;
+inline constexpr int kSignalCount = 64;
+inline constexpr size_t kScratchBytes = 64 * 1024;
+
+struct SharedState;  // lives in a MAP_SHARED mapping created before fork
+
+// A rank's view of the job: rank numbers, barriers, allgather and signals
+// through memory shared by all ranks of this host (no sockets, no MPI).
+class Bootstrap {
+public:
+    Bootstrap(SharedState& shared, int rank, int size) : shared_(shared), rank_(rank), size_(size) {}
+
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+
+    // Waits for every rank that has not been killed. Throws when another
+    // rank failed or the deadline passes, so a lost rank is a failure.
+    void barrier(std::chrono::milliseconds budget = kDefaultWait);
+
+    // Every rank contributes a blob (at most kAddressSlotBytes); returns all
+    // of them indexed by rank.
+    std::vector<std::vector<uint8_t>> allgather(std::span<const uint8_t> mine);
+
+    // Word-sized signals for coordination inside a case ("all sends posted").
+    void signal_set(int index, uint64_t value);
+    void signal_add(int index, uint64_t value);
+    uint64_t signal_get(int index) const;
+    // Spins (calling idle between polls) until signal >= value.
+    void signal_wait_at_least(int index, uint64_t value, const std::function<void()>& idle,
+                              std::chrono::milliseconds budget = kDefaultWait);
+
+    // SIGKILLs another rank and tells the launcher its death is intended.
+    // The victim must not be inside a barrier.
+    void kill_rank(int victim);
+    bool rank_alive(int r) const;
+
+    // One line of detail printed with the case's result (the last call wins).
+    void note(const std::string& text);
+
+    // Raw shared bytes for results gathered by the parent (benchmarks).
+    std::span<std::byte> scratch();
+
+    // Throws if the launcher or another rank declared the job failed.
+    void check_abort() const;
+
+private:
+    SharedState& shared_;
+    int rank_;
+    int size_;
+};
+
+enum class Outcome { passed, failed, not_applicable };
+
+struct LaunchResult {
+    Outcome outcome = Outcome::failed;
+    std::string detail;  // failure reason, N/A reason or the ranks' notes
+};
+
+using RankBody = std::function<void(Bootstrap&)>;
+
+// Forks `ranks` processes running body(bootstrap). Each rank has an alarm()
+// watchdog of `timeout`; the parent kills every rank still alive shortly
+// after. A rank passes by returning, is N/A by throwing NotApplicable and
+// fails by throwing anything else, dying or timing out. `scratch_out`, if
+// given, receives the shared scratch bytes after all ranks ended.
+LaunchResult launch_ranks(int ranks, std::chrono::seconds timeout, const RankBody& body,
+                          std::vector<std::byte>* scratch_out = nullptr);
+
+// Makes libfabric's socket providers use loopback unless the user chose an
+// interface: must run before the first fi_getinfo.
+void prefer_loopback_interfaces();
+
+// ---------------------------------------------------------------- libfabric RAII
+
+struct InfoDeleter {
+    void operator()(fi_info* info) const noexcept { fi_freeinfo(info); }
+};
+using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
+
+// fi_close, reporting a failure (with the fid's class) on stderr:
+// destructors must not throw.
+void close_fid(fid_t fid) noexcept;
+
+// Closes any fid-carrying libfabric object.
+template <typename T>
+struct FidCloser {
+    void operator()(T* object) const noexcept { close_fid(&object->fid); }
+};
+template <typename T>
+using FidPtr = std::unique_ptr<T, FidCloser<T>>;
+
+// Per-operation context. The provider owns provider_context while the
+// operation is pending (FI_CONTEXT / FI_CONTEXT2 mode), so it must be the
+// first member and the object must outlive the operation.
+struct OpContext {
+    fi_context2 provider_context{};
+    bool done = false;
+    int error = 0;                        // fi_cq_err_entry::err when the op failed
+    fi_cq_tagged_entry entry{};           // successful completion
+    fi_cq_err_entry err{};                // failed completion (op_context, len, olen, ...)
+    fi_addr_t source = FI_ADDR_NOTAVAIL;  // from fi_cq_readfrom when FI_SOURCE is on
+    std::string err_text;                 // fi_cq_strerror for failed completions
+
+    void reset();
+    // Clears the outcome but keeps provider_context: FI_CLAIM receives must
+    // pass the context that the FI_PEEK|FI_CLAIM found the message with.
+    void rearm();
+};
+static_assert(std::is_standard_layout_v<OpContext>);
+
+// What the client asks for.
+struct EndpointConfig {
+    std::string provider;                      // hints->fabric_attr->prov_name
+    uint64_t caps = FI_MSG | FI_TAGGED | FI_RMA;
+    fi_av_type av_type = FI_AV_TABLE;
+    size_t cq_size = 0;                        // 0: provider default
+};
+
+// A completion that matched no posted operation: remote CQ data from
+// fi_writedata, or an error entry without a context.
+struct UnsolicitedEvent {
+    fi_cq_tagged_entry entry{};
+    fi_addr_t source = FI_ADDR_NOTAVAIL;
+    int error = 0;
+};
+
+// fabric, domain, one CQ for both directions, AV and an enabled RDM
+// endpoint, with completion dispatch to OpContext objects.
+class Endpoint {
+public:
+    // Throws NotApplicable when the provider exists but lacks config.caps,
+    // and FabricError when fi_getinfo finds nothing at all.
+    explicit Endpoint(const EndpointConfig& config);
+    Endpoint(const Endpoint&) = delete;
+    Endpoint& operator=(const Endpoint&) = delete;
+    ~Endpoint();
+
+    fid_ep* ep() const { return ep_.get(); }
+    fid_domain* domain() const { return domain_.get(); }
+    fid_cq* cq() const { return cq_.get(); }
+    fid_av* av() const { return av_.get(); }
+    const fi_info& info() const { return *info_; }
+    std::string provider_name() const;
+
+    bool has_source() const { return (info_->caps & FI_SOURCE) != 0; }
+    size_t inject_size() const { return info_->tx_attr->inject_size; }
+    // Remote CQ data is cq_data_size bytes wide (4 on verbs, 8 on tcp).
+    uint64_t cq_data_mask() const;
+    bool mr_virtual_addresses() const { return (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0; }
+
+    std::vector<uint8_t> local_address() const;
+    fi_addr_t insert_address(std::span<const uint8_t> address);
+    // allgather of endpoint names through the bootstrap; returns each
+    // rank's fi_addr_t (own rank included, in rank order).
+    std::vector<fi_addr_t> exchange_addresses(Bootstrap& boot);
+
+    // Reads up to a batch of completions and marks their OpContexts done.
+    // Returns how many entries (good or bad) were consumed.
+    size_t progress();
+    // Polls until pred() holds; throws CheckFailure naming `what` on timeout.
+    void progress_until(const std::function<bool()>& pred, const std::string& what,
+                        std::chrono::milliseconds budget = kDefaultWait);
+    // Waits for the operation and throws if it completed with an error.
+    void wait_ok(OpContext& ctx, const std::string& what,
+                 std::chrono::milliseconds budget = kDefaultWait);
+    // Waits for completion, good or bad.
+    void wait_done(OpContext& ctx, const std::string& what,
+                   std::chrono::milliseconds budget = kDefaultWait);
+
+    // Retries an operation that returns -FI_EAGAIN, driving progress
+    // between attempts (manual progress: the queue only drains if we poll).
+    void post(std::string_view call, const std::function<ssize_t()>& op,
+              std::source_location where = std::source_location::current(),
+              std::chrono::milliseconds budget = kDefaultWait);
+
+    std::deque<UnsolicitedEvent>& unsolicited() { return unsolicited_; }
+
+    // Keys requested for registrations (used when the provider does not
+    // pick keys itself, i.e. without FI_MR_PROV_KEY).
+    uint64_t next_requested_key() { return next_key_++; }
+
+private:
+    void dispatch(const fi_cq_tagged_entry& entry, fi_addr_t source);
+    void dispatch_error();
+
+    InfoPtr info_;
+    FidPtr<fid_fabric> fabric_;
+    FidPtr<fid_domain> domain_;
+    FidPtr<fid_cq> cq_;
+    FidPtr<fid_av> av_;
+    FidPtr<fid_ep> ep_;
+    std::deque<UnsolicitedEvent> unsolicited_;
+    uint64_t next_key_ = 1;
+};
+
+#define FT_POST(endpoint, call) (endpoint).post(#call, [&]() -> ssize_t { return (call); })
+
+// Page-aligned memory registered with the endpoint's domain. Every
+// transfer passes desc() (FI_MR_LOCAL); remote peers get key() and
+// remote_address() (virtual address under FI_MR_VIRT_ADDR, else offset).
+class RegisteredBuffer {
+public:
+    RegisteredBuffer(Endpoint& endpoint, size_t bytes,
+                     uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE |
+                                       FI_REMOTE_READ | FI_REMOTE_WRITE);
+    RegisteredBuffer(const RegisteredBuffer&) = delete;
+    RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
+    RegisteredBuffer(RegisteredBuffer&&) noexcept = default;
+    RegisteredBuffer& operator=(RegisteredBuffer&&) noexcept = default;
+    ~RegisteredBuffer();
+
+    uint8_t* data() const { return memory_.get(); }
+    size_t size() const { return size_; }
+    std::span<uint8_t> bytes(size_t offset = 0, size_t length = SIZE_MAX) const;
+    void* desc() const { return fi_mr_desc(mr_.get()); }
+    uint64_t key() const { return key_; }
+    uint64_t remote_address(size_t offset = 0) const;
+
+private:
+    struct MemoryFree {
+        void operator()(uint8_t* p) const noexcept { std::free(p); }
+    };
+    std::unique_ptr<uint8_t, MemoryFree> memory_;
+    size_t size_ = 0;
+    FidPtr<fid_mr> mr_;  // closed before memory_ is freed (declared after)
+    uint64_t key_ = 0;
+    bool virtual_addresses_ = false;
+};
+
+// A peer's registered region, as exchanged in a message.
+struct RemoteRegion {
+    uint64_t address = 0;
+    uint64_t key = 0;
+    uint64_t size = 0;
+};
+
+// Formats an fi_cq_err_entry for a failure message.
+std::string describe_error(const OpContext& ctx);
+// Prints libfabric flag bits (FI_RECV|FI_TAGGED|...) for messages.
+std::string describe_flags(uint64_t flags);
+
+// Resident set size of this process in bytes (/proc/self/statm).
+size_t resident_bytes();
+
+}  // namespace fabtests
