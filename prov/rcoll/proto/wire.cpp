@@ -110,6 +110,16 @@ WireStatus parse_fin(const std::byte* p, const Limits& limits, FinBody& out) noe
 	return WireStatus::Ok;
 }
 
+template <class Body>
+WireStatus accept(ParsedMessage& out, const MsgHeader& header, std::span<const std::byte> payload,
+		  const Body& body) noexcept
+{
+	out.header = header;
+	out.payload = payload;
+	out.body = body;
+	return WireStatus::Ok;
+}
+
 std::size_t body_size(Opcode opcode) noexcept
 {
 	switch (opcode) {
@@ -264,51 +274,41 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 
 	const std::byte* body = p + kHeaderSize;
 	const std::size_t body_len = len - kHeaderSize;
-	ParsedMessage parsed;
-	WireStatus status = WireStatus::Ok;
-
 	if (h.opcode == Opcode::Eager) {
 		if (h.size != body_len)
 			return WireStatus::BadSize;
 		if (h.size > limits.eager_limit)
 			return WireStatus::EagerTooLarge;
-		parsed.payload = std::span<const std::byte>(body, body_len);
-	} else {
-		if (body_len != body_size(h.opcode))
-			return WireStatus::BadBodyLength;
-		switch (h.opcode) {
-		case Opcode::Rts: {
-			RtsBody rts;
-			status = parse_rts(body, h, limits, rts);
-			parsed.body = rts;
-			break;
-		}
-		case Opcode::Cts: {
-			CtsBody cts;
-			status = parse_cts(body, limits, cts);
-			parsed.body = cts;
-			break;
-		}
-		case Opcode::Fin: {
-			FinBody fin;
-			status = parse_fin(body, limits, fin);
-			parsed.body = fin;
-			break;
-		}
-		case Opcode::ReadDone:
-			parsed.body = ReadDoneBody{load_le<std::uint64_t>(body)};
-			break;
-		case Opcode::Eager:
-		case Opcode::WriteData:
-			break;
-		}
-		if (status != WireStatus::Ok)
-			return status;
+		return accept(out, h, std::span<const std::byte>(body, body_len), std::monostate{});
 	}
+	if (body_len != body_size(h.opcode))
+		return WireStatus::BadBodyLength;
 
-	parsed.header = h;
-	out = parsed;
-	return WireStatus::Ok;
+	// Each body is decoded into a local and `out` written once, on success.
+	switch (h.opcode) {
+	case Opcode::Rts: {
+		RtsBody rts;
+		const WireStatus status = parse_rts(body, h, limits, rts);
+		return status == WireStatus::Ok ? accept(out, h, {}, rts) : status;
+	}
+	case Opcode::Cts: {
+		CtsBody cts;
+		const WireStatus status = parse_cts(body, limits, cts);
+		return status == WireStatus::Ok ? accept(out, h, {}, cts) : status;
+	}
+	case Opcode::Fin: {
+		FinBody fin;
+		const WireStatus status = parse_fin(body, limits, fin);
+		return status == WireStatus::Ok ? accept(out, h, {}, fin) : status;
+	}
+	case Opcode::ReadDone:
+		return accept(out, h, {}, ReadDoneBody{load_le<std::uint64_t>(body)});
+	case Opcode::WriteData:
+		return accept(out, h, {}, std::monostate{});
+	case Opcode::Eager:
+		break;
+	}
+	return WireStatus::BadOpcode; // not reached: the opcode was range-checked
 }
 
 std::optional<std::uint32_t> encode_immediate(ImmediateKind kind, std::uint32_t id) noexcept
