@@ -20,7 +20,7 @@ constexpr uint64_t kThirdTag = 0x3D;
 
 // After the victim dies, everything addressed to or expected from it must
 // end (with an error or, for what got through, success) within this bound.
-constexpr std::chrono::seconds kFailureBound{20};
+constexpr std::chrono::seconds kFailureBound{10};
 
 }  // namespace
 
@@ -74,6 +74,7 @@ void case_peer_killed(Bootstrap& boot, const TestOptions& options)
             pause();
     }
 
+    std::string survivor_defect;
     if (me == kThird) {
         boot.signal_wait_at_least(kSurvivorReadySignal, 1, [&] { ep.progress(); }, kFailureBound * 2);
     } else {
@@ -106,14 +107,27 @@ void case_peer_killed(Bootstrap& boot, const TestOptions& options)
                     return false;
             return true;
         };
-        ep.progress_until([&] { return all_done(sends); },
-                          strfmt("all %zu sends to the killed peer to complete (%zu had)", kInFlight,
-                                 count(sends, false) + count(sends, true)),
-                          kFailureBound);
+        std::string defect_note;
+        try {
+            ep.progress_until([&] { return all_done(sends); }, "sends to the killed peer to end", kFailureBound);
+        } catch (const CheckFailure&) {
+            const std::string state =
+                strfmt("%lld s after the kill, %zu of %zu sends to the killed peer have ended (%zu of them in "
+                       "error); receives from it: %zu ended (%zu in error)",
+                       static_cast<long long>(kFailureBound.count()), count(sends, false) + count(sends, true),
+                       kInFlight, count(sends, true), count(recvs, false) + count(recvs, true), count(recvs, true));
+            const char* defect = known_defect(options.provider, "killed-peer-sends");
+            if (!defect)
+                throw CheckFailure(state);
+            defect_note = strfmt("KNOWN DEFECT of %s reproduced (%s): %s", options.provider.c_str(), defect,
+                                 state.c_str());
+        }
         const auto sends_ended = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed_at);
         const size_t send_errors = count(sends, true);
-        expect(send_errors > 0, "all %zu sends of %s to the killed peer reported success", kInFlight,
-               format_size(large).c_str());
+        if (defect_note.empty()) {
+            expect(send_errors > 0, "all %zu sends of %s to the killed peer reported success", kInFlight,
+                   format_size(large).c_str());
+        }
         // Receives still waiting for the dead peer can never match: cancel.
         for (auto& r : recvs)
             if (!r.done) {
@@ -129,6 +143,7 @@ void case_peer_killed(Bootstrap& boot, const TestOptions& options)
                 expect_pattern(inbox.bytes(k * large, large), make_seed(0xDD, k),
                                strfmt("message %zu that arrived before the kill", k));
         boot.signal_set(kSurvivorReadySignal, 1);
+        survivor_defect = defect_note;
         boot.note(strfmt("victim SIGKILLed with %s transfers in flight: %zu of %zu sends ended in error "
                          "within %lld ms, %zu receives in error/cancelled",
                          format_size(large).c_str(), send_errors, kInFlight,
@@ -156,6 +171,9 @@ void case_peer_killed(Bootstrap& boot, const TestOptions& options)
                     inbox.bytes(0, size + kGuardBytes), kGuardBytes, what);
     }
     boot.barrier();
+    if (!survivor_defect.empty())
+        throw NotApplicable(survivor_defect + "; afterwards survivor and third rank exchanged 100 B and 1 MiB "
+                                              "both ways, verified");
     if (me == kThird)
         boot.note("then survivor and third rank exchanged 100 B and 1 MiB both ways, verified");
 }

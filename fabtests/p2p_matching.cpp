@@ -486,48 +486,70 @@ bool peek(Endpoint& ep, uint64_t tag, OpContext& ctx, uint64_t extra_flags, bool
 
 // FI_PEEK finds without consuming, FI_PEEK|FI_CLAIM reserves a message for
 // the FI_CLAIM receive that follows (other receives cannot take it), and
-// FI_CLAIM|FI_DISCARD drops it.
+// FI_CLAIM|FI_DISCARD drops it, for an eager-sized and a rendezvous-sized
+// message.
 void case_peek_claim(Bootstrap& boot, const TestOptions& options)
 {
     Endpoint ep({options.provider});
     const auto peers = ep.exchange_addresses(boot);
-    constexpr uint64_t kTagA = 0x9EE0001, kTagB = 0x9EE0002, kTagC = 0x9EE0003, kAbsent = 0x9EE00FF;
-    constexpr size_t kSizeA = 1000, kSizeB = 3000, kSizeC = 70000;
+    constexpr uint64_t kTagA = 0x9EE0001, kTagB = 0x9EE0002, kTagC = 0x9EE0003, kTagD = 0x9EE0004;
+    constexpr uint64_t kAbsent = 0x9EE00FF;
+    constexpr size_t kSizeA = 1000, kSizeB = 3000, kSizeC = 3000, kSizeD = 70000;
+    constexpr size_t kSlot = kSizeD + kGuardBytes;
     const bool cq_data = ep.info().domain_attr->cq_data_size > 0;
     const uint64_t data_a = 0xA11CE & ep.cq_data_mask();
     constexpr int kSecondWave = 0;
-    RegisteredBuffer buffer(ep, 4 * (kSizeC + kGuardBytes));
+    struct Message {
+        uint64_t tag;
+        size_t size;
+        uint32_t id;
+    };
+    // First wave: A, B, C, D. Second wave, sent once the receiver has
+    // claimed B and discarded C and D: B2, C2, D2.
+    constexpr Message kFirstWave[] = {{kTagA, kSizeA, 1}, {kTagB, kSizeB, 2}, {kTagC, kSizeC, 3}, {kTagD, kSizeD, 4}};
+    constexpr Message kSecondWaveMessages[] = {{kTagB, kSizeB, 5}, {kTagC, kSizeC, 6}, {kTagD, kSizeD, 7}};
+    auto seed_of = [](const Message& m) { return make_seed(1, m.id, m.tag); };
+    RegisteredBuffer buffer(ep, 8 * kSlot);
 
     if (boot.rank() == 1) {
-        // First wave: A, B and C. Second wave (after the receiver claimed B
-        // and discarded C): B2 and C2.
-        std::vector<OpContext> ctx(5);
-        struct Message {
-            uint64_t tag;
-            size_t size;
-            uint32_t id;
-        };
-        const Message first[] = {{kTagA, kSizeA, 1}, {kTagB, kSizeB, 2}, {kTagC, kSizeC, 3}};
-        const Message second[] = {{kTagB, kSizeB, 4}, {kTagC, kSizeC, 5}};
+        std::vector<OpContext> ctx(std::size(kFirstWave) + std::size(kSecondWaveMessages));
         size_t n = 0;
         auto send = [&](const Message& m) {
-            auto slot = buffer.bytes(n * (kSizeC + kGuardBytes), m.size);
-            fill_pattern(slot, make_seed(1, m.id, m.tag));
+            auto slot = buffer.bytes(n * kSlot, m.size);
+            fill_pattern(slot, seed_of(m));
             post_send(ep, {Api::tagged, slot.data(), m.size, buffer.desc(), peers[0], m.tag, 0,
                            m.tag == kTagA && cq_data ? std::optional(data_a) : std::nullopt},
                       ctx[n]);
             ++n;
         };
-        for (const auto& m : first)
+        for (const auto& m : kFirstWave)
             send(m);
         boot.signal_wait_at_least(kSecondWave, 1, progress_idle(ep));
-        for (const auto& m : second)
+        for (const auto& m : kSecondWaveMessages)
             send(m);
+        constexpr size_t kDiscardedRendezvous = 3;  // D
+        std::string sender_defect;
         for (size_t k = 0; k < n; ++k) {
-            ep.wait_done(ctx[k], strfmt("peek case send %zu", k));
-            expect_send(ctx[k], "peek case send");
+            const std::string what = strfmt("send of message %zu (%s)", k, k < 4 ? "first wave" : "second wave");
+            if (k == kDiscardedRendezvous) {
+                if (const char* defect = known_defect(options.provider, "discard-rendezvous")) {
+                    // Only what the specification promises is waited for.
+                    try {
+                        ep.wait_done(ctx[k], what + ", discarded by the receiver", std::chrono::seconds(5));
+                    } catch (const CheckFailure& failure) {
+                        sender_defect = strfmt("KNOWN DEFECT of %s reproduced (%s): %s; every other check of the "
+                                               "case passed",
+                                               options.provider.c_str(), defect, failure.what());
+                        continue;
+                    }
+                }
+            }
+            ep.wait_done(ctx[k], what);
+            expect_send(ctx[k], what);
         }
         boot.barrier();
+        if (!sender_defect.empty())
+            throw NotApplicable(sender_defect);
         return;
     }
 
@@ -536,13 +558,14 @@ void case_peek_claim(Bootstrap& boot, const TestOptions& options)
     expect(!peek(ep, kAbsent, peek_ctx, 0, true), "FI_PEEK found a message for a tag nobody sent");
     // Message A: peek until it has arrived, twice (peek does not consume).
     ep.progress_until([&] { return peek(ep, kTagA, peek_ctx, 0); }, "FI_PEEK to find message A");
-    expect(peek_ctx.entry.len == kSizeA && peek_ctx.entry.tag == kTagA,
-           "FI_PEEK of A reported len %zu tag 0x%llx", peek_ctx.entry.len,
-           static_cast<unsigned long long>(peek_ctx.entry.tag));
+    expect(peek_ctx.entry.len == kSizeA && peek_ctx.entry.tag == kTagA, "FI_PEEK of A reported len %zu tag 0x%llx",
+           peek_ctx.entry.len, static_cast<unsigned long long>(peek_ctx.entry.tag));
+    // The peek reports the message's CQ data (FI_REMOTE_CQ_DATA on a peek
+    // completion is not required by fi_tagged(3); the value is).
     if (cq_data)
-        expect((peek_ctx.entry.flags & FI_REMOTE_CQ_DATA) && peek_ctx.entry.data == data_a,
-               "FI_PEEK of A: cq data %s 0x%llx", describe_flags(peek_ctx.entry.flags).c_str(),
-               static_cast<unsigned long long>(peek_ctx.entry.data));
+        expect(peek_ctx.entry.data == data_a, "FI_PEEK of A: cq data 0x%llx, sent 0x%llx (flags %s)",
+               static_cast<unsigned long long>(peek_ctx.entry.data), static_cast<unsigned long long>(data_a),
+               describe_flags(peek_ctx.entry.flags).c_str());
     expect(peek(ep, kTagA, peek_ctx, 0), "a second FI_PEEK no longer finds A: the first one consumed it");
     {
         OpContext recv;
@@ -551,7 +574,7 @@ void case_peek_claim(Bootstrap& boot, const TestOptions& options)
         post_recv(ep, {Api::tagged, slot.data(), kSizeA, buffer.desc(), FI_ADDR_UNSPEC, kTagA, 0, {}}, recv);
         ep.wait_done(recv, "receive of A");
         expect_recv(recv, {Api::tagged, kSizeA, kTagA, cq_data ? std::optional(data_a) : std::nullopt,
-                           make_seed(1, 1, kTagA)},
+                           seed_of(kFirstWave[0])},
                     slot, kGuardBytes, "receive of A");
         expect(!peek(ep, kTagA, peek_ctx, 0), "FI_PEEK still finds A after it was received");
     }
@@ -561,7 +584,7 @@ void case_peek_claim(Bootstrap& boot, const TestOptions& options)
     ep.progress_until([&] { return peek(ep, kTagB, claim_ctx, FI_CLAIM); }, "FI_PEEK|FI_CLAIM for message B");
     expect(claim_ctx.entry.len == kSizeB, "FI_PEEK|FI_CLAIM of B reported len %zu", claim_ctx.entry.len);
     OpContext plain_b;
-    auto plain_slot = buffer.bytes(kSizeC + kGuardBytes, kSizeB + kGuardBytes);
+    auto plain_slot = buffer.bytes(kSlot, kSizeB + kGuardBytes);
     fill_guard(plain_slot);
     post_recv(ep, {Api::tagged, plain_slot.data(), kSizeB, buffer.desc(), FI_ADDR_UNSPEC, kTagB, 0, {}}, plain_b);
     progress_for(ep, std::chrono::milliseconds(100));
@@ -572,39 +595,55 @@ void case_peek_claim(Bootstrap& boot, const TestOptions& options)
         claim_ctx.rearm();
         FT_CHECK(tagged_recvmsg(ep, slot.data(), kSizeB, buffer.desc(), kTagB, claim_ctx, FI_CLAIM));
         ep.wait_done(claim_ctx, "FI_CLAIM receive of B");
-        expect_recv(claim_ctx, {Api::tagged, kSizeB, kTagB, std::nullopt, make_seed(1, 2, kTagB)}, slot,
-                    kGuardBytes, "FI_CLAIM receive of B");
+        expect_recv(claim_ctx, {Api::tagged, kSizeB, kTagB, std::nullopt, seed_of(kFirstWave[1])}, slot, kGuardBytes,
+                    "FI_CLAIM receive of B");
     }
 
-    // Message C: claim and discard it.
-    OpContext discard_ctx;
-    ep.progress_until([&] { return peek(ep, kTagC, discard_ctx, FI_CLAIM); }, "FI_PEEK|FI_CLAIM for message C");
-    discard_ctx.rearm();
-    FT_CHECK(tagged_recvmsg(ep, nullptr, 0, nullptr, kTagC, discard_ctx, FI_CLAIM | FI_DISCARD));
-    ep.wait_done(discard_ctx, "FI_CLAIM|FI_DISCARD of C");
-    expect(discard_ctx.error == 0, "FI_CLAIM|FI_DISCARD of C: %s", describe_error(discard_ctx).c_str());
+    // Messages C (eager-sized) and D (rendezvous-sized): claim, then discard.
+    for (uint64_t tag : {kTagC, kTagD}) {
+        OpContext discard_ctx;
+        const std::string what = strfmt("message %c", tag == kTagC ? 'C' : 'D');
+        ep.progress_until([&] { return peek(ep, tag, discard_ctx, FI_CLAIM); }, "FI_PEEK|FI_CLAIM for " + what);
+        discard_ctx.rearm();
+        FT_CHECK(tagged_recvmsg(ep, nullptr, 0, nullptr, tag, discard_ctx, FI_CLAIM | FI_DISCARD));
+        ep.wait_done(discard_ctx, "FI_CLAIM|FI_DISCARD of " + what);
+        expect(discard_ctx.error == 0, "FI_CLAIM|FI_DISCARD of %s: %s", what.c_str(),
+               describe_error(discard_ctx).c_str());
+    }
 
-    // Second wave: the plain receive gets B2, and the next C receive gets C2
-    // (C itself is gone).
+    // Second wave: the plain receive gets B2; the next C and D receives get
+    // C2 and D2 (their patterns, not C's or D's: the discarded ones are gone).
     boot.signal_set(kSecondWave, 1);
     ep.wait_done(plain_b, "plain receive of B2");
-    expect_recv(plain_b, {Api::tagged, kSizeB, kTagB, std::nullopt, make_seed(1, 4, kTagB)}, plain_slot,
+    expect_recv(plain_b, {Api::tagged, kSizeB, kTagB, std::nullopt, seed_of(kSecondWaveMessages[0])}, plain_slot,
                 kGuardBytes, "plain receive of B2");
-    {
+    std::string defect_note;
+    for (const Message& m : {kSecondWaveMessages[1], kSecondWaveMessages[2]}) {
+        const bool rendezvous = m.tag == kTagD;
+        const std::string what = strfmt("receive after FI_CLAIM|FI_DISCARD of the %s-byte %c (expecting %c2)",
+                                        format_size(m.size).c_str(), rendezvous ? 'D' : 'C', rendezvous ? 'D' : 'C');
         OpContext recv;
-        auto slot = buffer.bytes(0, kSizeC + kGuardBytes);
-        fill_guard(slot.subspan(kSizeC));
-        post_recv(ep, {Api::tagged, slot.data(), kSizeC, buffer.desc(), FI_ADDR_UNSPEC, kTagC, 0, {}}, recv);
-        ep.wait_done(recv, "receive after discarding C");
-        // C2's pattern, not C's: the discarded message is really gone.
-        expect_recv(recv, {Api::tagged, kSizeC, kTagC, std::nullopt, make_seed(1, 5, kTagC)}, slot, kGuardBytes,
-                    "receive after FI_CLAIM|FI_DISCARD of C (expecting C2)");
+        auto slot = buffer.bytes(0, m.size + kGuardBytes);
+        fill_guard(slot.subspan(m.size));
+        post_recv(ep, {Api::tagged, slot.data(), m.size, buffer.desc(), FI_ADDR_UNSPEC, m.tag, 0, {}}, recv);
+        try {
+            ep.wait_done(recv, what, std::chrono::seconds(10));
+            expect_recv(recv, {Api::tagged, m.size, m.tag, std::nullopt, seed_of(m)}, slot, kGuardBytes, what);
+        } catch (const CheckFailure& failure) {
+            const char* defect = rendezvous ? known_defect(options.provider, "discard-rendezvous") : nullptr;
+            if (!defect)
+                throw;
+            defect_note = strfmt("KNOWN DEFECT of %s reproduced (%s): %s; every other check of the case passed",
+                                 options.provider.c_str(), defect, failure.what());
+        }
     }
     boot.barrier();
+    if (!defect_note.empty())
+        throw NotApplicable(defect_note);
     boot.note(std::string("FI_PEEK: FI_ENOMSG for an absent tag, finds without consuming") +
               (cq_data ? " (len, tag, cq data)" : " (len, tag)") +
               "; FI_PEEK|FI_CLAIM hides the message from plain receives and FI_CLAIM receives it; "
-              "FI_CLAIM|FI_DISCARD drops it");
+              "FI_CLAIM|FI_DISCARD drops eager- and rendezvous-sized messages");
 }
 
 // -------------------------------------------------------------------- directed receive
@@ -762,10 +801,10 @@ void case_truncation(Bootstrap& boot, const TestOptions& options)
                          "len + olen = sent, the bytes reported placed intact, nothing written past the buffer",
                          checked));
     else
-        boot.note(strfmt("%zu truncated receives: FI_ETRUNC, nothing written past the buffer; KNOWN DEFECT of %s "
-                         "in %zu of them (%s): %s",
-                         checked, options.provider.c_str(), deviation_count,
-                         known_defect(options.provider, "truncation-lengths"), deviation.c_str()));
+        throw NotApplicable(strfmt("KNOWN DEFECT of %s reproduced in %zu of %zu truncated receives (%s): %s; "
+                                   "FI_ETRUNC was reported and nothing was written past the buffer in all of them",
+                                   options.provider.c_str(), deviation_count, checked,
+                                   known_defect(options.provider, "truncation-lengths"), deviation.c_str()));
 }
 
 // After a truncated receive the connection keeps working: the next message

@@ -137,6 +137,12 @@ const char* known_defect(std::string_view provider, std::string_view aspect)
         {"ofi_rxm", "truncation-recovery",
          "libfabric 1.17 tcp tears the connection down on a truncated receive, so ofi_rxm's next send "
          "to that peer may fail with FI_ENOTCONN"},
+        {"ofi_rxm", "discard-rendezvous",
+         "libfabric 1.17 ofi_rxm mishandles FI_CLAIM|FI_DISCARD of a rendezvous message: the sender's "
+         "send never completes, and the next receive of that tag may complete with the discarded "
+         "message's length and no data"},
+        {"ofi_rxm", "killed-peer-sends",
+         "libfabric 1.17 ofi_rxm never completes rendezvous sends whose peer died"},
     };
     for (const auto& defect : kDefects)
         if (defect.aspect == aspect && provider.find(defect.provider_part) != std::string_view::npos)

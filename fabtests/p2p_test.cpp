@@ -63,7 +63,7 @@ const P2pCase kCases[] = {
     {"rma-writedata", "fi_writedata: target sees FI_REMOTE_WRITE|FI_REMOTE_CQ_DATA with the data in place", 2,
      seconds(120), case_rma_writedata},
     {"rma-read", "fi_read 1 B..16 MiB both ways from registered remote buffers", 2, seconds(120), case_rma_read},
-    {"peer-killed", "SIGKILL a rank mid-transfer: survivor gets errors within 20 s, cancels, talks to a third rank",
+    {"peer-killed", "SIGKILL a rank mid-transfer: survivor gets errors within 10 s, cancels, talks to a third rank",
      3, seconds(90), case_peer_killed},
 };
 
