@@ -60,10 +60,6 @@ public:
 	std::size_t index() const noexcept { return index_; }
 	State state() const noexcept { return state_; }
 
-	// Room for the core's per-operation context (struct fi_context2), so the
-	// buffer itself can be the context of the fi_recv/fi_send that uses it.
-	alignas(alignof(void*)) unsigned char core_context[8 * sizeof(void*)] = {};
-
 private:
 	friend class BufferPool;
 	friend class ReceivePool;
@@ -84,7 +80,9 @@ struct BufferPoolConfig {
 
 // Free buffers out of registered chunks. acquire() adds a chunk when none is
 // free and the bound allows; the last chunk is cut short so capacity() never
-// exceeds max_buffers.
+// exceeds max_buffers. Destroy a pool only once the core holds none of its
+// buffers (close the endpoint or shared receive context first): destruction
+// deregisters and frees every chunk.
 class BufferPool {
 public:
 	static constexpr std::size_t kBufferAlignment = 64; // each buffer starts on a cache line
