@@ -72,16 +72,20 @@ InfoPtr make_core_hints(const char* prov, const fi_info* rcoll_hints)
 	return h;
 }
 
-InfoPtr core_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+InfoPtr core_getinfo(const char* node, const char* service, uint64_t flags,
 		     const fi_info* rcoll_hints)
 {
+	const uint32_t core_version = fi_version();
 	for (const std::string& prov : core_candidates()) {
 		InfoPtr hints = make_core_hints(prov.c_str(), rcoll_hints);
 		fi_info* found = nullptr;
 		uint64_t core_flags = flags & (FI_SOURCE | FI_NUMERICHOST);
-		int ret = fi_getinfo(version, node, service, core_flags, hints.get(), &found);
+		// rcoll speaks the current API to its core whatever version the
+		// application asked for (an FI_VERSION(1, 0) client, such as Open
+		// MPI 4.1's mtl/ofi, would otherwise make mr_mode bits invalid).
+		int ret = fi_getinfo(core_version, node, service, core_flags, hints.get(), &found);
 		if (ret == -FI_ENODATA)
-			ret = fi_getinfo(version, node, service, core_flags | kHiddenCoreFlag,
+			ret = fi_getinfo(core_version, node, service, core_flags | kHiddenCoreFlag,
 					 hints.get(), &found);
 		if (ret == FI_SUCCESS && found)
 			return InfoPtr(found);
@@ -165,7 +169,7 @@ bool hints_acceptable(const fi_info* hints)
 	return true;
 }
 
-fi_info* make_rcoll_info(const fi_info* core, const fi_info* hints)
+fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* hints)
 {
 	InfoPtr info(fi_allocinfo());
 	if (!info)
@@ -189,8 +193,13 @@ fi_info* make_rcoll_info(const fi_info* core, const fi_info* hints)
 		info->src_addrlen = sizeof(EpAddress);
 	}
 
+	// Default operation flags (FI_COMPLETION with FI_SELECTIVE_COMPLETION,
+	// say) are the application's to choose.
+	constexpr uint64_t kOpFlags = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
+				      FI_DELIVERY_COMPLETE;
 	fi_tx_attr* tx = info->tx_attr;
 	tx->caps = caps & (kTxCaps | kDomainCaps);
+	tx->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags & kOpFlags : 0;
 	tx->msg_order = FI_ORDER_SAS;
 	tx->comp_order = FI_ORDER_NONE;
 	tx->inject_size = cfg.eager_size;
@@ -200,6 +209,7 @@ fi_info* make_rcoll_info(const fi_info* core, const fi_info* hints)
 
 	fi_rx_attr* rx = info->rx_attr;
 	rx->caps = caps & (kRxCaps | kDomainCaps);
+	rx->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags & FI_COMPLETION : 0;
 	rx->msg_order = FI_ORDER_SAS;
 	rx->comp_order = FI_ORDER_NONE;
 	rx->size = 65536;
@@ -210,6 +220,7 @@ fi_info* make_rcoll_info(const fi_info* core, const fi_info* hints)
 	ep->protocol = FI_PROTO_UNSPEC;
 	ep->protocol_version = 1;
 	ep->max_msg_size = kMaxMsgSize;
+	ep->mem_tag_format = ~uint64_t(0); // every tag bit is the application's
 	ep->tx_ctx_cnt = 1;
 	ep->rx_ctx_cnt = 1;
 
@@ -224,7 +235,9 @@ fi_info* make_rcoll_info(const fi_info* core, const fi_info* hints)
 	d->resource_mgmt = hd && hd->resource_mgmt != FI_RM_UNSPEC ? hd->resource_mgmt : FI_RM_ENABLED;
 	d->av_type = hd && hd->av_type != FI_AV_UNSPEC ? hd->av_type : FI_AV_TABLE;
 	int asked = hd ? hd->mr_mode : 0;
-	if (asked == FI_MR_BASIC || asked == FI_MR_UNSPEC)
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
+		d->mr_mode = FI_MR_BASIC; // the old API's name for the same rules
+	else if (asked == FI_MR_BASIC || asked == FI_MR_UNSPEC)
 		d->mr_mode = kAppMrMode;
 	else
 		d->mr_mode = (asked & FI_MR_LOCAL) | kAppMrMode;
@@ -260,7 +273,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 	*info = nullptr;
 	if (!hints_acceptable(hints))
 		return -FI_ENODATA;
-	InfoPtr cores = core_getinfo(version, node, service, flags, hints);
+	InfoPtr cores = core_getinfo(node, service, flags, hints);
 	if (!cores)
 		return -FI_ENODATA;
 	fi_info* head = nullptr;
@@ -278,14 +291,14 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 		if (dup)
 			continue;
 		seen.push_back(id);
-		*tail = make_rcoll_info(core, hints);
+		*tail = make_rcoll_info(version, core, hints);
 		tail = &(*tail)->next;
 	}
 	*info = head;
 	return head ? FI_SUCCESS : -FI_ENODATA;
 }
 
-InfoPtr core_info_for(uint32_t version, const char* fabric_name, const char* domain_name,
+InfoPtr core_info_for(const char* fabric_name, const char* domain_name,
 		      const fi_info* rcoll_info)
 {
 	InfoPtr hints(fi_allocinfo());
@@ -302,7 +315,7 @@ InfoPtr core_info_for(uint32_t version, const char* fabric_name, const char* dom
 		memcpy(hints->src_addr, rcoll_info->src_addr, rcoll_info->src_addrlen);
 		hints->src_addrlen = rcoll_info->src_addrlen;
 	}
-	return core_getinfo(version, nullptr, nullptr, 0, hints.get());
+	return core_getinfo(nullptr, nullptr, 0, hints.get());
 }
 
 } // namespace rcoll

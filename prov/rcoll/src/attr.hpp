@@ -24,7 +24,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 
 // The core MSG info behind an rcoll fabric/domain/endpoint: found again by the
 // fabric and domain names rcoll copied from it, and the core part of src_addr.
-InfoPtr core_info_for(uint32_t version, const char* fabric_name, const char* domain_name,
+InfoPtr core_info_for(const char* fabric_name, const char* domain_name,
 		      const fi_info* rcoll_info);
 
 } // namespace rcoll

@@ -74,7 +74,7 @@ int Domain::open(Fabric* fabric, fi_info* info, fid_domain** out, void* context)
 {
 	if (!info || !info->domain_attr || !out)
 		return -FI_EINVAL;
-	InfoPtr core_info = core_info_for(fabric->shell.fid.api_version, fabric->name.c_str(),
+	InfoPtr core_info = core_info_for(fabric->name.c_str(),
 					  info->domain_attr->name, info);
 	if (!core_info) {
 		RCOLL_WARN(FI_LOG_DOMAIN, "no core domain %s\n", info->domain_attr->name);

@@ -41,7 +41,7 @@ int Fabric::open(fi_fabric_attr* attr, fid_fabric** out, void* context)
 {
 	if (!attr || !out)
 		return -FI_EINVAL;
-	InfoPtr core = core_info_for(FI_VERSION(1, 17), attr->name, nullptr, nullptr);
+	InfoPtr core = core_info_for(attr->name, nullptr, nullptr);
 	if (!core) {
 		RCOLL_WARN(FI_LOG_FABRIC, "no core provider for fabric %s\n",
 			   attr->name ? attr->name : "(any)");
