@@ -178,6 +178,9 @@ struct SharedState {
     std::atomic<uint32_t> abort{0};
     std::atomic<int32_t> pids[kMaxRanks]{};
     std::atomic<uint32_t> killed[kMaxRanks]{};
+    // Set when the rank's body returned or threw: a rank that exits
+    // without it died inside the case (a crash caught by a signal handler).
+    std::atomic<uint32_t> finished[kMaxRanks]{};
     std::atomic<uint64_t> signals[kSignalCount]{};
     struct Slot {
         std::atomic<uint32_t> length{0};
@@ -356,10 +359,13 @@ struct SharedMapping {
     int code = kExitPassed;
     try {
         body(boot);
+        shared.finished[rank].store(1, std::memory_order_release);
     } catch (const NotApplicable& na) {
+        shared.finished[rank].store(1, std::memory_order_release);
         boot.note(na.what());
         code = kExitNotApplicable;
     } catch (const std::exception& error) {
+        shared.finished[rank].store(1, std::memory_order_release);
         std::fprintf(stderr, "[rank %d] %s\n", rank, error.what());
         boot.note(error.what());
         shared.abort.store(1, std::memory_order_release);
@@ -448,8 +454,11 @@ LaunchResult launch_ranks(int ranks, std::chrono::seconds timeout, const RankBod
                 continue;
             if (first_failure.empty()) {
                 first_failure = strfmt("rank %d %s", r, describe_status(status, timeout).c_str());
+                if (shared.finished[r].load() == 0)
+                    first_failure += " while still inside the case (crash or abort; see its stderr)";
                 if (shared.notes[r][0] != '\0')
-                    first_failure += strfmt(": %s", shared.notes[r]);
+                    first_failure += strfmt(": %s%s", shared.finished[r].load() ? "" : "last progress note: ",
+                                            shared.notes[r]);
             }
             shared.abort.store(1, std::memory_order_release);
             if (!give_up_at)
