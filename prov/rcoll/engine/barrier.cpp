@@ -1,0 +1,58 @@
+// Barriers over monotone counters (Gupta 2002, ch. 4). Every signal is a
+// zero-byte RDMA write with immediate data; the receiver counts arrivals
+// per round and proceeds when the count reaches the barrier epoch. Counts
+// are 64-bit and compared with ">= epoch" (Gupta accepts a partner that is
+// already one barrier ahead), so no wrap-around and no buffer reset: the
+// thesis' 8-bit counter wrapped at 127 and completed early after the wrap.
+#include "engine/builder.hpp"
+
+namespace rcoll::engine::detail {
+
+// Pairwise exchange with recursive doubling, partner = rank ^ 2^d. Group
+// sizes that are not a power of two fold the extra ranks onto the first
+// ones before the exchange and release them after (log2 N + 2 steps).
+Errc build_barrier_pairwise(ScheduleBuilder& b, const Limits&)
+{
+	b.set_epoch(EpochClass::pairwise);
+	MonotoneCounters mc{b.size()};
+	pattern::FoldedHypercube cube{b.size()};
+	const uint32_t r = b.rank();
+	const uint32_t pre = monotone_counter | mc.pairwise(0);
+	const uint32_t post = monotone_counter | mc.pairwise(mc.rounds() + 1);
+	if (b.size() == 1)
+		return Errc::ok;
+
+	if (cube.is_extra(r)) {
+		b.signal(*cube.fold_partner(r), pre);
+		b.wait(post);
+		return Errc::ok;
+	}
+	auto extra = cube.fold_partner(r);
+	if (extra)
+		b.wait(pre);
+	for (unsigned dim = 0; dim < cube.dimensions(); ++dim) {
+		const uint32_t counter = monotone_counter | mc.pairwise(1 + dim);
+		b.signal(pattern::FoldedHypercube::partner(r, dim), counter);
+		b.wait(counter);
+	}
+	if (extra)
+		b.signal(*extra, post);
+	return Errc::ok;
+}
+
+// Dissemination: round j signals r + 2^j and waits for r - 2^j, any N in
+// ceil(log2 N) rounds.
+Errc build_barrier_dissemination(ScheduleBuilder& b, const Limits&)
+{
+	b.set_epoch(EpochClass::dissemination);
+	MonotoneCounters mc{b.size()};
+	pattern::Dissemination dis{b.size()};
+	for (unsigned j = 0; j < dis.rounds(); ++j) {
+		const uint32_t counter = monotone_counter | mc.dissemination(j);
+		b.signal(dis.to(b.rank(), j), counter);
+		b.wait(counter);
+	}
+	return Errc::ok;
+}
+
+} // namespace rcoll::engine::detail

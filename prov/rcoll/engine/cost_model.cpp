@@ -1,0 +1,198 @@
+#include "engine/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/patterns.hpp"
+
+namespace rcoll::engine {
+
+namespace {
+
+unsigned knomial_levels(uint32_t p, uint32_t k) noexcept
+{
+	return pattern::KnomialTree{p, k}.levels();
+}
+
+uint32_t radix_of(const OpDescriptor& d, const Limits& limits) noexcept
+{
+	uint32_t k = d.params.radix ? d.params.radix : limits.radix;
+	k = std::max<uint32_t>(k, 1);
+	return d.size > 1 ? std::min(k, d.size - 1) : 1;
+}
+
+} // namespace
+
+double allreduce_bandwidth_lower_bound(uint32_t p, double n) noexcept
+{
+	return p <= 1 ? 0.0 : 2.0 * (p - 1) / p * n;
+}
+
+Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& c) noexcept
+{
+	const double a = c.alpha_us, bt = c.beta_us_per_byte, g = c.gamma_us_per_byte;
+	const uint32_t p = d.size;
+	const double n = double(d.count) * double(datatype_size(d.dtype));
+	const double L = pattern::ceil_log2(p);
+	const pattern::FoldedHypercube cube{p};
+	const double pof2 = cube.pof2();
+	const double lp = cube.dimensions();
+	const bool folded = cube.extras() > 0;
+	Prediction r;
+	if (p <= 1)
+		return r;
+
+	double lat = 0, bytes = 0, reduce_bytes = 0, serial_bytes = 0;
+	auto fold = [&] {
+		if (folded) {
+			lat += 2;
+			serial_bytes += 2 * n;
+			reduce_bytes += n;
+		}
+	};
+	switch (d.coll) {
+	case Collective::barrier:
+		lat = d.algorithm == Algorithm::pairwise ? lp + (folded ? 2 : 0) : L;
+		break;
+	case Collective::broadcast:
+		if (d.algorithm == Algorithm::scatter_allgather) {
+			lat = L + (p - 1) + 1;
+			serial_bytes = 2.0 * (p - 1) / p * n;
+			bytes = serial_bytes;
+		} else {
+			lat = L;
+			serial_bytes = L * n;
+			bytes = L * n;
+		}
+		break;
+	case Collective::allreduce:
+		switch (d.algorithm) {
+		case Algorithm::ktree: {
+			const double k = radix_of(d, limits);
+			const double l = knomial_levels(p, static_cast<uint32_t>(k));
+			lat = l * (k + 1);
+			serial_bytes = 2 * l * k * n;
+			reduce_bytes = l * k * n;
+			bytes = l * k * n;
+			break;
+		}
+		case Algorithm::recursive_doubling:
+			lat = lp;
+			serial_bytes = lp * n;
+			reduce_bytes = lp * n;
+			bytes = lp * n + (folded ? n : 0);
+			fold();
+			break;
+		case Algorithm::rabenseifner:
+			lat = 2 * lp;
+			serial_bytes = 2 * (pof2 - 1) / pof2 * n;
+			reduce_bytes = (pof2 - 1) / pof2 * n;
+			bytes = serial_bytes + (folded ? n : 0);
+			fold();
+			break;
+		default: // ring
+			lat = 2.0 * (p - 1);
+			serial_bytes = 2.0 * (p - 1) / p * n;
+			reduce_bytes = (p - 1.0) / p * n;
+			bytes = serial_bytes;
+			break;
+		}
+		break;
+	case Collective::reduce:
+		if (d.algorithm == Algorithm::ring) {
+			lat = (p - 1) + 1;
+			serial_bytes = 2.0 * (p - 1) / p * n;
+			reduce_bytes = (p - 1.0) / p * n;
+			bytes = (p - 1.0) / p * n + n / p;
+		} else {
+			const double k = radix_of(d, limits);
+			const double l = knomial_levels(p, static_cast<uint32_t>(k));
+			lat = l;
+			serial_bytes = l * k * n;
+			reduce_bytes = l * k * n;
+			bytes = n;
+		}
+		break;
+	case Collective::reduce_scatter: {
+		const double total = n * p;
+		if (d.algorithm == Algorithm::ring) {
+			lat = p - 1;
+			serial_bytes = (p - 1) * n;
+			reduce_bytes = (p - 1) * n;
+			bytes = serial_bytes;
+		} else {
+			const double k = radix_of(d, limits);
+			const double l = knomial_levels(p, static_cast<uint32_t>(k));
+			lat = l * (k + 1);
+			serial_bytes = l * k * total + total;
+			reduce_bytes = l * k * total;
+			bytes = l * k * total;
+		}
+		break;
+	}
+	case Collective::allgather:
+		lat = d.algorithm == Algorithm::bruck ? L : p - 1;
+		serial_bytes = (p - 1) * n;
+		bytes = serial_bytes;
+		break;
+	case Collective::scatter:
+	case Collective::gather:
+		lat = L;
+		serial_bytes = (p - 1) * n;
+		bytes = serial_bytes;
+		break;
+	case Collective::alltoall:
+		lat = p - 1;
+		serial_bytes = (p - 1) * n;
+		bytes = serial_bytes;
+		break;
+	}
+	// Data beyond the eager limit goes by rendezvous: one more latency for
+	// the key exchange.
+	r.rendezvous = d.coll != Collective::barrier && n > double(limits.eager_bytes);
+	if (r.rendezvous || (d.coll == Collective::broadcast && d.algorithm == Algorithm::scatter_allgather))
+		lat += 1;
+	r.latency_terms = lat;
+	r.bytes_per_rank = bytes;
+	r.time_us = lat * a + serial_bytes * bt + reduce_bytes * g;
+	return r;
+}
+
+Choice Selector::choose(const OpDescriptor& d, const Limits& limits) const
+{
+	const uint64_t bytes = d.count * datatype_size(d.dtype);
+	for (auto it = rules_.rbegin(); it != rules_.rend(); ++it) {
+		if (it->coll != d.coll || bytes < it->min_bytes || bytes > it->max_bytes ||
+		    d.size < it->min_size || d.size > it->max_size)
+			continue;
+		return {it->algorithm, it->params, true};
+	}
+	Choice best;
+	double best_time = INFINITY;
+	OpDescriptor probe = d;
+	for (Algorithm alg : algorithms_for(d.coll)) {
+		probe.algorithm = alg;
+		std::vector<uint32_t> radixes{0};
+		if (alg == Algorithm::ktree) {
+			// Degrees 1 (binomial) to 7 and the flat tree.
+			radixes.clear();
+			for (uint32_t k = 1; k <= 7 && k < d.size; ++k)
+				radixes.push_back(k);
+			if (d.size > 8)
+				radixes.push_back(d.size - 1);
+			if (radixes.empty())
+				radixes.push_back(1);
+		}
+		for (uint32_t k : radixes) {
+			probe.params = AlgorithmParams{k, 0};
+			double t = predict(probe, limits, params_).time_us;
+			if (t < best_time) {
+				best_time = t;
+				best = Choice{alg, probe.params, false};
+			}
+		}
+	}
+	return best;
+}
+
+} // namespace rcoll::engine

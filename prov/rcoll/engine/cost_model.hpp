@@ -1,0 +1,83 @@
+// Algorithm selection: an alpha-beta-gamma cost model (Hockney's model with
+// a reduction term, as used by Thakur, Rabenseifner and Gropp 2005 and by
+// Patarasuk and Yuan 2009) whose constants are runtime parameters, and
+// tuning rules that override it (see tuning.hpp).
+//
+// Conventions of the model: a message of m bytes costs alpha + m * beta;
+// the messages a rank sends in one round are serialised, messages it
+// receives in one round overlap their latency but not their bytes;
+// reducing m bytes costs m * gamma. Local copies are not charged.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/schedule.hpp"
+
+namespace rcoll::engine {
+
+struct CostParams {
+	double alpha_us = 2.0;		  // per-message latency
+	double beta_us_per_byte = 1e-4;	  // 10 GB/s
+	double gamma_us_per_byte = 2e-4;  // 5 GB/s reduction throughput
+};
+
+struct Prediction {
+	double time_us = 0;
+	double latency_terms = 0; // multiples of alpha on the critical path
+	double bytes_per_rank = 0; // most bytes any rank sends
+	bool rendezvous = false;   // data bigger than the eager limit
+};
+
+// Predicted cost of `d` (its algorithm and radix must be concrete).
+Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& params) noexcept;
+
+// Lower bound on the bytes some rank must send for an allreduce of n bytes
+// over p ranks (Patarasuk and Yuan, section 3): 2 (p - 1) / p * n.
+double allreduce_bandwidth_lower_bound(uint32_t p, double n) noexcept;
+
+struct TuneRule {
+	Collective coll = Collective::barrier;
+	uint64_t min_bytes = 0;	      // inclusive
+	uint64_t max_bytes = UINT64_MAX; // inclusive
+	uint32_t min_size = 1;
+	uint32_t max_size = UINT32_MAX;
+	Algorithm algorithm = Algorithm::automatic;
+	AlgorithmParams params;
+};
+
+struct Choice {
+	Algorithm algorithm = Algorithm::automatic;
+	AlgorithmParams params;
+	bool from_rule = false;
+};
+
+class Selector {
+public:
+	Selector() = default;
+	Selector(CostParams params, std::vector<TuneRule> rules)
+		: params_(params), rules_(std::move(rules))
+	{
+	}
+
+	// The algorithm for `d` (whose algorithm field is ignored): the last
+	// matching tuning rule, else the cheapest by the model (ties: the
+	// earlier algorithm of algorithms_for()). Message size is count times
+	// the datatype size. Deterministic, so all members agree.
+	Choice choose(const OpDescriptor& d, const Limits& limits) const;
+
+	const CostParams& params() const noexcept
+	{
+		return params_;
+	}
+	const std::vector<TuneRule>& rules() const noexcept
+	{
+		return rules_;
+	}
+
+private:
+	CostParams params_;
+	std::vector<TuneRule> rules_;
+};
+
+} // namespace rcoll::engine

@@ -1,0 +1,300 @@
+// Collectives that move data without reducing it: allgather, scatter,
+// gather, alltoall. `count` is the number of elements of one rank block.
+#include <algorithm>
+
+#include "engine/builder.hpp"
+
+namespace rcoll::engine::detail {
+
+namespace {
+
+using pattern::BinomialTree;
+using pattern::Chunking;
+
+// Copies `blocks` blocks stored in virtual-rank order (block u belongs to
+// rank (u + shift) mod p) into rank order: at most two contiguous copies.
+void rotate_into_output(ScheduleBuilder& b, Buf src, uint64_t src_off, uint32_t first_block,
+			uint32_t blocks, uint32_t shift, uint64_t block_bytes)
+{
+	const uint32_t p = b.size();
+	uint32_t u = first_block;
+	uint32_t left = blocks;
+	while (left > 0) {
+		const uint32_t rank = pattern::to_real(u, shift, p);
+		const uint32_t run = std::min(left, p - rank);
+		b.copy(Buf::output, rank * block_bytes, src, src_off + (u - first_block) * block_bytes,
+		       run * block_bytes);
+		u += run;
+		left -= run;
+	}
+}
+
+} // namespace
+
+// Ring allgather (the second half of Patarasuk and Yuan's allreduce): in
+// step j rank r passes block r - j to r + 1; chunked, each chunk forwarded
+// on arrival; written straight into the neighbour's output buffer when it
+// does not fit scratch.
+Errc build_allgather_ring(ScheduleBuilder& b, const Limits& limits)
+{
+	const OpDescriptor& d = b.op();
+	const uint32_t p = d.size;
+	const uint64_t esz = b.elem();
+	const uint64_t blk = d.count * esz;
+	const uint32_t r = b.rank();
+	b.copy(Buf::output, r * blk, Buf::input, 0, blk);
+	if (p == 1 || d.count == 0)
+		return Errc::ok;
+
+	const uint32_t steps = p - 1;
+	const uint64_t chunk = b.fit_chunk(d.count, limits, [&](uint64_t c) {
+		return uint64_t(steps) * Chunking{d.count, c}.count() + 1;
+	});
+	if (chunk == 0)
+		return Errc::no_resources;
+	const Chunking ch{d.count, chunk};
+	const uint32_t key_counter = steps * ch.count();
+	b.set_counters(uint64_t(key_counter) + 1);
+	b.choose_landing(uint64_t(steps) * blk, 0, 1, limits);
+	const bool rdv = !b.eager();
+	if (rdv) {
+		b.layout().landing_bytes = 0;
+		b.ship_key(pattern::ring_left(r, p), OwnKey::output, 0, key_counter);
+		b.wait(key_counter);
+	}
+	const uint32_t right = pattern::ring_right(r, p);
+	auto counter = [&](uint32_t step, uint32_t c) { return step * ch.count() + c; };
+	auto send = [&](Buf src, uint64_t src_off, uint32_t step, uint32_t block, uint32_t c) {
+		const uint64_t bytes = ch.size(c) * esz;
+		if (rdv)
+			b.write(right, src, src_off, Dest::output, block * blk + ch.offset(c) * esz, bytes,
+				counter(step, c), 0);
+		else
+			b.write(right, src, src_off, Dest::landing, step * blk + ch.offset(c) * esz, bytes,
+				counter(step, c));
+	};
+	for (uint32_t c = 0; c < ch.count(); ++c)
+		send(Buf::input, ch.offset(c) * esz, 0, r, c);
+	for (uint32_t j = 1; j <= steps; ++j) {
+		const uint32_t block = pattern::mod_sub(r, j, p); // received in step j - 1
+		for (uint32_t c = 0; c < ch.count(); ++c) {
+			b.wait(counter(j - 1, c));
+			const uint64_t out = block * blk + ch.offset(c) * esz;
+			const uint64_t land = (j - 1) * blk + ch.offset(c) * esz;
+			if (j < steps)
+				send(rdv ? Buf::output : Buf::landing, rdv ? out : land, j, block, c);
+			if (!rdv)
+				b.copy(Buf::output, out, Buf::landing, land, ch.size(c) * esz);
+		}
+	}
+	return Errc::ok;
+}
+
+// Bruck, Ho, Kipnis, Upfal and Weathersby (1997): ceil(log2 p) rounds for
+// any p. The landing area holds blocks in rotated order (block i belongs
+// to rank r + i); round j sends the first min(2^j, p - 2^j) blocks to
+// r - 2^j, and a final local rotation puts them in rank order.
+Errc build_allgather_bruck(ScheduleBuilder& b, const Limits& limits)
+{
+	const OpDescriptor& d = b.op();
+	const uint32_t p = d.size;
+	const uint64_t blk = d.count * b.elem();
+	const uint32_t r = b.rank();
+	if (p == 1 || d.count == 0) {
+		b.copy(Buf::output, r * blk, Buf::input, 0, blk);
+		return Errc::ok;
+	}
+	const pattern::Bruck bruck{p};
+	const unsigned rounds = bruck.rounds();
+	b.set_counters(2 * uint64_t(rounds));
+	b.choose_landing(uint64_t(p) * blk, 0, rounds, limits);
+	const bool rdv = !b.eager();
+	if (rdv)
+		for (unsigned j = 0; j < rounds; ++j)
+			b.ship_key(bruck.receive_from(r, j), OwnKey::landing, j, rounds + j);
+	b.copy(Buf::landing, 0, Buf::input, 0, blk);
+	for (unsigned j = 0; j < rounds; ++j) {
+		const uint64_t have = uint64_t(1) << j;
+		const uint64_t bytes = bruck.blocks_in_round(j) * blk;
+		if (rdv)
+			b.wait(rounds + j);
+		b.write(bruck.send_to(r, j), Buf::landing, 0, Dest::landing, have * blk, bytes, j, j);
+		b.wait(j);
+	}
+	rotate_into_output(b, Buf::landing, 0, 0, p, r, blk);
+	return Errc::ok;
+}
+
+namespace {
+
+// Binomial tree over virtual ranks (root 0) for scatter and gather. A
+// rank's landing area holds its subtree's blocks in virtual-rank order.
+struct BlockTree {
+	const BinomialTree tree;
+	const uint32_t root;
+	const uint64_t blk;
+
+	uint32_t real(uint32_t v) const noexcept
+	{
+		return pattern::to_real(v, root, tree.p);
+	}
+	// Largest subtree below the root: the eager landing size in blocks.
+	uint32_t largest_child_subtree() const noexcept
+	{
+		uint32_t best = 1;
+		for (uint32_t c : tree.children(0))
+			best = std::max(best, tree.subtree_size(c));
+		return best;
+	}
+	// The root's copy of a child's subtree is in rank order and may wrap
+	// around rank p - 1: one or two contiguous pieces [virtual begin, end).
+	std::vector<std::pair<uint32_t, uint32_t>> root_pieces(uint32_t child) const
+	{
+		std::vector<std::pair<uint32_t, uint32_t>> out;
+		const uint32_t end = child + tree.subtree_size(child);
+		const uint32_t wrap = tree.p - root; // virtual rank of real rank 0
+		if (root != 0 && child < wrap && end > wrap) {
+			out.emplace_back(child, wrap);
+			out.emplace_back(wrap, end);
+		} else {
+			out.emplace_back(child, end);
+		}
+		return out;
+	}
+};
+
+} // namespace
+
+// Binomial scatter (as in MPICH and libfabric's util_coll): each child gets
+// its subtree's blocks in one write (two from a root whose blocks wrap).
+Errc build_scatter_binomial(ScheduleBuilder& b, const Limits& limits)
+{
+	const OpDescriptor& d = b.op();
+	const uint32_t p = d.size;
+	const uint64_t blk = d.count * b.elem();
+	const BlockTree bt{BinomialTree{p}, d.root, blk};
+	const uint32_t v = pattern::to_virtual(b.rank(), d.root, p);
+	if (v == 0)
+		b.copy(Buf::output, 0, Buf::input, d.root * blk, blk);
+	if (p == 1 || d.count == 0)
+		return Errc::ok;
+
+	const unsigned fanout = pattern::ceil_log2(p);
+	constexpr uint32_t data_counter = 0;
+	b.set_counters(1 + uint64_t(fanout));
+	b.choose_landing(uint64_t(bt.largest_child_subtree()) * blk, 0, fanout, limits);
+	const bool rdv = !b.eager();
+	if (rdv)
+		b.layout().landing_bytes = v == 0 ? 0 : bt.tree.subtree_size(v) * blk;
+	const auto parent = bt.tree.parent(v);
+	if (parent) {
+		const unsigned me = BinomialTree::child_index(*parent, v);
+		if (rdv)
+			b.ship_key(bt.real(*parent), OwnKey::landing, me, 1 + me);
+		b.wait(data_counter, *parent == 0 ? bt.root_pieces(v).size() : 1);
+	}
+	for (uint32_t child : bt.tree.children(v)) {
+		const unsigned j = BinomialTree::child_index(v, child);
+		if (rdv)
+			b.wait(1 + j);
+		if (v == 0) {
+			for (auto [first, last] : bt.root_pieces(child))
+				b.write(bt.real(child), Buf::input, bt.real(first) * blk, Dest::landing,
+					(first - child) * blk, (last - first) * blk, data_counter, j);
+		} else {
+			b.write(bt.real(child), Buf::landing, (child - v) * blk, Dest::landing, 0,
+				bt.tree.subtree_size(child) * blk, data_counter, j);
+		}
+	}
+	if (v != 0)
+		b.copy(Buf::output, 0, Buf::landing, 0, blk);
+	return Errc::ok;
+}
+
+// Binomial gather: the mirror image; a leaf writes its input straight to
+// its parent, an inner rank forwards its whole subtree in one write, and
+// the root rotates the virtual-rank-ordered blocks into rank order.
+Errc build_gather_binomial(ScheduleBuilder& b, const Limits& limits)
+{
+	const OpDescriptor& d = b.op();
+	const uint32_t p = d.size;
+	const uint64_t blk = d.count * b.elem();
+	const BlockTree bt{BinomialTree{p}, d.root, blk};
+	const uint32_t v = pattern::to_virtual(b.rank(), d.root, p);
+	if (v == 0)
+		b.copy(Buf::output, d.root * blk, Buf::input, 0, blk);
+	if (p == 1 || d.count == 0)
+		return Errc::ok;
+
+	constexpr uint32_t data_counter = 0, key_counter = 1;
+	b.set_counters(2);
+	b.choose_landing(uint64_t(p) * blk, 0, 1, limits);
+	const bool rdv = !b.eager();
+	const uint32_t sub = bt.tree.subtree_size(v);
+	const auto children = bt.tree.children(v);
+	if (rdv)
+		b.layout().landing_bytes = children.empty() ? 0 : uint64_t(sub) * blk;
+	if (rdv)
+		for (uint32_t child : children)
+			b.ship_key(bt.real(child), OwnKey::landing, 0, key_counter);
+	b.wait(data_counter, children.size());
+	if (v == 0) {
+		rotate_into_output(b, Buf::landing, blk, 1, p - 1, d.root, blk);
+		return Errc::ok;
+	}
+	const uint32_t parent = *bt.tree.parent(v);
+	if (rdv)
+		b.wait(key_counter);
+	if (children.empty()) {
+		b.write(bt.real(parent), Buf::input, 0, Dest::landing, (v - parent) * blk, blk, data_counter);
+		return Errc::ok;
+	}
+	b.copy(Buf::landing, 0, Buf::input, 0, blk);
+	b.write(bt.real(parent), Buf::landing, 0, Dest::landing, (v - parent) * blk, sub * blk, data_counter);
+	return Errc::ok;
+}
+
+// Alltoall: every block written directly to its owner, destinations in
+// pairwise order (r + 1, r + 2, ...) so that no rank is hit by everyone at
+// once; each arrival is copied out as soon as it is there.
+Errc build_alltoall_pairwise(ScheduleBuilder& b, const Limits& limits)
+{
+	const OpDescriptor& d = b.op();
+	const uint32_t p = d.size;
+	const uint64_t blk = d.count * b.elem();
+	const uint32_t r = b.rank();
+	b.copy(Buf::output, r * blk, Buf::input, r * blk, blk);
+	if (p == 1 || d.count == 0)
+		return Errc::ok;
+
+	const uint32_t peers = p - 1;
+	// Counters: arrival from distance i at i - 1; key from distance i at peers + i - 1.
+	b.set_counters(2 * uint64_t(peers));
+	b.choose_landing(uint64_t(peers) * blk, 0, peers, limits);
+	const bool rdv = !b.eager();
+	if (rdv) {
+		b.layout().landing_bytes = 0;
+		// The sender at distance i needs our output key, in its slot for
+		// distance i (the same distance seen from the other side).
+		for (uint32_t i = 1; i < p; ++i)
+			b.ship_key(pattern::mod_sub(r, i, p), OwnKey::output, i - 1, peers + i - 1);
+	}
+	for (uint32_t i = 1; i < p; ++i) {
+		const uint32_t t = static_cast<uint32_t>((uint64_t(r) + i) % p);
+		if (rdv) {
+			b.wait(peers + i - 1);
+			b.write(t, Buf::input, t * blk, Dest::output, r * blk, blk, i - 1, i - 1);
+		} else {
+			b.write(t, Buf::input, t * blk, Dest::landing, (i - 1) * blk, blk, i - 1);
+		}
+	}
+	for (uint32_t i = 1; i < p; ++i) {
+		const uint32_t s = pattern::mod_sub(r, i, p);
+		b.wait(i - 1);
+		if (!rdv)
+			b.copy(Buf::output, s * blk, Buf::landing, (i - 1) * blk, blk);
+	}
+	return Errc::ok;
+}
+
+} // namespace rcoll::engine::detail

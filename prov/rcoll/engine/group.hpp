@@ -1,0 +1,172 @@
+// One rank's view of one collective group: the non-blocking executor.
+//
+// post() validates a request, selects an algorithm (cost model or tuning
+// rule), builds this rank's schedule and queues it; progress() polls the
+// transport and runs every started schedule as far as it can without
+// blocking; next_completion() hands finished operations back. Many
+// operations may be in flight; all members post them in the same order.
+//
+// Scratch recycling (LA-MPI's channel recycling with delayed
+// synchronisation, Yu et al.): the scratch region and the per-operation
+// arrival counters are split into two halves. Operations take consecutive
+// pieces of the current half, at positions every member computes
+// identically from the sequence of operations; an operation that does not
+// fit moves the cursor to the other half. A half that the cursor has left
+// is recycled once this rank's operations in it are complete: its counters
+// are cleared and the members run a dissemination barrier over monotone
+// counters; when it completes nobody can still write into that half, so it
+// can be reused. The barrier overlaps the operations in the other half.
+// Arrivals are counted per (half, counter) and never confused with a later
+// operation: a counter is reused only after such a recycle.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "engine/cost_model.hpp"
+#include "engine/schedule.hpp"
+#include "engine/transport.hpp"
+
+namespace rcoll::engine {
+
+// Group-wide configuration; every member must use the same values.
+struct GroupConfig {
+	uint64_t scratch_half_bytes = 0; // 0: auto, see Group::resolve
+	uint32_t counters_per_half = 0;	 // 0: auto
+	uint64_t eager_bytes = 16 * 1024;
+	uint64_t chunk_bytes = 64 * 1024;
+	uint32_t radix = 3;
+	uint32_t bcast_blocks = 8;
+	uint32_t max_active = 16; // operations executed concurrently
+	Selector selector;	  // cost model and tuning rules
+};
+
+struct Request {
+	Collective coll = Collective::barrier;
+	const void* input = nullptr;
+	void* output = nullptr; // broadcast: the buffer
+	uint64_t count = 0;
+	Datatype dtype = Datatype::uint8;
+	ReduceOp op = ReduceOp::sum;
+	uint32_t root = 0;
+	Algorithm algorithm = Algorithm::automatic; // forced algorithm, or auto
+	AlgorithmParams params;
+	void* context = nullptr;
+};
+
+struct Completion {
+	void* context = nullptr;
+	uint64_t sequence = 0;
+	Errc status = Errc::ok;
+};
+
+struct GroupStats {
+	uint64_t operations = 0;
+	uint64_t writes = 0;
+	uint64_t payload_bytes = 0;
+	uint64_t control_bytes = 0;
+	uint64_t reduced_bytes = 0; // input bytes of reductions
+	uint64_t copied_bytes = 0;
+	uint64_t recycles = 0;
+};
+
+// Hooks for instrumentation (the simulated fabric checks with them that no
+// data is overwritten before it was read). Called for every local read and
+// write the executor performs on any buffer.
+class MemoryObserver {
+public:
+	virtual ~MemoryObserver() = default;
+	virtual void on_local_read(const void* p, size_t n) noexcept = 0;
+	virtual void on_local_write(const void* p, size_t n) noexcept = 0;
+};
+
+class Group {
+public:
+	// Fills the auto values of `config` for a group of `size`.
+	static GroupConfig resolve(uint32_t size, GroupConfig config) noexcept;
+	// Scratch bytes each member registers at join time.
+	static uint64_t scratch_bytes(uint32_t size, const GroupConfig& config) noexcept;
+	// The per-operation limits schedules are built against.
+	static Limits limits(uint32_t size, const GroupConfig& config) noexcept;
+
+	// `transport.scratch()` must be scratch_bytes(size, config) long.
+	static Errc create(uint32_t rank, uint32_t size, Transport& transport, const GroupConfig& config,
+			   std::unique_ptr<Group>& out) noexcept;
+	~Group();
+	Group(const Group&) = delete;
+	Group& operator=(const Group&) = delete;
+
+	Errc post(const Request&) noexcept;
+	void progress() noexcept;
+	bool next_completion(Completion&) noexcept;
+
+	// Operations posted and not yet handed back by next_completion().
+	size_t outstanding() const noexcept;
+	uint32_t rank() const noexcept
+	{
+		return rank_;
+	}
+	uint32_t size() const noexcept
+	{
+		return size_;
+	}
+	const GroupStats& stats() const noexcept
+	{
+		return stats_;
+	}
+	void set_observer(MemoryObserver* o) noexcept
+	{
+		observer_ = o;
+	}
+
+private:
+	struct Operation;
+	struct Half {
+		bool ready = true;	// may be allocated from
+		bool closed = false;	// the cursor left it in this generation
+		bool recycling = false; // its recycle barrier runs
+		uint32_t live = 0;	// operations placed in it, not complete
+		uint64_t recycles = 0;	// epoch of its recycle barrier
+	};
+
+	Group(uint32_t rank, uint32_t size, Transport&, const GroupConfig&);
+
+	void handle_event(const TransportEvent&) noexcept;
+	bool try_start(Operation&) noexcept;
+	bool place(Operation&) noexcept;
+	// Runs as many steps as possible; true when the schedule is finished.
+	bool run(Operation&) noexcept;
+	Errc execute_write(Operation&, const Step&) noexcept;
+	void finish(Operation&) noexcept;
+	void release_resources(Operation&) noexcept;
+	bool start_recycles() noexcept;
+	Operation* owner_of_cookie(uint64_t cookie) noexcept;
+	std::byte* buffer(Operation&, Buf) noexcept;
+	const Registration* registration(const Operation&, Buf) const noexcept;
+	uint64_t& counter(const Operation&, uint32_t c) noexcept;
+
+	uint32_t rank_;
+	uint32_t size_;
+	Transport& transport_;
+	GroupConfig config_;
+	Limits limits_;
+	MonotoneCounters monotone_;
+	std::vector<uint64_t> counters_;
+	Half halves_[2];
+	unsigned cursor_half_ = 0;
+	uint64_t cursor_bytes_ = 0;
+	uint32_t cursor_counters_ = 0;
+	uint64_t next_sequence_ = 0;
+	uint64_t next_cookie_ = 1;
+	uint64_t barrier_epoch_[3] = {0, 0, 0};
+	bool failed_ = false;
+	std::deque<std::unique_ptr<Operation>> queue_; // posted, in order
+	std::vector<std::unique_ptr<Operation>> recycles_;
+	std::deque<Completion> done_;
+	GroupStats stats_;
+	MemoryObserver* observer_ = nullptr;
+};
+
+} // namespace rcoll::engine

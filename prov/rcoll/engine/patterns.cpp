@@ -1,0 +1,73 @@
+#include "engine/patterns.hpp"
+
+namespace rcoll::engine::pattern {
+
+std::vector<uint32_t> BinomialTree::children(uint32_t v) const
+{
+	std::vector<uint32_t> out;
+	uint32_t limit = v == 0 ? std::bit_ceil(p) : lowest_bit(v);
+	for (uint32_t mask = limit >> 1; mask > 0; mask >>= 1)
+		if (uint64_t(v) + mask < p)
+			out.push_back(v + mask);
+	return out;
+}
+
+unsigned KnomialTree::levels() const noexcept
+{
+	unsigned l = 0;
+	for (uint64_t span = 1; span < p; span *= uint64_t(k) + 1)
+		++l;
+	return l;
+}
+
+unsigned KnomialTree::send_level(uint32_t v) const noexcept
+{
+	if (v == 0)
+		return levels();
+	unsigned level = 0;
+	uint64_t radix = uint64_t(k) + 1;
+	for (uint64_t x = v; x % radix == 0; x /= radix)
+		++level;
+	return level;
+}
+
+std::optional<uint32_t> KnomialTree::parent(uint32_t v) const noexcept
+{
+	if (v == 0)
+		return std::nullopt;
+	uint64_t radix = uint64_t(k) + 1;
+	uint64_t stride = 1;
+	for (unsigned j = send_level(v); j > 0; --j)
+		stride *= radix;
+	uint64_t digit = (v / stride) % radix;
+	return static_cast<uint32_t>(v - digit * stride);
+}
+
+std::vector<uint32_t> KnomialTree::children_at(uint32_t v, unsigned level) const
+{
+	std::vector<uint32_t> out;
+	if (v != 0 && level >= send_level(v))
+		return out;
+	uint64_t stride = 1;
+	for (unsigned j = 0; j < level; ++j)
+		stride *= uint64_t(k) + 1;
+	for (uint64_t c = 1; c <= k; ++c) {
+		uint64_t child = v + c * stride;
+		if (child >= p)
+			break;
+		out.push_back(static_cast<uint32_t>(child));
+	}
+	return out;
+}
+
+uint32_t KnomialTree::child_slot(uint32_t child) const noexcept
+{
+	unsigned level = send_level(child);
+	uint64_t stride = 1;
+	for (unsigned j = 0; j < level; ++j)
+		stride *= uint64_t(k) + 1;
+	uint64_t digit = (child / stride) % (uint64_t(k) + 1);
+	return static_cast<uint32_t>(level * k + digit - 1);
+}
+
+} // namespace rcoll::engine::pattern

@@ -1,0 +1,184 @@
+// Collective algorithms as data. A schedule is the list of steps one rank
+// executes for one collective operation: RDMA-write into a peer's buffer
+// and bump one of its arrival counters, wait for a local counter, reduce,
+// copy. It is computed once from (rank, size, count, datatype, op, root,
+// algorithm, parameters) by pure rank arithmetic, identical on every run,
+// and executed by the trivial non-blocking interpreter in group.cpp.
+//
+// Memory a schedule talks about, per operation:
+//   input     the user's send buffer (read only);
+//   output    the user's result buffer (broadcast: the one buffer);
+//   landing   where peers' data lands: a piece of the join-time registered
+//             scratch region ("eager", Gupta ch. 3 static registration), or
+//             a per-call registered temporary when it would not fit
+//             ("rendezvous", Gupta's dynamic registration);
+//   key slots 24-byte slots in scratch that receive peers' memory keys, so
+//             that a rank can write straight into a peer's user buffer;
+//   own keys  this rank's keys for its landing and output, shipped to peers.
+// Arrival counters are per operation (recycled with the scratch region) or,
+// for barriers, monotone per group and compared against a 64-bit epoch.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "engine/types.hpp"
+
+namespace rcoll::engine {
+
+enum class Algorithm : uint8_t {
+	automatic,
+	pairwise,	    // barrier: Gupta pairwise exchange; alltoall: pairwise-ordered direct
+	dissemination,	    // barrier
+	binomial,	    // broadcast, scatter, gather
+	scatter_allgather,  // broadcast, large messages
+	ktree,		    // allreduce, reduce, reduce_scatter: Gupta degree-k tree
+	recursive_doubling, // allreduce
+	rabenseifner,	    // allreduce
+	ring,		    // allreduce, allgather, reduce_scatter, reduce
+	bruck,		    // allgather
+};
+inline constexpr unsigned algorithm_count = 10;
+
+std::string_view to_string(Algorithm) noexcept;
+Algorithm parse_algorithm(std::string_view) noexcept; // automatic when unknown
+bool algorithm_supports(Collective, Algorithm) noexcept;
+// The concrete algorithms of a collective, in a fixed order.
+std::vector<Algorithm> algorithms_for(Collective);
+
+struct AlgorithmParams {
+	uint32_t radix = 0;	  // k of the degree-k tree; 0: Limits::radix
+	uint64_t chunk_bytes = 0; // pipeline chunk; 0: Limits::chunk_bytes
+};
+
+// Everything every member of the group agrees on for one operation. Counts
+// follow fi_collective(3)/MPI conventions: allreduce/reduce/broadcast
+// `count` elements; allgather, gather, scatter, alltoall and reduce_scatter
+// `count` elements per rank block (reduce_scatter: MPI_Reduce_scatter_block,
+// input p * count, output count).
+struct OpDescriptor {
+	Collective coll = Collective::barrier;
+	Algorithm algorithm = Algorithm::automatic;
+	AlgorithmParams params;
+	uint32_t size = 1;
+	uint32_t root = 0;
+	uint64_t count = 0;
+	Datatype dtype = Datatype::uint8;
+	ReduceOp op = ReduceOp::sum;
+};
+
+// Per-operation resources of the group, identical on every member.
+struct Limits {
+	uint64_t scratch_bytes = 64 * 1024; // scratch available to one operation
+	uint32_t counters = 4096;	    // arrival counters available to one operation
+	uint64_t eager_bytes = 16 * 1024;   // largest landing area staged through scratch
+	uint64_t chunk_bytes = 64 * 1024;   // default pipeline chunk
+	uint32_t radix = 3;		    // default degree k of the k-ary tree (Gupta's best at 16 nodes)
+	uint32_t bcast_blocks = 8;	    // landing blocks per tree edge, binomial broadcast
+};
+
+inline constexpr size_t memory_key_bytes = 24;
+inline constexpr uint32_t monotone_counter = 1u << 31;
+
+enum class Buf : uint8_t { input, output, landing, own_keys };
+enum class Dest : uint8_t { landing, output, key_slot };
+
+struct Step {
+	enum class Kind : uint8_t { write, wait, reduce, copy, wait_sent };
+
+	Kind kind = Kind::wait;
+	Buf src = Buf::input; // write, copy: source; reduce: operand b
+	Buf dst = Buf::output; // copy, reduce: destination
+	Buf a = Buf::output;   // reduce: operand a
+	Dest dest = Dest::landing; // write: which of the peer's buffers
+	bool control = false;	   // write: key, credit or signal, not payload
+	uint32_t peer = 0;	   // write
+	uint32_t counter = 0;	   // write: peer's counter; wait: own counter
+	uint32_t key = 0; // write to a peer buffer reached by key: own key slot holding it;
+			  // write to Dest::key_slot: slot index at the peer
+	uint64_t src_off = 0;
+	uint64_t dst_off = 0;
+	uint64_t a_off = 0;
+	uint64_t length = 0; // write, copy: bytes; reduce: elements
+	uint64_t value = 0;  // wait: arrivals (times the epoch if monotone); wait_sent: write index
+};
+
+// Scratch footprint of one operation, the same on every rank.
+struct ScheduleLayout {
+	uint32_t key_slots = 0;
+	uint32_t counters = 0;
+	uint64_t landing_bytes = 0;
+	bool landing_in_scratch = true;
+
+	static constexpr uint64_t own_keys_offset = 0;
+	static constexpr uint64_t key_slots_offset = 2 * memory_key_bytes;
+	uint64_t landing_offset() const noexcept
+	{
+		return align(key_slots_offset + uint64_t(key_slots) * memory_key_bytes);
+	}
+	uint64_t scratch_bytes() const noexcept
+	{
+		return align(landing_offset() + (landing_in_scratch ? landing_bytes : 0));
+	}
+	static constexpr uint64_t align(uint64_t v) noexcept
+	{
+		return (v + 63) & ~uint64_t(63);
+	}
+};
+
+// Which monotone counter family (and epoch) a barrier uses.
+enum class EpochClass : uint8_t { none, pairwise, dissemination };
+
+struct Schedule {
+	ScheduleLayout layout;
+	std::vector<Step> steps;
+	uint32_t writes = 0;
+	EpochClass epoch = EpochClass::none;
+	bool uses_input = false;  // input is read (a local copy or reduce source)
+	bool register_input = false;  // input is a write source
+	bool register_output = false; // output is a write source or target
+	uint64_t payload_bytes = 0;   // bytes this rank writes, data only
+	uint64_t control_bytes = 0;   // keys and zero-byte signals
+};
+
+// Monotone counter space of a group of `size` members: pairwise barrier,
+// dissemination barrier and the two scratch-recycling syncs.
+struct MonotoneCounters {
+	uint32_t size = 1;
+
+	unsigned rounds() const noexcept;
+	uint32_t pairwise(unsigned index) const noexcept
+	{
+		return index;
+	}
+	uint32_t dissemination(unsigned round) const noexcept
+	{
+		return rounds() + 2 + round;
+	}
+	uint32_t recycle(unsigned half, unsigned round) const noexcept
+	{
+		return 2 * rounds() + 2 + half * rounds() + round;
+	}
+	uint32_t total() const noexcept
+	{
+		return 4 * rounds() + 2;
+	}
+};
+
+// Checks the descriptor: datatype/op pair, root, count overflow, algorithm.
+Errc validate(const OpDescriptor&) noexcept;
+
+// Bytes of one rank's input and output buffers for the descriptor.
+struct BufferSizes {
+	uint64_t input = 0;
+	uint64_t output = 0;
+};
+BufferSizes buffer_sizes(const OpDescriptor&, uint32_t rank) noexcept;
+
+// Builds rank `rank`'s schedule. The descriptor must have passed validate()
+// and name a concrete algorithm. Fails with no_resources when the operation
+// cannot fit the limits and no_memory when allocation fails.
+Errc build_schedule(const OpDescriptor&, uint32_t rank, const Limits&, Schedule&) noexcept;
+
+} // namespace rcoll::engine

@@ -1,0 +1,35 @@
+// The tuning string: one documented override of the cost model per
+// collective and size range, in the spirit of UCC_TL_UCP_TUNE.
+//
+//   tune   := rule ( '#' rule )*
+//   rule   := collective ( ':' field )*
+//   field  := range | 'p=' count '-' count | '@' algorithm
+//           | 'k=' count | 'chunk=' size
+//   range  := size '-' ( size | 'inf' )      message bytes, inclusive
+//   size   := digits [ 'k' | 'm' | 'g' ]      binary multiples, any case
+//
+// A rule must name an algorithm the collective implements. The message size
+// is count times the datatype size (per rank block for allgather, gather,
+// scatter, alltoall and reduce_scatter). When several rules match, the last
+// one wins, so a later rule refines an earlier one. Example:
+//
+//   allreduce:0-4k:@recursive_doubling#allreduce:4k-inf:@ring:chunk=256k
+//   #bcast:@binomial#allreduce:0-64:p=2-16:@ktree:k=3
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/cost_model.hpp"
+
+namespace rcoll::engine {
+
+// Parses `text` into `rules`. On error returns invalid_argument, leaves
+// `rules` untouched and describes the problem in `error`.
+Errc parse_tuning(std::string_view text, std::vector<TuneRule>& rules, std::string& error);
+
+// Parses a size with an optional binary suffix (k, m, g).
+bool parse_size(std::string_view text, uint64_t& out) noexcept;
+
+} // namespace rcoll::engine
