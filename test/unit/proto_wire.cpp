@@ -307,7 +307,9 @@ Test(wire, header_fields_are_checked)
 	cr_assert_eq(with(4, static_cast<std::uint8_t>(kLimits.connection_count - 1)), WireStatus::Ok);
 
 	Bytes e = eager(header(Opcode::Eager, 4), 4);
-	e[2] = std::byte{0x04}; // unknown flag bit
+	e[2] = std::byte{0x08}; // unknown flag bit
+	cr_assert_eq(check(e), WireStatus::BadFlags);
+	e[2] = std::byte{kFlagCollective}; // internal traffic must be tagged
 	cr_assert_eq(check(e), WireStatus::BadFlags);
 	e = eager(header(Opcode::Eager, 4), 4);
 	e[8] = std::byte{1}; // tag without kFlagTagged
@@ -435,7 +437,11 @@ Test(wire, immediate_encoding)
 	cr_assert(!encode_immediate(static_cast<ImmediateKind>(16), 1));
 	cr_assert(!decode_immediate(0), "a zeroed immediate must not dispatch");
 	cr_assert(!decode_immediate(0x00000005u));
-	for (std::uint32_t kind = 2; kind < 16; ++kind)
+	const auto coll = encode_immediate(ImmediateKind::Collective, kMaxImmediateId);
+	cr_assert(coll.has_value());
+	cr_assert_eq(decode_immediate(*coll)->kind, ImmediateKind::Collective);
+	cr_assert_eq(decode_immediate(*coll)->id, kMaxImmediateId);
+	for (std::uint32_t kind = 3; kind < 16; ++kind)
 		cr_assert(!decode_immediate(kind << kImmediateIdBits | 7), "kind %u", kind);
 }
 

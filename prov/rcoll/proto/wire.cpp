@@ -259,6 +259,10 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 			return WireStatus::BadField;
 		if (!(h.flags & kFlagRemoteCqData) && h.cq_data != 0)
 			return WireStatus::BadField;
+		// Internal traffic: eager, tagged, nothing else.
+		if ((h.flags & kFlagCollective) &&
+		    (h.opcode != Opcode::Eager || h.flags != (kFlagCollective | kFlagTagged)))
+			return WireStatus::BadFlags;
 	} else if (h.opcode == Opcode::WriteData) {
 		// Header only: the remote CQ data and nothing else.
 		if (h.flags != kFlagRemoteCqData)
@@ -313,7 +317,8 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 
 std::optional<std::uint32_t> encode_immediate(ImmediateKind kind, std::uint32_t id) noexcept
 {
-	if (kind != ImmediateKind::RendezvousPut || id > kMaxImmediateId)
+	if ((kind != ImmediateKind::RendezvousPut && kind != ImmediateKind::Collective) ||
+	    id > kMaxImmediateId)
 		return std::nullopt;
 	return static_cast<std::uint32_t>(kind) << kImmediateIdBits | id;
 }
@@ -321,7 +326,8 @@ std::optional<std::uint32_t> encode_immediate(ImmediateKind kind, std::uint32_t 
 std::optional<Immediate> decode_immediate(std::uint32_t data) noexcept
 {
 	const auto kind = static_cast<std::uint8_t>(data >> kImmediateIdBits);
-	if (kind != static_cast<std::uint8_t>(ImmediateKind::RendezvousPut))
+	if (kind != static_cast<std::uint8_t>(ImmediateKind::RendezvousPut) &&
+	    kind != static_cast<std::uint8_t>(ImmediateKind::Collective))
 		return std::nullopt;
 	return Immediate{static_cast<ImmediateKind>(kind), data & kMaxImmediateId};
 }

@@ -109,8 +109,11 @@ inline constexpr std::uint8_t kMaxOpcode = 6;
 enum HeaderFlags : std::uint8_t {
 	kFlagTagged = 1u << 0,
 	kFlagRemoteCqData = 1u << 1,
+	// rcoll's own traffic (collective group joins): an eager tagged
+	// message matched in a queue the application never sees.
+	kFlagCollective = 1u << 2,
 };
-inline constexpr std::uint8_t kKnownHeaderFlags = kFlagTagged | kFlagRemoteCqData;
+inline constexpr std::uint8_t kKnownHeaderFlags = kFlagTagged | kFlagRemoteCqData | kFlagCollective;
 
 struct MsgHeader {
 	static constexpr std::size_t kWireSize = 32;
@@ -247,6 +250,7 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 
 enum class ImmediateKind : std::uint8_t {
 	RendezvousPut = 1, // id: the receiver op id from the CTS
+	Collective = 2,	   // id: the target's group slot and arrival counter
 };
 inline constexpr unsigned kImmediateIdBits = 28;
 inline constexpr std::uint32_t kMaxImmediateId = (1u << kImmediateIdBits) - 1;
