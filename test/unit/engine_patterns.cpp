@@ -1,0 +1,265 @@
+// The rank arithmetic, exhaustively for group sizes 1..64 and sampled for
+// large ones: every tree spans the group exactly once, parents and
+// children agree, every exchange pattern is symmetric and covers all
+// ranks in the advertised number of rounds.
+#include <criterion/criterion.h>
+
+#include <set>
+
+#include "engine/patterns.hpp"
+
+using namespace rcoll::engine::pattern;
+
+namespace {
+
+std::vector<uint32_t> sizes_to_check()
+{
+	std::vector<uint32_t> s;
+	for (uint32_t p = 1; p <= 64; ++p)
+		s.push_back(p);
+	for (uint32_t p : {127u, 128u, 1000u, 1024u})
+		s.push_back(p);
+	return s;
+}
+
+} // namespace
+
+Test(engine_patterns, log_helpers)
+{
+	cr_assert_eq(ceil_log2(1), 0u);
+	cr_assert_eq(ceil_log2(2), 1u);
+	cr_assert_eq(ceil_log2(3), 2u);
+	cr_assert_eq(ceil_log2(1024), 10u);
+	cr_assert_eq(ceil_log2(1025), 11u);
+	cr_assert_eq(floor_log2(1000), 9u);
+	cr_assert_eq(floor_pow2(1000), 512u);
+	cr_assert_eq(lowest_bit(12), 4u);
+	for (uint32_t p = 1; p <= 64; ++p)
+		for (uint32_t root = 0; root < p; ++root)
+			for (uint32_t r = 0; r < p; ++r)
+				cr_assert_eq(to_real(to_virtual(r, root, p), root, p), r);
+}
+
+Test(engine_patterns, partition_is_balanced_and_contiguous)
+{
+	for (uint32_t parts = 1; parts <= 64; ++parts)
+		for (uint64_t total : {0ull, 1ull, 7ull, 63ull, 64ull, 65ull, 1000003ull}) {
+			Partition part{total, parts};
+			uint64_t sum = 0;
+			for (uint32_t i = 0; i < parts; ++i) {
+				cr_assert_eq(part.offset(i), sum);
+				cr_assert(part.size(i) <= part.max_size());
+				cr_assert(part.max_size() - part.size(i) <= 1);
+				sum += part.size(i);
+			}
+			cr_assert_eq(sum, total);
+			cr_assert_eq(part.offset(parts), total);
+			cr_assert_eq(part.span(0, parts), total);
+		}
+}
+
+Test(engine_patterns, chunking_covers_segment)
+{
+	for (uint64_t elements : {0ull, 1ull, 5ull, 64ull, 1000ull})
+		for (uint64_t chunk : {1ull, 3ull, 64ull, 5000ull}) {
+			Chunking c{elements, chunk};
+			uint64_t sum = 0;
+			for (uint32_t i = 0; i < c.count(); ++i) {
+				cr_assert_eq(c.offset(i), sum);
+				cr_assert(c.size(i) >= 1 && c.size(i) <= chunk);
+				sum += c.size(i);
+			}
+			cr_assert_eq(sum, elements);
+		}
+}
+
+Test(engine_patterns, binomial_tree_spans_group)
+{
+	for (uint32_t p : sizes_to_check()) {
+		BinomialTree t{p};
+		std::vector<uint32_t> reached(p, 0);
+		reached[0] = 1;
+		cr_assert_eq(t.subtree_size(0), p);
+		for (uint32_t v = 0; v < p; ++v) {
+			auto kids = t.children(v);
+			std::set<unsigned> indexes;
+			uint32_t covered = 1;
+			uint32_t previous = UINT32_MAX;
+			for (uint32_t c : kids) {
+				cr_assert(c > v && c < p);
+				cr_assert_eq(*t.parent(c), v, "p=%u v=%u c=%u", p, v, c);
+				cr_assert(c < previous, "children are sent farthest first");
+				previous = c;
+				unsigned j = BinomialTree::child_index(v, c);
+				cr_assert(j < ceil_log2(p));
+				cr_assert(indexes.insert(j).second);
+				reached[c]++;
+				// Subtrees are the contiguous ranges right after v.
+				cr_assert(c + t.subtree_size(c) <= v + t.subtree_size(v));
+				covered += t.subtree_size(c);
+			}
+			cr_assert_eq(covered, t.subtree_size(v), "p=%u v=%u", p, v);
+		}
+		for (uint32_t v = 0; v < p; ++v)
+			cr_assert_eq(reached[v], 1u, "p=%u: rank %u reached %u times", p, v, reached[v]);
+	}
+}
+
+Test(engine_patterns, knomial_tree_spans_group)
+{
+	for (uint32_t p : sizes_to_check())
+		for (uint32_t k = 1; k <= 9; ++k) {
+			KnomialTree t{p, k};
+			const unsigned levels = t.levels();
+			// (k+1)^(levels-1) < p <= (k+1)^levels
+			uint64_t span = 1;
+			for (unsigned j = 0; j < levels; ++j)
+				span *= k + 1;
+			cr_assert(span >= p);
+			cr_assert(p == 1 || span / (k + 1) < p);
+			std::vector<uint32_t> parents(p, 0);
+			for (uint32_t v = 0; v < p; ++v) {
+				std::set<uint32_t> slots;
+				for (unsigned level = 0; level < levels; ++level) {
+					auto kids = t.children_at(v, level);
+					cr_assert(kids.size() <= k, "Gupta's degree: at most k per step");
+					for (size_t i = 0; i < kids.size(); ++i) {
+						uint32_t c = kids[i];
+						cr_assert(i == 0 || kids[i - 1] < c, "ascending rank order");
+						cr_assert_eq(*t.parent(c), v);
+						cr_assert_eq(t.send_level(c), level);
+						cr_assert(t.child_slot(c) < t.slots());
+						cr_assert(slots.insert(t.child_slot(c)).second);
+						parents[c]++;
+					}
+				}
+				if (v != 0) {
+					// A child sends after its own children: its levels are lower.
+					cr_assert(t.send_level(v) < levels);
+					for (unsigned level = t.send_level(v); level < levels; ++level)
+						cr_assert(t.children_at(v, level).empty());
+				}
+			}
+			for (uint32_t v = 1; v < p; ++v)
+				cr_assert_eq(parents[v], 1u, "p=%u k=%u v=%u", p, k, v);
+		}
+	// k = 1 is the binomial tree.
+	for (uint32_t p = 1; p <= 64; ++p) {
+		const KnomialTree knomial{p, 1};
+		const BinomialTree binomial{p};
+		for (uint32_t v = 1; v < p; ++v)
+			cr_assert_eq(*knomial.parent(v), *binomial.parent(v));
+	}
+}
+
+Test(engine_patterns, folded_hypercube)
+{
+	for (uint32_t p : sizes_to_check()) {
+		FoldedHypercube h{p};
+		cr_assert_eq(h.pof2() + h.extras(), p);
+		cr_assert(h.extras() < h.pof2());
+		for (uint32_t r = 0; r < p; ++r) {
+			if (auto f = h.fold_partner(r)) {
+				cr_assert_eq(*h.fold_partner(*f), r);
+				cr_assert_neq(h.is_extra(r), h.is_extra(*f));
+			} else {
+				cr_assert(!h.is_extra(r) && r >= h.extras());
+			}
+			if (h.is_extra(r))
+				continue;
+			for (unsigned d = 0; d < h.dimensions(); ++d) {
+				uint32_t q = FoldedHypercube::partner(r, d);
+				cr_assert(q < h.pof2());
+				cr_assert_eq(FoldedHypercube::partner(q, d), r);
+			}
+		}
+		if (p > 128)
+			continue;
+		// Recursive doubling among the core spreads every core rank's
+		// contribution to every core rank.
+		std::vector<std::vector<bool>> knows(h.pof2(), std::vector<bool>(h.pof2(), false));
+		for (uint32_t r = 0; r < h.pof2(); ++r)
+			knows[r][r] = true;
+		for (unsigned d = 0; d < h.dimensions(); ++d) {
+			auto next = knows;
+			for (uint32_t r = 0; r < h.pof2(); ++r)
+				for (uint32_t x = 0; x < h.pof2(); ++x)
+					if (knows[FoldedHypercube::partner(r, d)][x])
+						next[r][x] = true;
+			knows = std::move(next);
+		}
+		for (uint32_t r = 0; r < h.pof2(); ++r)
+			for (uint32_t x = 0; x < h.pof2(); ++x)
+				cr_assert(knows[r][x]);
+	}
+}
+
+Test(engine_patterns, dissemination_reaches_everyone)
+{
+	for (uint32_t p = 1; p <= 128; ++p) {
+		Dissemination d{p};
+		cr_assert_eq(d.rounds(), ceil_log2(p));
+		std::vector<std::vector<bool>> knows(p, std::vector<bool>(p, false));
+		for (uint32_t r = 0; r < p; ++r)
+			knows[r][r] = true;
+		for (unsigned j = 0; j < d.rounds(); ++j) {
+			auto next = knows;
+			for (uint32_t r = 0; r < p; ++r) {
+				cr_assert_eq(d.from(d.to(r, j), j), r);
+				cr_assert_neq(d.to(r, j), r);
+				for (uint32_t x = 0; x < p; ++x)
+					if (knows[r][x])
+						next[d.to(r, j)][x] = true;
+			}
+			knows = std::move(next);
+		}
+		for (uint32_t r = 0; r < p; ++r)
+			for (uint32_t x = 0; x < p; ++x)
+				cr_assert(knows[r][x], "p=%u: %u never heard of %u", p, r, x);
+	}
+}
+
+Test(engine_patterns, bruck_gathers_every_block_once)
+{
+	for (uint32_t p : sizes_to_check()) {
+		Bruck b{p};
+		uint32_t have = 1;
+		for (unsigned j = 0; j < b.rounds(); ++j) {
+			cr_assert_eq(b.receive_from(b.send_to(0, j), j), 0u);
+			cr_assert_eq(uint32_t(1) << j, have);
+			have += b.blocks_in_round(j);
+		}
+		cr_assert_eq(have, p, "p=%u", p);
+	}
+}
+
+Test(engine_patterns, ring_owns_each_segment_once)
+{
+	for (uint32_t p : sizes_to_check())
+		for (int64_t shift : {0, -1}) {
+			Ring ring{p, shift};
+			if (p < 2)
+				continue;
+			std::vector<uint32_t> owners(p, 0);
+			for (uint32_t r = 0; r < p; ++r) {
+				owners[ring.owned_after_reduce_scatter(r)]++;
+				for (uint32_t j = 0; j + 1 < p; ++j) {
+					// What r receives in step j it sends in step j + 1.
+					if (j + 2 < p)
+						cr_assert_eq(ring.receive_segment(r, j), ring.send_segment(r, j + 1));
+				}
+				// Over the reduce-scatter, r receives every segment but
+				// the one it sent first.
+				std::set<uint32_t> got;
+				for (uint32_t j = 0; j + 1 < p; ++j)
+					got.insert(ring.receive_segment(r, j));
+				cr_assert_eq(got.size(), p - 1);
+				cr_assert(!got.count(ring.send_segment(r, 0)));
+			}
+			for (uint32_t s = 0; s < p; ++s)
+				cr_assert_eq(owners[s], 1u);
+			if (shift == -1)
+				for (uint32_t r = 0; r < p; ++r)
+					cr_assert_eq(ring.owned_after_reduce_scatter(r), r);
+		}
+}
