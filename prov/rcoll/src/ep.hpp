@@ -211,6 +211,8 @@ struct Endpoint {
 	std::vector<std::unique_ptr<RmaOp>> rma_ops;
 	proto::SlotRandom slot_random{0};
 	uint64_t progress_calls = 0;
+	size_t backlogged = 0;  // > 0: some peer may hold queued sends
+	size_t stalled = 0;     // > 0: some rendezvous transfer waits to be retried
 
 	static int open(Domain* domain, fi_info* info, fid_ep** out, void* context);
 	int enable();

@@ -190,6 +190,7 @@ ssize_t Endpoint::post_tx(BufferRecord* r)
 	Peer& peer = *r->peer;
 	if (peer.state != Peer::State::connected || !peer.backlog.empty()) {
 		peer.backlog.push_back(r);
+		backlogged++;
 		return 0;
 	}
 	r->header.src_conn = peer.remote_id;
@@ -198,6 +199,7 @@ ssize_t Endpoint::post_tx(BufferRecord* r)
 			      &r->cc.space);
 	if (ret == -FI_EAGAIN) {
 		peer.backlog.push_back(r);
+		backlogged++;
 		return 0;
 	}
 	return ret;
@@ -400,6 +402,7 @@ void Endpoint::issue_write(SendOp& op)
 			       &op.write_cc.space);
 	if (ret == -FI_EAGAIN) {
 		op.write_retry = true; // progress tries again
+		stalled++;
 		return;
 	}
 	op.write_retry = false;
@@ -647,6 +650,7 @@ void Endpoint::issue_read(RecvOp& op)
 			      &op.read_cc.space);
 	if (ret == -FI_EAGAIN) {
 		op.read_retry = true;
+		stalled++;
 		return;
 	}
 	op.read_retry = false;
@@ -1101,10 +1105,17 @@ int Endpoint::progress()
 		}
 	}
 	refill_rx();
-	for (auto& peer : peers)
-		if (!peer->backlog.empty())
-			flush_backlog(*peer);
-	retry_stalled();
+	if (backlogged) {
+		// Only connected peers can drain; the others wait for FI_CONNECTED.
+		backlogged = 0;
+		for (auto& peer : peers) {
+			if (peer->state == Peer::State::connected)
+				flush_backlog(*peer);
+			backlogged += !peer->backlog.empty();
+		}
+	}
+	if (stalled)
+		retry_stalled();
 	if (!polling.empty())
 		poll_last_bytes();
 	if (++progress_calls % 1024 == 0)
@@ -1116,6 +1127,7 @@ int Endpoint::progress()
 // Core operations the core refused with -FI_EAGAIN.
 void Endpoint::retry_stalled()
 {
+	stalled = 0;
 	sends.for_each([&](SendOp& op) {
 		if (op.write_retry)
 			issue_write(op);
