@@ -1,5 +1,6 @@
 #include "av.hpp"
 
+#include "coll.hpp"
 #include "domain.hpp"
 #include "eq.hpp"
 
@@ -136,6 +137,15 @@ const char* av_straddr(fid_av*, const void* addr, char* buf, size_t* len)
 	return buf;
 }
 
+int open_av_set(fid_av* f, fi_av_set_attr* attr, fid_av_set** out, void* context)
+{
+	return guarded([&] {
+		AddressVector* av = owner_of<AddressVector>(f);
+		std::lock_guard guard(av->domain->lock);
+		return AvSet::open(av, attr, out, context);
+	});
+}
+
 fi_ops_av av_ops = {
 	.size = sizeof(fi_ops_av),
 	.insert = av_insert,
@@ -144,7 +154,7 @@ fi_ops_av av_ops = {
 	.remove = av_remove,
 	.lookup = av_lookup,
 	.straddr = av_straddr,
-	.av_set = enosys<decltype(fi_ops_av::av_set)>,
+	.av_set = open_av_set,
 };
 
 } // namespace

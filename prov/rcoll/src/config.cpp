@@ -28,6 +28,10 @@ const Param params[] = {
 	{"progress_thread", &Config::progress_thread, "Drive progress from a thread in every domain, not only under FI_PROGRESS_AUTO"},
 	{"spin_us", &Config::spin_us, "Microseconds to busy-poll before blocking in sread and counter waits"},
 	{"connect_timeout_ms", &Config::connect_timeout_ms, "Milliseconds a connection may take before its pending sends fail"},
+	{"coll_alpha_us", &Config::coll_alpha_us, "Collective cost model: latency of one message, in microseconds"},
+	{"coll_beta_us_per_byte", &Config::coll_beta_us_per_byte, "Collective cost model: transfer time per byte, in microseconds"},
+	{"coll_gamma_us_per_byte", &Config::coll_gamma_us_per_byte, "Collective cost model: reduction time per byte, in microseconds"},
+	{"coll_tune", &Config::coll_tune, "Collective algorithm overrides, e.g. allreduce:0-4k:@recursive_doubling#allreduce:4k-inf:@ring (see fi_rcoll(7))"},
 };
 
 struct Definer {

@@ -20,6 +20,12 @@ struct Config {
 	bool progress_thread = false;       // a progress thread even without FI_PROGRESS_AUTO
 	size_t spin_us = 50;                // busy-poll this long before blocking
 	size_t connect_timeout_ms = 10000;  // a connection not up by then fails its sends
+	// Collectives: the cost model's constants (decimal numbers) and the
+	// tuning string that overrides its choices (see fi_rcoll(7)).
+	std::string coll_alpha_us = "2";
+	std::string coll_beta_us_per_byte = "0.0001";
+	std::string coll_gamma_us_per_byte = "0.0002";
+	std::string coll_tune = "";
 
 	bool rndv_poll_last_byte() const { return rndv_completion == "poll"; }
 };

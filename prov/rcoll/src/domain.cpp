@@ -3,6 +3,7 @@
 #include "attr.hpp"
 #include "av.hpp"
 #include "cntr.hpp"
+#include "coll.hpp"
 #include "config.hpp"
 #include "cq.hpp"
 #include "ep.hpp"
@@ -62,7 +63,7 @@ fi_ops_domain domain_ops = {
 	.stx_ctx = enosys<decltype(fi_ops_domain::stx_ctx)>,
 	.srx_ctx = enosys<decltype(fi_ops_domain::srx_ctx)>,
 	.query_atomic = query_atomic,
-	.query_collective = enosys<decltype(fi_ops_domain::query_collective)>,
+	.query_collective = query_collective,
 	.endpoint2 = enosys<decltype(fi_ops_domain::endpoint2)>,
 };
 

@@ -2,6 +2,7 @@
 
 #include "av.hpp"
 #include "cntr.hpp"
+#include "coll.hpp"
 #include "config.hpp"
 #include "cq.hpp"
 #include "domain.hpp"
@@ -250,6 +251,15 @@ fi_ops_ep ep_ops = {
 	.tx_size_left = tx_size_left,
 };
 
+int join_ep(fid_ep* f, const void* addr, uint64_t flags, fid_mc** mc, void* context)
+{
+	return int(with_ep(f, [&](Endpoint& ep) -> ssize_t {
+		if (!ep.coll)
+			return -FI_EOPNOTSUPP;
+		return ep.coll->join(static_cast<const fi_collective_addr*>(addr), flags, mc, context);
+	}));
+}
+
 fi_ops_cm cm_ops = {
 	.size = sizeof(fi_ops_cm),
 	.setname = setname_ep,
@@ -260,7 +270,7 @@ fi_ops_cm cm_ops = {
 	.accept = enosys<decltype(fi_ops_cm::accept)>,
 	.reject = enosys<decltype(fi_ops_cm::reject)>,
 	.shutdown = enosys<decltype(fi_ops_cm::shutdown)>,
-	.join = enosys<decltype(fi_ops_cm::join)>,
+	.join = join_ep,
 };
 
 fi_ops_atomic atomic_ops = {
@@ -280,20 +290,6 @@ fi_ops_atomic atomic_ops = {
 	.compwritevalid = enosys<decltype(fi_ops_atomic::compwritevalid)>,
 };
 
-fi_ops_collective collective_ops = {
-	.size = sizeof(fi_ops_collective),
-	.barrier = enosys<decltype(fi_ops_collective::barrier)>,
-	.broadcast = enosys<decltype(fi_ops_collective::broadcast)>,
-	.alltoall = enosys<decltype(fi_ops_collective::alltoall)>,
-	.allreduce = enosys<decltype(fi_ops_collective::allreduce)>,
-	.allgather = enosys<decltype(fi_ops_collective::allgather)>,
-	.reduce_scatter = enosys<decltype(fi_ops_collective::reduce_scatter)>,
-	.reduce = enosys<decltype(fi_ops_collective::reduce)>,
-	.scatter = enosys<decltype(fi_ops_collective::scatter)>,
-	.gather = enosys<decltype(fi_ops_collective::gather)>,
-	.msg = enosys<decltype(fi_ops_collective::msg)>,
-	.barrier2 = enosys<decltype(fi_ops_collective::barrier2)>,
-};
 
 uint64_t random_key(std::mt19937_64& rng)
 {
@@ -417,6 +413,8 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	ep->shell.fid.msg = &msg_ops;
 	ep->shell.fid.tagged = &tagged_ops;
 	ep->shell.fid.rma = &rma_ops_table;
+	if (ep->caps & FI_COLLECTIVE)
+		ep->coll = std::make_unique<Collectives>(*ep);
 	ep->shell.fid.atomic = &atomic_ops;
 	ep->shell.fid.collective = &collective_ops;
 	{
@@ -457,6 +455,7 @@ Endpoint::~Endpoint()
 		p->passive.reset();
 	}
 	graveyard.clear();
+	coll.reset(); // its scratch registrations, now that no connection writes into them
 	pep.reset();
 	srx.reset();
 	core_cq.reset();

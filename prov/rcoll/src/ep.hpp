@@ -34,6 +34,7 @@
 namespace rcoll {
 
 struct AddressVector;
+class Collectives;
 struct CompletionQueue;
 struct Counter;
 struct Domain;
@@ -44,7 +45,7 @@ struct EventQueue;
 // fi_context2 space (FI_CONTEXT/FI_CONTEXT2 modes); `kind` and `owner` say
 // which rcoll record it belongs to when the completion comes back.
 struct CoreContext {
-	enum class Kind : uint8_t { rx_buffer, tx_buffer, rma, rndv_write, rndv_read };
+	enum class Kind : uint8_t { rx_buffer, tx_buffer, rma, rndv_write, rndv_read, coll_write };
 	fi_context2 space{};
 	Kind kind;
 	void* owner;
@@ -213,6 +214,7 @@ struct Endpoint {
 	uint64_t progress_calls = 0;
 	size_t backlogged = 0;  // > 0: some peer may hold queued sends
 	size_t stalled = 0;     // > 0: some rendezvous transfer waits to be retried
+	std::unique_ptr<Collectives> coll; // with FI_COLLECTIVE
 
 	static int open(Domain* domain, fi_info* info, fid_ep** out, void* context);
 	int enable();

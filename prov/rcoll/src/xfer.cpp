@@ -6,6 +6,7 @@
 #include "av.hpp"
 #include "cntr.hpp"
 #include "config.hpp"
+#include "coll.hpp"
 #include "cq.hpp"
 #include "domain.hpp"
 #include "ep.hpp"
@@ -740,6 +741,11 @@ void Endpoint::on_receive(BufferRecord* r, size_t len)
 // bounce buffer goes straight back to the shared receive context).
 void Endpoint::deliver(Peer& peer, const proto::ParsedMessage& m)
 {
+	if (m.header.flags & proto::kFlagCollective) {
+		if (coll)
+			coll->on_join_message(peer, m.header, m.payload);
+		return;
+	}
 	Unexpected* u = new_unexpected();
 	u->match.source = peer.key;
 	u->match.tag = m.header.tag;
@@ -766,6 +772,10 @@ void Endpoint::deliver(Peer& peer, const proto::ParsedMessage& m)
 void Endpoint::on_remote_write(uint64_t data)
 {
 	auto imm = proto::decode_immediate(uint32_t(data));
+	if (imm && imm->kind == proto::ImmediateKind::Collective && coll) {
+		coll->on_arrival(imm->id);
+		return;
+	}
 	if (!imm || imm->kind != proto::ImmediateKind::RendezvousPut) {
 		RCOLL_WARN(FI_LOG_EP_DATA, "unknown immediate data %#x\n", unsigned(data));
 		return;
@@ -830,6 +840,11 @@ void Endpoint::on_core_completion(const fi_cq_data_entry& e)
 	case CoreContext::Kind::rma: on_rma_done(*static_cast<RmaOp*>(cc->owner), 0); break;
 	case CoreContext::Kind::rndv_write: on_write_done(*static_cast<SendOp*>(cc->owner), 0); break;
 	case CoreContext::Kind::rndv_read: on_read_finished(*static_cast<RecvOp*>(cc->owner), 0); break;
+	case CoreContext::Kind::coll_write: {
+		auto* w = static_cast<FabricTransport::WriteContext*>(cc->owner);
+		w->owner->on_write_done(w, 0);
+		break;
+	}
 	}
 }
 
@@ -878,6 +893,14 @@ void Endpoint::on_core_error(const fi_cq_err_entry& e)
 		Peer* peer = op.peer;
 		on_write_done(op, err);
 		if (peer->state == Peer::State::connected)
+			fail_peer(*peer, -err);
+		break;
+	}
+	case CoreContext::Kind::coll_write: {
+		auto* w = static_cast<FabricTransport::WriteContext*>(cc->owner);
+		Peer* peer = w->peer;
+		w->owner->on_write_done(w, err);
+		if (peer && peer->state == Peer::State::connected)
 			fail_peer(*peer, -err);
 		break;
 	}
@@ -931,6 +954,8 @@ void Endpoint::fail_peer(Peer& peer, int err)
 	for (uint32_t id : doomed)
 		if (RecvOp* op = recvs.find(id))
 			run_recv_actions(*op, op->machine->on_peer_failed());
+	if (coll)
+		coll->on_peer_failed(peer);
 	// Receives directed at the peer can never match now; its unexpected
 	// rendezvous requests can never be served.
 	for (proto::MatchQueue* q : {&msg_queue, &tagged_queue}) {
@@ -1118,6 +1143,8 @@ int Endpoint::progress()
 		retry_stalled();
 	if (!polling.empty())
 		poll_last_bytes();
+	if (coll)
+		coll->progress();
 	if (++progress_calls % 1024 == 0)
 		check_connect_timeouts();
 	graveyard.clear();

@@ -1,0 +1,91 @@
+// fi_collective(3) on rcoll endpoints: address-vector sets, fi_join (itself
+// a collective: members agree on the group and exchange their scratch
+// regions), and the collectives, run by the engine (prov/rcoll/engine) over
+// RDMA writes (prov/rcoll/transport/fabric).
+#pragma once
+
+#include "common.hpp"
+#include "engine/group.hpp"
+#include "proto/wire.hpp"
+#include "transport/fabric.hpp"
+
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace rcoll {
+
+struct AddressVector;
+struct Endpoint;
+struct Peer;
+
+// fid_av_set: an ordered list of AV addresses; a member's rank in a group
+// joined from it is its position.
+struct AvSet {
+	FidShell<fid_av_set, AvSet> shell;
+	AddressVector* av = nullptr;
+	std::vector<fi_addr_t> members;
+
+	static int open(AddressVector* av, fi_av_set_attr* attr, fid_av_set** out, void* context);
+};
+
+// One joined (or joining) group: the application's fid_mc.
+struct CollGroup {
+	FidShell<fid_mc, CollGroup> shell;
+	Endpoint* ep = nullptr;
+	uint32_t rank = 0, size = 0;
+	std::vector<uint64_t> member_keys;      // endpoint keys, by group rank
+	std::unique_ptr<FabricTransport> transport;
+	std::unique_ptr<engine::Group> group;   // once the join completed
+	enum class State { joining, joined, failed };
+	State state = State::joining;
+	// The join.
+	uint64_t join_id = 0;
+	void* join_context = nullptr;
+	std::vector<bool> heard;                // members whose join record arrived
+	size_t missing = 0;
+	bool closed = false;                    // the application closed the fid_mc
+};
+
+// The collective state of one endpoint.
+class Collectives {
+public:
+	explicit Collectives(Endpoint& ep);
+	~Collectives();
+
+	int join(const fi_collective_addr* addr, uint64_t flags, fid_mc** mc, void* context);
+	ssize_t post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Request req, uint64_t flags);
+	int close(CollGroup& g);
+
+	// From the endpoint.
+	void progress();
+	void on_arrival(uint32_t id);
+	void on_join_message(Peer& peer, const proto::MsgHeader& h, std::span<const std::byte> payload);
+	void on_peer_failed(Peer& peer);
+
+private:
+	CollGroup* group_at(fi_addr_t coll_addr);
+	void accept_record(CollGroup& g, uint64_t peer_key, std::span<const std::byte> payload);
+	void finish_join(CollGroup& g, int err);
+	engine::GroupConfig group_config() const;
+	uint64_t config_fingerprint() const;
+
+	struct Early {
+		uint64_t peer_key;
+		std::vector<std::byte> record;
+	};
+
+	Endpoint& ep_;
+	std::vector<std::unique_ptr<CollGroup>> slots_;  // index: slot in immediates
+	std::unordered_map<uint64_t, uint32_t> ordinals_; // joins per member list
+	std::unordered_multimap<uint64_t, Early> early_;  // records ahead of our fi_join
+	engine::GroupConfig config_;
+};
+
+int query_collective(fid_domain* domain, fi_collective_op coll, fi_collective_attr* attr,
+		     uint64_t flags);
+
+extern fi_ops_collective collective_ops;
+
+} // namespace rcoll

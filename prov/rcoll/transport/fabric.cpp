@@ -1,0 +1,243 @@
+#include "transport/fabric.hpp"
+
+#include "proto/wire.hpp"
+#include "src/domain.hpp"
+#include "src/ep.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace rcoll {
+
+using engine::Errc;
+
+FabricTransport::WriteContext::WriteContext(FabricTransport* o)
+	: cc(CoreContext::Kind::coll_write, this), owner(o)
+{
+}
+
+FabricTransport::FabricTransport(Endpoint& ep, uint32_t slot, std::vector<Peer*> members,
+				 uint32_t rank)
+	: ep_(ep), slot_(slot), rank_(rank), members_(members.size())
+{
+	for (size_t i = 0; i < members.size(); i++)
+		members_[i].peer = members[i];
+}
+
+FabricTransport::~FabricTransport()
+{
+	scratch_mr_ = CoreRegistration();
+	registrations_.clear();
+	std::free(scratch_);
+}
+
+int FabricTransport::init(size_t scratch_bytes)
+{
+	// Page-aligned and zeroed: fresh epochs and counters start from zero.
+	const size_t len = (scratch_bytes + 4095) & ~size_t(4095);
+	scratch_ = static_cast<std::byte*>(std::aligned_alloc(4096, len ? len : 4096));
+	if (!scratch_)
+		return -FI_ENOMEM;
+	std::memset(scratch_, 0, len);
+	scratch_len_ = scratch_bytes;
+	return scratch_mr_.reg(ep_.domain->core.get(), scratch_, len ? len : 4096, kAllAccess);
+}
+
+engine::MemoryKey FabricTransport::encode(const Region& r)
+{
+	engine::MemoryKey k;
+	static_assert(sizeof(Region) <= engine::memory_key_bytes);
+	std::memcpy(k.bytes.data(), &r, sizeof(r));
+	return k;
+}
+
+FabricTransport::Region FabricTransport::decode(const engine::MemoryKey& k)
+{
+	Region r;
+	std::memcpy(&r, k.bytes.data(), sizeof(r));
+	return r;
+}
+
+engine::MemoryKey FabricTransport::scratch_key() const
+{
+	return encode({reinterpret_cast<uint64_t>(scratch_), scratch_mr_.key(), scratch_len_});
+}
+
+void FabricTransport::set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch)
+{
+	Region r = decode(scratch);
+	Member& m = members_[rank];
+	m.slot = slot;
+	m.scratch_addr = r.addr;
+	m.scratch_key = r.key;
+	m.scratch_len = r.len;
+}
+
+std::span<std::byte> FabricTransport::scratch() noexcept
+{
+	return {scratch_, scratch_len_};
+}
+
+Errc FabricTransport::register_memory(std::span<std::byte> buffer, engine::Access,
+				      engine::Registration& out) noexcept
+{
+	try {
+		auto reg = std::make_unique<CoreRegistration>();
+		if (!buffer.empty() &&
+		    reg->reg(ep_.domain->core.get(), buffer.data(), buffer.size(), kAllAccess))
+			return Errc::no_resources;
+		uint64_t handle;
+		if (!free_registrations_.empty()) {
+			handle = free_registrations_.back();
+			free_registrations_.pop_back();
+			registrations_[handle] = std::move(reg);
+		} else {
+			handle = registrations_.size();
+			registrations_.push_back(std::move(reg));
+		}
+		out.handle = handle;
+		out.key = encode({reinterpret_cast<uint64_t>(buffer.data()),
+				  registrations_[handle]->key(), buffer.size()});
+		return Errc::ok;
+	} catch (const std::bad_alloc&) {
+		return Errc::no_memory;
+	}
+}
+
+void FabricTransport::deregister_memory(const engine::Registration& r) noexcept
+{
+	if (r.handle < registrations_.size() && registrations_[r.handle]) {
+		registrations_[r.handle].reset();
+		try {
+			free_registrations_.push_back(r.handle);
+		} catch (...) {
+			// The slot is simply not reused.
+		}
+	}
+}
+
+Errc FabricTransport::write(const engine::WriteRequest& w) noexcept
+{
+	if (failed_)
+		return Errc::io_error;
+	if (w.peer >= members_.size())
+		return Errc::invalid_argument;
+	const Member& m = members_[w.peer];
+	Peer* peer = m.peer;
+	if (peer->state == Peer::State::failed)
+		return Errc::io_error;
+	if (peer->state != Peer::State::connected)
+		return Errc::would_block;
+
+	uint64_t addr, key, limit;
+	if (w.target_key) {
+		Region r = decode(*w.target_key);
+		addr = r.addr;
+		key = r.key;
+		limit = r.len;
+	} else {
+		addr = m.scratch_addr;
+		key = m.scratch_key;
+		limit = m.scratch_len;
+	}
+	if (w.offset > limit || w.length > limit - w.offset)
+		return Errc::invalid_argument; // never let a peer's key take us past its buffer
+
+	void* desc = nullptr;
+	if (w.length) {
+		if (!w.source_registration)
+			desc = scratch_mr_.desc();
+		else if (w.source_registration->handle < registrations_.size() &&
+			 registrations_[w.source_registration->handle])
+			desc = registrations_[w.source_registration->handle]->desc();
+		else
+			return Errc::invalid_argument;
+	}
+
+	WriteContext* ctx;
+	try {
+		if (free_contexts_.empty()) {
+			contexts_.push_back(std::make_unique<WriteContext>(this));
+			// Completions return contexts without allocating.
+			free_contexts_.reserve(contexts_.size());
+			free_contexts_.push_back(contexts_.back().get());
+		}
+	} catch (const std::bad_alloc&) {
+		return Errc::no_memory;
+	}
+	ctx = free_contexts_.back();
+	ctx->cookie = w.cookie;
+	ctx->peer = peer;
+
+	ssize_t ret;
+	if (w.has_immediate) {
+		if (w.immediate >= kMaxCounters)
+			return Errc::invalid_argument;
+		auto imm = proto::encode_immediate(proto::ImmediateKind::Collective,
+						   (m.slot << kCounterBits) | w.immediate);
+		ret = fi_writedata(peer->conn.get(), w.source, w.length, desc, *imm, 0, addr + w.offset,
+				   key, &ctx->cc.space);
+	} else {
+		ret = fi_write(peer->conn.get(), w.source, w.length, desc, 0, addr + w.offset, key,
+			       &ctx->cc.space);
+	}
+	if (ret == -FI_EAGAIN)
+		return Errc::would_block;
+	if (ret) {
+		RCOLL_WARN(FI_LOG_EP_DATA, "collective write: %s\n", fi_strerror(int(-ret)));
+		return Errc::io_error;
+	}
+	free_contexts_.pop_back();
+	in_flight_++;
+	return Errc::ok;
+}
+
+size_t FabricTransport::poll(std::span<engine::TransportEvent> out) noexcept
+{
+	size_t n = 0;
+	while (n < out.size() && !events_.empty()) {
+		out[n++] = events_.front();
+		events_.pop_front();
+	}
+	if (n < out.size() && failed_) {
+		out[n].kind = engine::TransportEvent::Kind::error;
+		out[n].error = Errc::io_error;
+		n++;
+	}
+	return n;
+}
+
+void FabricTransport::on_arrival(uint32_t counter)
+{
+	engine::TransportEvent ev;
+	ev.kind = engine::TransportEvent::Kind::arrival;
+	ev.immediate = counter;
+	events_.push_back(ev);
+}
+
+void FabricTransport::on_write_done(WriteContext* ctx, int err)
+{
+	in_flight_--;
+	engine::TransportEvent ev;
+	ev.kind = err ? engine::TransportEvent::Kind::error : engine::TransportEvent::Kind::write_complete;
+	ev.cookie = ctx->cookie;
+	ev.error = err ? Errc::io_error : Errc::ok;
+	free_contexts_.push_back(ctx);
+	events_.push_back(ev);
+}
+
+void FabricTransport::fail(int err)
+{
+	if (!failed_)
+		failed_ = err ? err : FI_EIO;
+}
+
+bool FabricTransport::has_member(const Peer* peer) const
+{
+	for (const Member& m : members_)
+		if (m.peer == peer)
+			return true;
+	return false;
+}
+
+} // namespace rcoll

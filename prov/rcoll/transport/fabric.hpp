@@ -1,0 +1,101 @@
+// The collective engine's transport over rcoll's core connections: every
+// engine write is one RDMA write (with immediate data when the engine asks
+// for an arrival) on the core MSG endpoint to that member, into its scratch
+// region registered at join time or into a buffer it registered for one
+// call (papers/gupta2002: static registration per group, dynamic for large
+// messages). Arrivals come back through the endpoint's completion queue.
+//
+// Immediate data layout (32 bits, verbs' limit): the top 4 bits are rcoll's
+// dispatch kind (proto::ImmediateKind::Collective), then the TARGET's slot
+// for the group (so one endpoint can hold many groups), then the engine's
+// arrival counter.
+#pragma once
+
+#include "engine/transport.hpp"
+#include "src/common.hpp"
+#include "src/ep.hpp"
+#include "src/mr.hpp"
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+namespace rcoll {
+
+struct Endpoint;
+struct Peer;
+
+class FabricTransport final : public engine::Transport {
+public:
+	static constexpr unsigned kSlotBits = 10;
+	static constexpr unsigned kCounterBits = 28 - kSlotBits;
+	static constexpr uint32_t kMaxSlots = 1u << kSlotBits;
+	static constexpr uint32_t kMaxCounters = 1u << kCounterBits;
+
+	// One in-flight write: the core's context, the engine's cookie, and the
+	// member it goes to (whose connection fails if the write does).
+	struct WriteContext {
+		CoreContext cc;
+		FabricTransport* owner;
+		Peer* peer = nullptr;
+		uint64_t cookie = 0;
+		explicit WriteContext(FabricTransport* o);
+	};
+
+	FabricTransport(Endpoint& ep, uint32_t slot, std::vector<Peer*> members, uint32_t rank);
+	~FabricTransport() override;
+
+	// Allocates and registers the scratch region; 0 or -FI_E*.
+	int init(size_t scratch_bytes);
+	// How peers reach this member's scratch region.
+	engine::MemoryKey scratch_key() const;
+	// What `rank` told us at join: its slot for the group and its scratch.
+	void set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch);
+
+	// engine::Transport
+	std::span<std::byte> scratch() noexcept override;
+	engine::Errc register_memory(std::span<std::byte> buffer, engine::Access access,
+				     engine::Registration& out) noexcept override;
+	void deregister_memory(const engine::Registration&) noexcept override;
+	engine::Errc write(const engine::WriteRequest&) noexcept override;
+	size_t poll(std::span<engine::TransportEvent> out) noexcept override;
+
+	// From the endpoint's progress.
+	void on_arrival(uint32_t counter);
+	void on_write_done(WriteContext* ctx, int err);
+	// A member's connection failed: every later poll reports the error.
+	void fail(int err);
+	bool has_member(const Peer* peer) const;
+	uint32_t slot() const { return slot_; }
+	// Writes the core still holds (their contexts must outlive them).
+	size_t writes_in_flight() const { return in_flight_; }
+
+private:
+	struct Member {
+		Peer* peer = nullptr;
+		uint32_t slot = 0;
+		uint64_t scratch_addr = 0, scratch_key = 0, scratch_len = 0;
+	};
+	struct Region {
+		uint64_t addr = 0, key = 0, len = 0;
+	};
+	static engine::MemoryKey encode(const Region& r);
+	static Region decode(const engine::MemoryKey& k);
+
+	Endpoint& ep_;
+	uint32_t slot_;
+	uint32_t rank_;
+	std::vector<Member> members_;
+	std::byte* scratch_ = nullptr;
+	size_t scratch_len_ = 0;
+	CoreRegistration scratch_mr_;
+	std::vector<std::unique_ptr<CoreRegistration>> registrations_; // by Registration::handle
+	std::vector<uint64_t> free_registrations_;
+	std::vector<std::unique_ptr<WriteContext>> contexts_;
+	std::vector<WriteContext*> free_contexts_;
+	size_t in_flight_ = 0;
+	std::deque<engine::TransportEvent> events_;
+	int failed_ = 0;
+};
+
+} // namespace rcoll
