@@ -516,6 +516,7 @@ Errc build_ring(ScheduleBuilder& b, const Limits& limits, RingRole role)
 		const uint32_t left = pattern::ring_left(r, p);
 		b.ship_key(left, into_output ? OwnKey::output : OwnKey::landing, right_key_slot,
 			   right_key_counter);
+		b.wait(right_key_counter);
 	}
 	const bool root = role == RingRole::reduce && r == d.root;
 	if (role == RingRole::reduce && rdv && root)
@@ -526,13 +527,8 @@ Errc build_ring(ScheduleBuilder& b, const Limits& limits, RingRole role)
 	auto seg_off = [&](uint32_t s, const Chunking& ch, uint32_t c) {
 		return (part.offset(s) + ch.offset(c)) * esz;
 	};
-	bool right_key_ready = false;
 	auto send = [&](Buf src, uint64_t src_off, uint32_t phase, uint32_t step, uint32_t s,
 			const Chunking& ch, uint32_t c) {
-		if (rdv && !right_key_ready) {
-			b.wait(right_key_counter);
-			right_key_ready = true;
-		}
 		const uint64_t bytes = ch.size(c) * esz;
 		if (into_output)
 			return b.write(right, src, src_off, Dest::output, seg_off(s, ch, c), bytes,
