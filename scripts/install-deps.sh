@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what building and testing rcoll needs on Debian 12: a C++20
+# compiler, the Autotools, libfabric 1.17 with its headers, Criterion for
+# the unit tests and Open MPI for the MPI tests.
+set -euo pipefail
+
+packages=(
+	g++ make autoconf automake libtool pkg-config
+	libfabric-dev libfabric-bin
+	libcriterion-dev
+	openmpi-bin libopenmpi-dev
+	iproute2 procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+echo "== installing: ${missing[*]}"
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
