@@ -2,7 +2,12 @@
 
 #include "domain.hpp"
 #include "ep.hpp"
+#include "config.hpp"
 #include "wait.hpp"
+
+#include <sched.h>
+
+#include <chrono>
 
 #include <cstring>
 
@@ -58,16 +63,39 @@ ssize_t take(CompletionQueue* cq, void* buf, size_t count, fi_addr_t* src)
 	return n ? ssize_t(n) : -FI_EAGAIN;
 }
 
+// Applications poll an empty queue in a tight loop. Once it has stayed
+// empty for spin_us, every further empty poll yields the processor, so that
+// ranks outnumbering cores let the rank that has work run (the busy-polling
+// that makes tcp;ofi_rxm take milliseconds per collective there).
+void yield_if_idle(CompletionQueue* cq, bool found)
+{
+	using clock = std::chrono::steady_clock;
+	if (found) {
+		cq->idle_since = {};
+		return;
+	}
+	auto now = clock::now();
+	if (cq->idle_since == clock::time_point{})
+		cq->idle_since = now;
+	else if (now - cq->idle_since > std::chrono::microseconds(config().spin_us))
+		sched_yield();
+}
+
 ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src)
 {
 	return guarded([&]() -> ssize_t {
 		CompletionQueue* cq = owner_of<CompletionQueue>(f);
 		if (!buf && count)
 			return -FI_EINVAL;
-		std::lock_guard guard(cq->domain->lock);
-		if (cq->entries.empty() && cq->errors.empty())
-			progress_bound(cq);
-		return take(cq, buf, count, src);
+		ssize_t ret;
+		{
+			std::lock_guard guard(cq->domain->lock);
+			if (cq->entries.empty() && cq->errors.empty())
+				progress_bound(cq);
+			ret = take(cq, buf, count, src);
+		}
+		yield_if_idle(cq, ret != -FI_EAGAIN);
+		return ret;
 	});
 }
 

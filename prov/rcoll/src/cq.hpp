@@ -6,6 +6,7 @@
 
 #include <rdma/fi_eq.h>
 
+#include <chrono>
 #include <deque>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct CompletionQueue {
 	std::deque<Error> errors;
 	std::vector<Endpoint*> endpoints; // bound endpoints, progressed on read
 	bool signaled = false;
+	std::chrono::steady_clock::time_point idle_since{}; // first empty read of a run
 
 	// Under the domain lock.
 	void push(const fi_cq_tagged_entry& e, fi_addr_t source) { entries.push_back({e, source}); }
