@@ -67,18 +67,20 @@ ssize_t take(CompletionQueue* cq, void* buf, size_t count, fi_addr_t* src)
 // empty for spin_us, every further empty poll yields the processor, so that
 // ranks outnumbering cores let the rank that has work run (the busy-polling
 // that makes tcp;ofi_rxm take milliseconds per collective there).
-void yield_if_idle(CompletionQueue* cq, bool found)
+// Under the domain lock; the caller yields after releasing it.
+bool idle_too_long(CompletionQueue* cq, bool found)
 {
 	using clock = std::chrono::steady_clock;
 	if (found) {
 		cq->idle_since = {};
-		return;
+		return false;
 	}
 	auto now = clock::now();
-	if (cq->idle_since == clock::time_point{})
+	if (cq->idle_since == clock::time_point{}) {
 		cq->idle_since = now;
-	else if (now - cq->idle_since > std::chrono::microseconds(config().spin_us))
-		sched_yield();
+		return false;
+	}
+	return now - cq->idle_since > std::chrono::microseconds(config().spin_us);
 }
 
 ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src)
@@ -88,13 +90,16 @@ ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src)
 		if (!buf && count)
 			return -FI_EINVAL;
 		ssize_t ret;
+		bool yield;
 		{
 			std::lock_guard guard(cq->domain->lock);
 			if (cq->entries.empty() && cq->errors.empty())
 				progress_bound(cq);
 			ret = take(cq, buf, count, src);
+			yield = idle_too_long(cq, ret != -FI_EAGAIN);
 		}
-		yield_if_idle(cq, ret != -FI_EAGAIN);
+		if (yield)
+			sched_yield();
 		return ret;
 	});
 }
