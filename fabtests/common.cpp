@@ -470,6 +470,12 @@ LaunchResult launch_ranks(int ranks, std::chrono::seconds timeout, const RankBod
         const auto now = Clock::now();
         if (now >= hard_deadline && first_failure.empty())
             first_failure = strfmt("timed out after %lld s", static_cast<long long>(timeout.count()));
+        if (now >= hard_deadline + std::chrono::seconds(10)) {
+            // SIGKILLed ranks that still do not go away (stuck in the kernel):
+            // report rather than wait without bound.
+            first_failure += strfmt("; %d rank(s) did not exit after SIGKILL", alive);
+            break;
+        }
         if (now >= hard_deadline || (give_up_at && now >= *give_up_at)) {
             give_up_at = give_up_at.value_or(now);
             for (pid_t running : pids)

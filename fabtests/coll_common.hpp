@@ -1,0 +1,269 @@
+// Shared pieces of the collective clients (rcoll_coll_test, rcoll_coll_bench):
+// an endpoint with the event queue fi_join_collective(3) needs, AV sets and
+// joined groups as RAII objects, one entry point that issues any of the nine
+// fi_collective(3) calls, and registered buffers with guard bytes.
+//
+// Like the rest of fabtests these are ordinary libfabric applications: the
+// same code runs over rcoll and over libfabric's own "tcp;ofi_rxm", whose
+// util_coll layer also offers FI_COLLECTIVE.
+#pragma once
+
+#include "common.hpp"
+
+#include <rdma/fi_collective.h>
+#include <rdma/fi_eq.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace fabtests::coll {
+
+// ---------------------------------------------------------------- vocabulary
+
+const char* collective_name(fi_collective_op coll);
+const char* datatype_name(fi_datatype type);
+const char* op_name(fi_op op);
+
+struct DatatypeInfo {
+    fi_datatype type;
+    size_t size;     // bytes of one element on this platform
+    bool integer;
+    bool is_signed;  // integers only
+    bool complex;
+};
+
+// The fourteen non-void datatypes of fi_atomic(3), in enum order.
+std::span<const DatatypeInfo> datatypes();
+const DatatypeInfo& datatype_info(fi_datatype type);
+
+// The ten reduction operations (FI_MIN .. FI_BXOR).
+std::span<const fi_op> reduction_ops();
+
+// Whether fi_atomic(3)'s table (which fi_collective(3) defers to) defines
+// `op` on `type`: MIN/MAX on real types, SUM/PROD and the logical
+// operations on every type, the bitwise operations on integers only.
+bool reduction_allowed(fi_datatype type, fi_op op);
+
+constexpr bool is_reduction(fi_collective_op c)
+{
+    return c == FI_ALLREDUCE || c == FI_REDUCE || c == FI_REDUCE_SCATTER;
+}
+
+constexpr bool is_rooted(fi_collective_op c)
+{
+    return c == FI_BROADCAST || c == FI_REDUCE || c == FI_SCATTER || c == FI_GATHER;
+}
+
+// One collective call as every member of the group issues it. `count`
+// follows the provider's contract (fi_collective(3) leaves it open; MPI's
+// conventions): broadcast, allreduce and reduce take `count` elements;
+// allgather, alltoall, gather, scatter and reduce_scatter take `count`
+// elements per rank block.
+struct CallSpec {
+    fi_collective_op coll = FI_BARRIER;
+    size_t count = 0;
+    fi_datatype type = FI_UINT8;
+    fi_op op = FI_SUM;  // reductions only
+    int root = 0;       // group rank; rooted collectives only
+
+    std::string describe() const;
+};
+
+struct BufferBytes {
+    size_t input = 0;
+    size_t output = 0;
+};
+// Bytes of `group_rank`'s input and output buffers for the call (broadcast:
+// its one buffer is the output).
+BufferBytes buffer_bytes(const CallSpec& call, int group_size, int group_rank);
+
+// ---------------------------------------------------------------- endpoint
+
+struct EndpointOptions {
+    std::string provider = "rcoll";
+    bool bind_eq = true;  // fi_join_collective needs one; the error case leaves it out
+    uint64_t caps = FI_MSG | FI_TAGGED | FI_COLLECTIVE;
+};
+
+// An FI_JOIN_COMPLETE (or join error) read from the event queue.
+struct JoinEvent {
+    fid_t fid = nullptr;
+    void* context = nullptr;
+    int error = 0;  // fi_eq_err_entry::err, 0 on success
+};
+
+// fabric, domain, CQ (transmit and receive), AV, EQ and an enabled RDM
+// endpoint with FI_COLLECTIVE. Completions are dispatched to the OpContext
+// named by op_context, as fabtests::Endpoint does.
+class CollEndpoint {
+public:
+    // Throws NotApplicable when the provider exists but offers no
+    // FI_COLLECTIVE endpoint.
+    explicit CollEndpoint(const EndpointOptions& options);
+    CollEndpoint(const CollEndpoint&) = delete;
+    CollEndpoint& operator=(const CollEndpoint&) = delete;
+    ~CollEndpoint();
+
+    fid_ep* ep() const { return ep_.get(); }
+    fid_domain* domain() const { return domain_.get(); }
+    fid_av* av() const { return av_.get(); }
+    fid_cq* cq() const { return cq_.get(); }
+    const fi_info& info() const { return *info_; }
+    const std::string& provider() const { return provider_; }
+    // The provider wants descriptors for local buffers (FI_MR_LOCAL).
+    bool needs_local_mr() const;
+
+    // allgather of endpoint names through the bootstrap; each rank's
+    // fi_addr_t, in rank order (own rank included).
+    std::vector<fi_addr_t> exchange_addresses(Bootstrap& boot);
+
+    // Reads a batch of completions and marks their OpContexts done.
+    size_t progress();
+    // Polls until pred() holds. Throws CheckFailure naming `what` when the
+    // budget runs out, and when `boot` says another rank failed.
+    void progress_until(const std::function<bool()>& pred, const std::string& what,
+                        std::chrono::milliseconds budget = kDefaultWait, Bootstrap* boot = nullptr);
+    void wait_done(OpContext& ctx, const std::string& what, std::chrono::milliseconds budget = kDefaultWait);
+    // As wait_done, and throws when the operation completed with an error.
+    void wait_ok(OpContext& ctx, const std::string& what, std::chrono::milliseconds budget = kDefaultWait);
+
+    // The next join event for `mc`, driving the CQ meanwhile (events for
+    // other groups are kept for their own wait).
+    JoinEvent wait_join(fid_mc* mc, const std::string& what, std::chrono::milliseconds budget);
+    // Join events whose group was never waited for (must stay empty).
+    size_t stray_join_events() const { return join_events_.size(); }
+
+    // Completions that matched no OpContext: error entries without context.
+    std::deque<UnsolicitedEvent>& unsolicited() { return unsolicited_; }
+
+private:
+    void dispatch_error();
+    bool read_eq_event();
+
+    std::string provider_;
+    InfoPtr info_;
+    FidPtr<fid_fabric> fabric_;
+    FidPtr<fid_domain> domain_;
+    FidPtr<fid_cq> cq_;
+    FidPtr<fid_av> av_;
+    FidPtr<fid_eq> eq_;
+    FidPtr<fid_ep> ep_;
+    std::deque<UnsolicitedEvent> unsolicited_;
+    std::vector<JoinEvent> join_events_;
+};
+
+// ---------------------------------------------------------------- groups
+
+struct AvSetCloser {
+    void operator()(fid_av_set* set) const noexcept { close_fid(&set->fid); }
+};
+using AvSetPtr = std::unique_ptr<fid_av_set, AvSetCloser>;
+
+// fi_av_set with start/end/stride (stride 1: the contiguous range).
+AvSetPtr av_set_range(CollEndpoint& ep, fi_addr_t start, fi_addr_t end, uint64_t stride, size_t count);
+// An empty set, then fi_av_set_insert of `members` in the given order.
+AvSetPtr av_set_inserted(CollEndpoint& ep, std::span<const fi_addr_t> members);
+
+// How the sweep builds a group from the ranks of the job.
+enum class Shape {
+    full,      // every rank, start/end with stride 1
+    strided,   // the ranks of this rank's parity: start/end with stride 2
+    reversed,  // every rank, inserted one by one from the last to the first
+};
+const char* shape_name(Shape shape);
+// World ranks of this rank's group of `shape`, in group-rank order.
+std::vector<int> shape_members(Shape shape, int world_size, int world_rank);
+// The AV set of `shape` for world rank `my_rank`.
+AvSetPtr make_shape_set(CollEndpoint& ep, Shape shape, std::span<const fi_addr_t> world, int my_rank);
+
+// A joined collective group (the fid_mc). Joining is itself collective:
+// every member constructs its Group with the same member list.
+class Group {
+public:
+    // fi_av_set_addr + fi_join_collective on `set`, then waits for the
+    // FI_JOIN_COMPLETE. `members` are the world ranks in the set's order and
+    // `world` every rank's AV address.
+    Group(CollEndpoint& ep, AvSetPtr set, std::vector<int> members, std::span<const fi_addr_t> world,
+          int world_rank, std::string label, std::chrono::milliseconds budget = kDefaultWait);
+    Group(const Group&) = delete;
+    Group& operator=(const Group&) = delete;
+    ~Group();
+
+    fi_addr_t coll_addr() const { return coll_addr_; }
+    int rank() const { return rank_; }
+    int size() const { return static_cast<int>(members_.size()); }
+    int world_rank(int group_rank) const { return members_[static_cast<size_t>(group_rank)]; }
+    // The AV address of a member: what root arguments take.
+    fi_addr_t address_of(int group_rank) const { return addresses_[static_cast<size_t>(group_rank)]; }
+    const std::string& label() const { return label_; }
+    fid_mc* mc() const { return mc_.get(); }
+    // Closes the fid_mc now (the destructor would otherwise); returns fi_close's result.
+    int close();
+
+private:
+    std::vector<int> members_;
+    std::vector<fi_addr_t> addresses_;
+    AvSetPtr set_;
+    FidPtr<fid_mc> mc_;
+    fi_addr_t coll_addr_ = FI_ADDR_NOTAVAIL;
+    int rank_ = -1;
+    std::string label_;
+};
+
+// ---------------------------------------------------------------- buffers
+
+// Page-aligned memory registered with the endpoint's domain, with guard
+// bytes before and after the bytes in use, so a collective that writes
+// outside its buffer is caught. Grows (and re-registers) on demand.
+class GuardedBuffer {
+public:
+    static constexpr size_t kGuardBytes = 64;
+
+    explicit GuardedBuffer(CollEndpoint& ep) : ep_(ep) {}
+    GuardedBuffer(const GuardedBuffer&) = delete;
+    GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+
+    // Makes `bytes` usable and writes fresh guards around them.
+    void prepare(size_t bytes);
+    std::byte* data() const { return memory_.get() + kGuardBytes; }
+    size_t size() const { return bytes_; }
+    std::span<std::byte> span() const { return {data(), bytes_}; }
+    std::span<uint8_t> bytes() const { return {reinterpret_cast<uint8_t*>(data()), bytes_}; }
+    void* desc() const;
+    // Throws CheckFailure when a guard byte changed.
+    void expect_guards(const std::string& what) const;
+
+private:
+    struct Free {
+        void operator()(std::byte* p) const noexcept { std::free(p); }
+    };
+    CollEndpoint& ep_;
+    std::unique_ptr<std::byte, Free> memory_;
+    size_t capacity_ = 0;  // bytes of memory_
+    size_t bytes_ = 0;
+    FidPtr<fid_mr> mr_;    // closed before memory_ is freed
+};
+
+// ---------------------------------------------------------------- posting
+
+// Issues the collective once (no -FI_EAGAIN retry) and returns the
+// provider's return code. `input` and `output` may be null when the rank
+// has no such buffer for this call.
+ssize_t issue(CollEndpoint& ep, const Group& group, const CallSpec& call, GuardedBuffer* input,
+              GuardedBuffer* output, OpContext& ctx);
+// As issue(), retrying -FI_EAGAIN while driving progress; throws on any
+// other error.
+void post(CollEndpoint& ep, const Group& group, const CallSpec& call, GuardedBuffer* input,
+          GuardedBuffer* output, OpContext& ctx, std::chrono::milliseconds budget = kDefaultWait);
+// Expects a successful completion of a collective: no error, FI_COLLECTIVE
+// in the flags.
+void expect_collective_completion(const OpContext& ctx, const std::string& what);
+
+}  // namespace fabtests::coll
