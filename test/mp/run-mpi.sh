@@ -47,7 +47,7 @@ for np in 2 4; do
         fi
         output=$(timeout -k 10 "$job_limit" mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
             --mca pml cm --mca mtl ofi --mca btl self \
-            --mca mtl_ofi_provider_include "$include" \
+            --mca mtl_ofi_provider_include "$include" --mca mtl_ofi_verbose 1 \
             --mca oob_tcp_if_include lo \
             -x FI_PROVIDER -x FI_PROVIDER_PATH -x FI_TCP_IFACE \
             "$binary" 2>&1)
@@ -61,6 +61,11 @@ for np in 2 4; do
         passed=$((passed + pass_lines))
         failed=$((failed + fail_lines))
         finished=$(printf '%s\n' "$output" | grep -c "^# $program finished:")
+        # mtl/ofi names the provider it picked: prove the traffic used it.
+        if [ "$pass_lines" -gt 0 ] && ! printf '%s\n' "$output" | grep -q -F "mtl:ofi:prov: $include"; then
+            failed=$((failed + 1))
+            echo "FAIL $program (np=$np): Open MPI's mtl/ofi never reported selecting \"$include\""
+        fi
         if [ "$finished" -eq 0 ] || { [ "$status" -ne 0 ] && [ "$fail_lines" -eq 0 ]; }; then
             # The job died (crash, hang, abort) outside of any reported check.
             failed=$((failed + 1))
