@@ -343,6 +343,13 @@ private:
 	Errc status_ = Errc::ok;
 };
 
+// Collectives whose count is per rank block: their data grows with p.
+inline bool per_block(Collective c) noexcept
+{
+	return c == Collective::allgather || c == Collective::alltoall || c == Collective::scatter ||
+	       c == Collective::gather || c == Collective::reduce_scatter;
+}
+
 inline std::string describe(const OpSpec& op, uint32_t p)
 {
 	return std::string(to_string(op.coll)) + "/" + std::string(to_string(op.algorithm)) +
@@ -498,7 +505,7 @@ inline ClusterOptions small_cluster(uint32_t p, uint64_t seed = 1,
 	o.sim.seed = seed;
 	o.config.scratch_half_bytes = std::max<uint64_t>(16 * 1024, (uint64_t(p) + 2) * 24 + 4096);
 	o.config.eager_bytes = 2048;
-	o.config.chunk_bytes = 64;
+	o.config.chunk_bytes = 256;
 	o.config.bcast_blocks = 3;
 	return o;
 }

@@ -307,10 +307,15 @@ Errc Fabric::post(uint32_t rank, const engine::WriteRequest& w) noexcept
 		break;
 	}
 	}
+	try {
+		push_event(Event{when, order, id, false});
+	} catch (const std::bad_alloc&) {
+		free_flights_.push_back(id);
+		return Errc::no_memory;
+	}
 	inflight_[rank]++;
 	stats_[rank].writes++;
 	stats_[rank].bytes += w.length;
-	events_.push(Event{when, order, id, false});
 	return Errc::ok;
 }
 
@@ -337,18 +342,18 @@ void Fabric::read_source(Flight& f)
 
 void Fabric::place(Flight& f)
 {
-	const std::string who = "write " + std::to_string(f.from) + "->" + std::to_string(f.to);
+	auto who = [&] { return "write " + std::to_string(f.from) + "->" + std::to_string(f.to); };
 	if (f.target_rank != f.to) {
-		violation(who + ": key of another rank");
+		violation(who() + ": key of another rank");
 		return;
 	}
 	Region* dst = find_region(f.to, f.target_region);
 	if (!dst) {
-		violation(who + ": key of a deregistered buffer");
+		violation(who() + ": key of a deregistered buffer");
 		return;
 	}
 	if (f.offset > dst->length || f.length > dst->length - f.offset) {
-		violation(who + ": outside the target buffer");
+		violation(who() + ": outside the target buffer");
 		return;
 	}
 	if (f.length && f.staging.size() == f.length) {
@@ -360,9 +365,9 @@ void Fabric::place(Flight& f)
 				dst->unread[f.offset + i] = 1;
 			}
 			if (clobbers)
-				violation(who + ": overwrites data the target has not read yet");
+				violation(who() + ": overwrites data the target has not read yet");
 			if (races)
-				violation(who + ": overwrites the source of the target's own pending write");
+				violation(who() + ": overwrites the source of the target's own pending write");
 		}
 		std::memcpy(dst->base + f.offset, f.staging.data(), f.length);
 	}
@@ -385,14 +390,37 @@ void Fabric::progress(uint32_t rank)
 		stats_[rank].finish_time = clock_[rank];
 }
 
+void Fabric::push_event(const Event& ev)
+{
+	if (options_.timing == Timing::ordered)
+		fifo_events_.push_back(ev);
+	else
+		timed_events_.push(ev);
+}
+
+bool Fabric::pop_event(Event& ev)
+{
+	if (options_.timing == Timing::ordered) {
+		if (fifo_events_.empty())
+			return false;
+		ev = fifo_events_.front();
+		fifo_events_.pop_front();
+		return true;
+	}
+	if (timed_events_.empty())
+		return false;
+	ev = timed_events_.top();
+	timed_events_.pop();
+	return true;
+}
+
 uint64_t Fabric::run()
 {
 	for (uint32_t r = 0; r < ranks(); ++r)
 		progress(r);
 	uint64_t processed = 0;
-	while (!events_.empty()) {
-		Event ev = events_.top();
-		events_.pop();
+	Event ev;
+	while (pop_event(ev)) {
 		now_ = std::max(now_, ev.time);
 		Flight& f = *flights_[ev.flight];
 		++processed;
@@ -406,7 +434,7 @@ uint64_t Fabric::run()
 			} else if (options_.timing == Timing::modelled) {
 				when += options_.cost.alpha_us;
 			}
-			events_.push(Event{when, order, ev.flight, true});
+			push_event(Event{when, order, ev.flight, true});
 			progress(f.from);
 		} else {
 			place(f);

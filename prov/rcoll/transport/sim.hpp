@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <queue>
 #include <span>
@@ -119,6 +120,8 @@ private:
 	};
 	class Checker;
 
+	void push_event(const Event&);
+	bool pop_event(Event&);
 	engine::Errc post(uint32_t rank, const engine::WriteRequest&) noexcept;
 	void read_source(Flight&);
 	void place(Flight&);
@@ -137,7 +140,10 @@ private:
 	std::vector<uint32_t> next_region_id_;
 	std::vector<std::unique_ptr<Flight>> flights_;
 	std::vector<uint64_t> free_flights_;
-	std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+	// Ordered timing only ever appends events at the current time: a FIFO
+	// does; the other modes need the heap.
+	std::priority_queue<Event, std::vector<Event>, std::greater<Event>> timed_events_;
+	std::deque<Event> fifo_events_;
 	std::vector<uint32_t> inflight_;
 	std::vector<RankStats> stats_;
 	std::vector<double> clock_;	 // modelled: rank's local time

@@ -1,0 +1,334 @@
+// Every algorithm run end to end on the simulated fabric, which copies the
+// bytes for real under seeded reordering and delay and checks the memory
+// discipline (no slot overwritten before it was read, no source modified
+// before its write was read). Results are compared with closed forms.
+#include <criterion/criterion.h>
+
+#include <cmath>
+
+#include "engine_harness.hpp"
+
+using namespace rcoll::test;
+namespace sim = rcoll::sim;
+
+namespace {
+
+struct Entry {
+	Collective coll;
+	Algorithm alg;
+};
+
+std::vector<Entry> every_algorithm()
+{
+	std::vector<Entry> out;
+	for (unsigned c = 0; c < collective_count; ++c)
+		for (Algorithm a : algorithms_for(static_cast<Collective>(c)))
+			out.push_back({static_cast<Collective>(c), a});
+	return out;
+}
+
+OpSpec spec(Entry e, uint64_t count, uint32_t root = 0, Datatype d = Datatype::int32,
+	    ReduceOp op = ReduceOp::sum)
+{
+	OpSpec s;
+	s.coll = e.coll;
+	s.algorithm = e.alg;
+	s.count = count;
+	s.root = root;
+	s.dtype = d;
+	s.op = op;
+	return s;
+}
+
+} // namespace
+
+// Group sizes 1..64, counts 0, 1, a prime and a large non-divisible one
+// (per rank block for the collectives whose data grows with p), every
+// root; all of a group's operations in flight at once.
+Test(engine_sim, every_algorithm_every_size_every_root, .timeout = 240)
+{
+	for (Entry e : every_algorithm())
+		for (uint32_t p = 1; p <= 64; ++p) {
+			std::vector<OpSpec> ops;
+			for (uint64_t count : {0ull, 1ull, 13ull, per_block(e.coll) ? 251ull : 1000ull})
+				ops.push_back(spec(e, count, (p - 1) / 2));
+			if (is_rooted(e.coll))
+				for (uint32_t root = 0; root < p; ++root)
+					ops.push_back(spec(e, 7, root));
+			Cluster cluster(p, small_cluster(p, 1000 + p));
+			std::string err = cluster.run(ops);
+			cr_assert(err.empty(), "%s", err.c_str());
+		}
+}
+
+// Every datatype x op pair through every reducing algorithm.
+Test(engine_sim, every_datatype_and_op, .timeout = 120)
+{
+	for (Entry e : every_algorithm()) {
+		if (!is_reduction(e.coll))
+			continue;
+		for (uint32_t p : {1u, 2u, 3u, 7u, 8u, 13u}) {
+			std::vector<OpSpec> ops;
+			for (unsigned d = 0; d < datatype_count; ++d)
+				for (unsigned o = 0; o < reduce_op_count; ++o) {
+					auto dt = static_cast<Datatype>(d);
+					auto op = static_cast<ReduceOp>(o);
+					if (is_valid_reduction(dt, op))
+						ops.push_back(spec(e, 37, p - 1, dt, op));
+				}
+			Cluster cluster(p, small_cluster(p, 7 * p));
+			std::string err = cluster.run(ops);
+			cr_assert(err.empty(), "%s", err.c_str());
+		}
+	}
+}
+
+// 127, 128, 1000 and 1024 ranks, one sampled case per algorithm.
+Test(engine_sim, large_groups_sampled, .timeout = 240)
+{
+	for (uint32_t p : {127u, 128u, 1000u, 1024u})
+		for (Entry e : every_algorithm()) {
+			const uint64_t count = per_block(e.coll) ? 3 : p >= 1000 ? 1031 : 4099;
+			ClusterOptions o = small_cluster(p, p);
+			o.config.chunk_bytes = 4096;
+			// Reordering and the memory discipline are covered at the
+			// smaller sizes; keep the largest runs lean.
+			if (p >= 1000) {
+				o.sim.timing = sim::Timing::ordered;
+				o.sim.check_memory = false;
+			}
+			Cluster cluster(p, o);
+			std::string err = cluster.run({spec(e, count, p / 3, Datatype::float64)});
+			cr_assert(err.empty(), "%s", err.c_str());
+		}
+}
+
+namespace {
+
+// Inexact floating-point inputs: the bracketing decides the low bits.
+std::vector<std::vector<double>> run_inexact(Entry e, uint32_t p, uint64_t count, sim::Options so)
+{
+	ClusterOptions o = small_cluster(p);
+	o.sim = so;
+	Cluster cluster(p, o);
+	OpDescriptor d;
+	d.coll = e.coll;
+	d.size = p;
+	d.count = count;
+	d.dtype = Datatype::float64;
+	std::vector<std::vector<double>> in(p), out(p);
+	for (uint32_t r = 0; r < p; ++r) {
+		BufferSizes sz = buffer_sizes(d, r);
+		in[r].resize(sz.input / sizeof(double));
+		out[r].assign(sz.output / sizeof(double), -1.0);
+		for (size_t i = 0; i < in[r].size(); ++i)
+			in[r][i] = 1.0 / (3.0 + r + 0.37 * i) + std::ldexp(1.0, -(int)(r % 40));
+		Request req;
+		req.coll = e.coll;
+		req.algorithm = e.alg;
+		req.input = in[r].data();
+		req.output = out[r].data();
+		req.count = count;
+		req.dtype = Datatype::float64;
+		req.op = ReduceOp::sum;
+		cr_assert_eq(cluster.group(r).post(req), Errc::ok);
+	}
+	cluster.fabric().run();
+	for (uint32_t r = 0; r < p; ++r) {
+		Completion c;
+		cr_assert(cluster.group(r).next_completion(c));
+		cr_assert_eq(c.status, Errc::ok);
+	}
+	cr_assert(cluster.fabric().violations().empty());
+	return out;
+}
+
+} // namespace
+
+// Reordered and delayed deliveries give bitwise identical results, and
+// every rank ends with the same bits (the ring brackets each segment
+// differently, but each segment the same way everywhere).
+Test(engine_sim, reordering_gives_identical_results)
+{
+	for (Entry e : every_algorithm()) {
+		if (e.coll != Collective::allreduce && e.coll != Collective::reduce_scatter)
+			continue;
+		for (uint32_t p : {5u, 8u, 13u}) {
+			const uint64_t count = 211;
+			sim::Options ordered;
+			ordered.timing = sim::Timing::ordered;
+			auto reference = run_inexact(e, p, count, ordered);
+			if (e.coll == Collective::allreduce)
+				for (uint32_t r = 1; r < p; ++r)
+					cr_assert(reference[r] == reference[0], "%s p=%u: rank %u differs",
+						  to_string(e.alg).data(), p, r);
+			for (uint64_t seed = 1; seed <= 4; ++seed) {
+				sim::Options shuffled;
+				shuffled.timing = sim::Timing::random;
+				shuffled.seed = seed;
+				shuffled.max_delay = 50;
+				cr_assert(run_inexact(e, p, count, shuffled) == reference, "%s/%s p=%u seed %llu",
+					  to_string(e.coll).data(), to_string(e.alg).data(), p,
+					  (unsigned long long)seed);
+			}
+			sim::Options modelled;
+			modelled.timing = sim::Timing::modelled;
+			cr_assert(run_inexact(e, p, count, modelled) == reference);
+		}
+	}
+}
+
+// No rank leaves a barrier before the last one entered it, with several
+// barriers in flight (64-bit epochs, Gupta's ">= epoch" test).
+Test(engine_sim, barrier_waits_for_everyone)
+{
+	for (Algorithm alg : {Algorithm::pairwise, Algorithm::dissemination})
+		for (uint32_t p = 2; p <= 40; ++p) {
+			Cluster cluster(p, small_cluster(p, p));
+			const uint32_t late = (p * 7) % p;
+			Request req;
+			req.coll = Collective::barrier;
+			req.algorithm = alg;
+			for (int round = 0; round < 3; ++round)
+				for (uint32_t r = 0; r < p; ++r)
+					if (r != late)
+						cr_assert_eq(cluster.group(r).post(req), Errc::ok);
+			cluster.fabric().run();
+			Completion c;
+			for (uint32_t r = 0; r < p; ++r)
+				cr_assert(!cluster.group(r).next_completion(c), "%s p=%u: rank %u left early",
+					  to_string(alg).data(), p, r);
+			for (int round = 0; round < 3; ++round)
+				cr_assert_eq(cluster.group(late).post(req), Errc::ok);
+			cluster.fabric().run();
+			for (uint32_t r = 0; r < p; ++r) {
+				for (int round = 0; round < 3; ++round) {
+					cr_assert(cluster.group(r).next_completion(c));
+					cr_assert_eq(c.status, Errc::ok);
+				}
+				cr_assert_eq(cluster.group(r).outstanding(), 0u);
+			}
+		}
+}
+
+// A long mixed stream of operations through a tiny scratch region: the
+// two halves are recycled over and over while operations are in flight.
+Test(engine_sim, scratch_recycling_under_load)
+{
+	for (uint32_t p : {3u, 8u, 11u}) {
+		ClusterOptions o = small_cluster(p, 99);
+		o.config.scratch_half_bytes = 8 * 1024;
+		o.config.counters_per_half = 300;
+		o.config.max_active = 4;
+		Cluster cluster(p, o);
+		std::vector<OpSpec> ops;
+		auto all = every_algorithm();
+		for (size_t i = 0; i < 120; ++i) {
+			Entry e = all[(i * 7) % all.size()];
+			ops.push_back(spec(e, 1 + (i * 37) % 200, uint32_t(i % p)));
+		}
+		std::string err = cluster.run(ops);
+		cr_assert(err.empty(), "%s", err.c_str());
+		for (uint32_t r = 0; r < p; ++r)
+			cr_assert(cluster.group(r).stats().recycles >= 4, "p=%u rank %u recycled %llu times", p, r,
+				  (unsigned long long)cluster.group(r).stats().recycles);
+	}
+}
+
+// A transport that accepts one write at a time (would_block otherwise).
+Test(engine_sim, transport_back_pressure)
+{
+	for (Entry e : every_algorithm()) {
+		ClusterOptions o = small_cluster(9, 5);
+		o.sim.max_inflight = 1;
+		Cluster cluster(9, o);
+		std::string err = cluster.run({spec(e, 500, 4), spec(e, 3, 8)});
+		cr_assert(err.empty(), "%s", err.c_str());
+	}
+}
+
+Test(engine_sim, in_place_allreduce)
+{
+	for (Algorithm alg : algorithms_for(Collective::allreduce))
+		for (uint32_t p : {1u, 4u, 6u}) {
+			OpSpec s = spec({Collective::allreduce, alg}, 300, 0, Datatype::float32);
+			s.in_place = true;
+			Cluster cluster(p, small_cluster(p));
+			std::string err = cluster.run({s});
+			cr_assert(err.empty(), "%s", err.c_str());
+		}
+}
+
+Test(engine_sim, automatic_selection)
+{
+	for (unsigned c = 0; c < collective_count; ++c)
+		for (uint32_t p : {1u, 6u, 16u}) {
+			std::vector<OpSpec> ops;
+			for (uint64_t count : {1ull, 100ull, 20000ull})
+				ops.push_back(spec({static_cast<Collective>(c), Algorithm::automatic}, count, p - 1));
+			Cluster cluster(p, small_cluster(p));
+			std::string err = cluster.run(ops);
+			cr_assert(err.empty(), "%s", err.c_str());
+		}
+}
+
+Test(engine_sim, bad_requests_are_errors_not_crashes)
+{
+	Cluster cluster(4, small_cluster(4));
+	Group& g = cluster.group(0);
+	std::vector<double> in(16), out(16);
+	Request req;
+	req.coll = Collective::allreduce;
+	req.input = in.data();
+	req.output = out.data();
+	req.count = 16;
+	req.dtype = Datatype::double_complex;
+	req.op = ReduceOp::min;
+	cr_assert_eq(g.post(req), Errc::not_supported);
+	req.dtype = Datatype::float64;
+	req.op = ReduceOp::band;
+	cr_assert_eq(g.post(req), Errc::not_supported);
+	req.op = ReduceOp::sum;
+	req.count = UINT64_MAX / 4;
+	cr_assert_eq(g.post(req), Errc::overflow);
+	req.count = 16;
+	req.coll = Collective::reduce;
+	req.root = 4;
+	cr_assert_eq(g.post(req), Errc::invalid_argument);
+	req.root = 0;
+	req.algorithm = Algorithm::bruck;
+	cr_assert_eq(g.post(req), Errc::invalid_argument);
+	req.algorithm = Algorithm::automatic;
+	req.input = nullptr;
+	cr_assert_eq(g.post(req), Errc::invalid_argument);
+	req.coll = static_cast<Collective>(collective_count);
+	cr_assert_eq(g.post(req), Errc::invalid_argument);
+	// None of it left anything behind.
+	cr_assert_eq(g.outstanding(), 0u);
+	cr_assert_eq(cluster.run({spec({Collective::allreduce, Algorithm::ring}, 16)}), "");
+}
+
+// The modelled fabric and the cost model agree on a bandwidth-bound ring:
+// the model ignores the overlap of reduction and transfer that chunking
+// buys, so the simulation may be faster, never much slower.
+Test(engine_sim, modelled_time_tracks_cost_model)
+{
+	const uint32_t p = 8;
+	const uint64_t count = 1 << 18;
+	ClusterOptions o = small_cluster(p);
+	o.sim.timing = sim::Timing::modelled;
+	o.sim.check_memory = false;
+	o.config.chunk_bytes = 64 * 1024;
+	Cluster cluster(p, o);
+	cr_assert_eq(cluster.run({spec({Collective::allreduce, Algorithm::ring}, count, 0, Datatype::float64)}), "");
+	OpDescriptor d;
+	d.coll = Collective::allreduce;
+	d.algorithm = Algorithm::ring;
+	d.size = p;
+	d.count = count;
+	d.dtype = Datatype::float64;
+	Prediction pred = predict(d, Group::limits(p, o.config), o.sim.cost);
+	double sim_time = cluster.fabric().makespan();
+	cr_assert(sim_time > 0.6 * pred.time_us && sim_time < 1.2 * pred.time_us,
+		  "simulated %.1f us, predicted %.1f us", sim_time, pred.time_us);
+}
