@@ -1,0 +1,183 @@
+// Algorithm selection: the tuning grammar (accepted and rejected forms),
+// rule precedence, and the alpha-beta-gamma model's choices and formulas.
+#include <criterion/criterion.h>
+
+#include <cmath>
+
+#include "engine/cost_model.hpp"
+#include "engine/tuning.hpp"
+
+using namespace rcoll::engine;
+
+namespace {
+
+OpDescriptor op(Collective c, uint32_t p, uint64_t count, Datatype d = Datatype::float64)
+{
+	OpDescriptor o;
+	o.coll = c;
+	o.size = p;
+	o.count = count;
+	o.dtype = d;
+	o.op = ReduceOp::sum;
+	return o;
+}
+
+} // namespace
+
+Test(engine_selection, sizes)
+{
+	uint64_t v = 0;
+	cr_assert(parse_size("0", v) && v == 0);
+	cr_assert(parse_size("4k", v) && v == 4096);
+	cr_assert(parse_size("3M", v) && v == 3u << 20);
+	cr_assert(parse_size("2g", v) && v == 2ull << 30);
+	cr_assert(!parse_size("", v));
+	cr_assert(!parse_size("k", v));
+	cr_assert(!parse_size("12x", v));
+	cr_assert(!parse_size("-1", v));
+	cr_assert(!parse_size("99999999999999999999g", v));
+	cr_assert(!parse_size("17179869184g", v));
+}
+
+Test(engine_selection, grammar_accepts_documented_example)
+{
+	std::vector<TuneRule> rules;
+	std::string err;
+	const char* text = "allreduce:0-4k:@recursive_doubling#allreduce:4k-inf:@ring:chunk=256k"
+			   "#bcast:@binomial#allreduce:0-64:p=2-16:@ktree:k=3";
+	cr_assert_eq(parse_tuning(text, rules, err), Errc::ok, "%s", err.c_str());
+	cr_assert_eq(rules.size(), 4u);
+	cr_assert_eq(rules[0].coll, Collective::allreduce);
+	cr_assert_eq(rules[0].min_bytes, 0u);
+	cr_assert_eq(rules[0].max_bytes, 4096u);
+	cr_assert_eq(rules[0].algorithm, Algorithm::recursive_doubling);
+	cr_assert_eq(rules[1].max_bytes, UINT64_MAX);
+	cr_assert_eq(rules[1].params.chunk_bytes, 256u * 1024);
+	cr_assert_eq(rules[2].coll, Collective::broadcast);
+	cr_assert_eq(rules[2].min_bytes, 0u);
+	cr_assert_eq(rules[2].max_bytes, UINT64_MAX);
+	cr_assert_eq(rules[3].min_size, 2u);
+	cr_assert_eq(rules[3].max_size, 16u);
+	cr_assert_eq(rules[3].params.radix, 3u);
+	cr_assert_eq(parse_tuning("", rules, err), Errc::ok);
+	cr_assert(rules.empty());
+}
+
+Test(engine_selection, grammar_rejects_with_a_reason)
+{
+	const char* bad[] = {
+		"allgather",			// no algorithm
+		"reduce_all:@ring",		// unknown collective
+		"allreduce:@fastest",		// unknown algorithm
+		"barrier:@ring",		// not an algorithm of barriers
+		"allreduce:8k-4k:@ring",	// empty range
+		"allreduce:4k:@ring",		// not a range
+		"allreduce::@ring",		// empty field
+		"allreduce:@ktree:k=0",		// degree must be positive
+		"allreduce:@ring:chunk=0",	// chunk must be positive
+		"allreduce:@ring:speed=1",	// unknown field
+		"allreduce:p=0-4:@ring",	// group sizes start at 1
+		"allreduce:@ring#",		// empty rule
+	};
+	for (const char* text : bad) {
+		std::vector<TuneRule> rules(1);
+		std::string err;
+		cr_assert_eq(parse_tuning(text, rules, err), Errc::invalid_argument, "accepted '%s'", text);
+		cr_assert(!err.empty());
+		cr_assert_eq(rules.size(), 1u, "rules changed on error");
+	}
+}
+
+Test(engine_selection, last_matching_rule_wins)
+{
+	std::vector<TuneRule> rules;
+	std::string err;
+	cr_assert_eq(parse_tuning("allreduce:@ring#allreduce:0-1k:@recursive_doubling"
+				  "#allreduce:0-1k:p=3-5:@ktree:k=2",
+				  rules, err),
+		     Errc::ok);
+	Selector sel(CostParams{}, rules);
+	Limits l;
+	Choice c = sel.choose(op(Collective::allreduce, 8, 10), l); // 80 bytes
+	cr_assert_eq(c.algorithm, Algorithm::recursive_doubling);
+	cr_assert(c.from_rule);
+	c = sel.choose(op(Collective::allreduce, 8, 1000), l); // 8000 bytes
+	cr_assert_eq(c.algorithm, Algorithm::ring);
+	c = sel.choose(op(Collective::allreduce, 4, 10), l);
+	cr_assert_eq(c.algorithm, Algorithm::ktree);
+	cr_assert_eq(c.params.radix, 2u);
+	c = sel.choose(op(Collective::allreduce, 4, 1024 / 8), l); // exactly 1k: inclusive
+	cr_assert_eq(c.algorithm, Algorithm::ktree);
+	// Other collectives fall back to the model.
+	c = sel.choose(op(Collective::broadcast, 8, 10), l);
+	cr_assert(!c.from_rule);
+	cr_assert(algorithm_supports(Collective::broadcast, c.algorithm));
+}
+
+Test(engine_selection, model_picks_by_regime)
+{
+	Selector sel;
+	Limits l;
+	// Latency-bound: few rounds win.
+	Choice small = sel.choose(op(Collective::allreduce, 64, 1), l);
+	cr_assert(small.algorithm == Algorithm::recursive_doubling || small.algorithm == Algorithm::ktree);
+	// Bandwidth-bound, p not a power of two: the ring (Rabenseifner pays
+	// for the fold with a full vector each way).
+	Choice big = sel.choose(op(Collective::allreduce, 48, 8 << 20), l);
+	cr_assert_eq(big.algorithm, Algorithm::ring);
+	// Same bandwidth term, fewer rounds: Rabenseifner on a power of two.
+	big = sel.choose(op(Collective::allreduce, 64, 8 << 20), l);
+	cr_assert_eq(big.algorithm, Algorithm::rabenseifner);
+	// Barriers: dissemination needs no fold.
+	cr_assert_eq(sel.choose(op(Collective::barrier, 12, 0), l).algorithm, Algorithm::dissemination);
+	cr_assert_eq(sel.choose(op(Collective::barrier, 16, 0), l).algorithm, Algorithm::pairwise);
+	// Large broadcast: scatter + allgather.
+	cr_assert_eq(sel.choose(op(Collective::broadcast, 64, 1 << 20), l).algorithm,
+		     Algorithm::scatter_allgather);
+	cr_assert_eq(sel.choose(op(Collective::broadcast, 64, 1), l).algorithm, Algorithm::binomial);
+	// Every choice is an algorithm of the collective.
+	for (unsigned c = 0; c < collective_count; ++c)
+		for (uint32_t p : {1u, 2u, 7u, 64u, 16384u})
+			for (uint64_t count : {0ull, 1ull, 1000ull, 1ull << 24}) {
+				Choice ch = sel.choose(op(static_cast<Collective>(c), p, count), l);
+				cr_assert(algorithm_supports(static_cast<Collective>(c), ch.algorithm));
+			}
+}
+
+Test(engine_selection, model_formulas)
+{
+	Limits l;
+	CostParams cp{1.0, 0.001, 0.002};
+	const uint32_t p = 16;
+	const uint64_t count = 1 << 16; // n = 512 KiB of doubles
+	const double n = count * 8.0;
+	OpDescriptor d = op(Collective::allreduce, p, count);
+	d.algorithm = Algorithm::ring;
+	Prediction ring = predict(d, l, cp);
+	// Patarasuk and Yuan: 2 (p - 1) alpha + 2 (p - 1) / p n beta + (p - 1) / p n gamma,
+	// plus one alpha for the key exchange of the rendezvous.
+	double want = (2.0 * (p - 1) + 1) * 1.0 + 2.0 * (p - 1) / p * n * 0.001 + (p - 1.0) / p * n * 0.002;
+	cr_assert(std::fabs(ring.time_us - want) < 1e-6 * want, "%f vs %f", ring.time_us, want);
+	cr_assert(ring.rendezvous);
+	cr_assert_eq(ring.bytes_per_rank, allreduce_bandwidth_lower_bound(p, n));
+	d.algorithm = Algorithm::recursive_doubling;
+	Prediction rd = predict(d, l, cp);
+	cr_assert_eq(rd.bytes_per_rank, 4 * n); // log2(16) full vectors
+	cr_assert(rd.bytes_per_rank > allreduce_bandwidth_lower_bound(p, n));
+	d.algorithm = Algorithm::rabenseifner;
+	cr_assert_eq(predict(d, l, cp).latency_terms, 2 * 4 + 1);
+	// Costs grow with the message and with alpha.
+	for (Algorithm a : algorithms_for(Collective::allreduce)) {
+		d.algorithm = a;
+		d.count = 100;
+		double t1 = predict(d, l, cp).time_us;
+		d.count = 100000;
+		double t2 = predict(d, l, cp).time_us;
+		cr_assert(t2 > t1, "%s", to_string(a).data());
+		CostParams slow = cp;
+		slow.alpha_us *= 10;
+		cr_assert(predict(d, l, slow).time_us > t2);
+	}
+	cr_assert_eq(allreduce_bandwidth_lower_bound(1, n), 0.0);
+	cr_assert_eq(allreduce_bandwidth_lower_bound(4, 100), 150.0);
+}
