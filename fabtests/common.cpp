@@ -646,9 +646,10 @@ fi_addr_t Endpoint::insert_address(std::span<const uint8_t> address)
 {
     fi_addr_t fi_addr = FI_ADDR_NOTAVAIL;
     const int inserted = fi_av_insert(av_.get(), address.data(), 1, &fi_addr, 0, nullptr);
-    if (inserted != 1)
+    if (inserted < 0)
         throw FabricError("fi_av_insert(av, address, 1, &fi_addr, 0, NULL)", inserted,
                           std::source_location::current());
+    expect(inserted == 1, "fi_av_insert inserted %d of 1 addresses", inserted);
     return fi_addr;
 }
 

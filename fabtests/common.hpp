@@ -242,8 +242,9 @@ struct UnsolicitedEvent {
 // endpoint, with completion dispatch to OpContext objects.
 class Endpoint {
 public:
-    // Throws NotApplicable when the provider exists but lacks config.caps,
-    // and FabricError when fi_getinfo finds nothing at all.
+    // Throws NotApplicable when the provider exists but lacks one of the
+    // secondary capabilities asked for (FI_SOURCE, FI_DIRECTED_RECV), and
+    // CheckFailure when fi_getinfo finds no such provider at all.
     explicit Endpoint(const EndpointConfig& config);
     Endpoint(const Endpoint&) = delete;
     Endpoint& operator=(const Endpoint&) = delete;
