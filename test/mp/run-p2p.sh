@@ -30,13 +30,20 @@ if [ "${RCOLL_TEST_QUICK:-0}" = 1 ]; then
     extra+=(--quick)
 fi
 
+cases=$("$client" --list | awk '{print $1}')
+if [ -z "$cases" ]; then
+    echo "run-p2p: $client --list printed no cases" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
 echo "# provider \"$prov\", FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
 passed=0
 failed=0
 not_applicable=0
 errors=$(mktemp)
 trap 'rm -f "$errors"' EXIT
-for name in $("$client" --list | awk '{print $1}'); do
+for name in $cases; do
     output=$(timeout -k 5 "$case_limit" "$client" --prov "$prov" "${extra[@]}" "$name" 2>"$errors")
     status=$?
     line=$(printf '%s\n' "$output" | grep -E '^(PASS|FAIL|N/A) ' | head -n 1)
