@@ -502,6 +502,14 @@ void Collectives::progress()
 	}
 }
 
+bool Collectives::busy() const
+{
+	for (const auto& g : slots_)
+		if (g && g->group && (g->group->outstanding() || g->transport->writes_in_flight()))
+			return true;
+	return false;
+}
+
 void Collectives::on_arrival(uint32_t id)
 {
 	uint32_t slot = id >> FabricTransport::kCounterBits;

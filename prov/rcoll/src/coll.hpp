@@ -63,6 +63,8 @@ public:
 	void on_arrival(uint32_t id);
 	void on_join_message(Peer& peer, const proto::MsgHeader& h, std::span<const std::byte> payload);
 	void on_peer_failed(Peer& peer);
+	// Operations or writes still in flight in some group.
+	bool busy() const;
 
 private:
 	CollGroup* group_at(fi_addr_t coll_addr);

@@ -20,6 +20,7 @@ struct Config {
 	bool progress_thread = false;       // a progress thread even without FI_PROGRESS_AUTO
 	size_t spin_us = 50;                // busy-poll this long before blocking
 	size_t connect_timeout_ms = 10000;  // a connection not up by then fails its sends
+	size_t linger_ms = 1000;            // closing: let sends drain at most this long
 	// Collectives: the cost model's constants (decimal numbers) and the
 	// tuning string that overrides its choices (see fi_rcoll(7)).
 	std::string coll_alpha_us = "2";

@@ -126,6 +126,7 @@ int Endpoint::connect(Peer& peer)
 	fid_ep* ep = open_core_ep(info.get(), peer);
 	if (!ep)
 		return -FI_EIO;
+	RCOLL_INFO(FI_LOG_EP_CTRL, "connecting to %016llx\n", (unsigned long long)peer.key);
 	FidPtr<fid_ep> conn(ep);
 	proto::Handshake request;
 	request.kind = proto::HandshakeKind::Request;
@@ -160,6 +161,8 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 		};
 		if (status != proto::WireStatus::Ok)
 			return reject(proto::describe(status));
+		RCOLL_INFO(FI_LOG_EP_CTRL, "connection request from %016llx\n",
+			  (unsigned long long)hs.endpoint_key);
 		auto it = peer_by_key.find(hs.endpoint_key);
 		Peer& peer = it != peer_by_key.end() ? *it->second : add_peer(hs.endpoint_key, nullptr);
 		const bool self = hs.endpoint_key == address.key;
@@ -173,7 +176,7 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 			peer.losing = std::move(peer.conn);
 		} else if (!self && peer.state == Peer::State::connected) {
 			// A new request on a live connection: the peer saw it die first.
-			fail_peer(peer, -FI_ECONNRESET);
+			RCOLL_WARN(FI_LOG_EP_CTRL, "DEBUG new connreq on live\n"), fail_peer(peer, -FI_ECONNRESET);
 		}
 		fid_ep* ep = open_core_ep(info.get(), peer);
 		if (!ep)
@@ -208,6 +211,10 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 	if (!peer)
 		return;
 	const bool is_conn = peer->conn && entry.fid == &peer->conn->fid;
+	RCOLL_INFO(FI_LOG_EP_CTRL, "CM event %s on %s connection to %016llx (state %d)\n",
+		  fi_tostr(&event, FI_TYPE_EQ_EVENT),
+		  is_conn ? "the" : (peer->losing && entry.fid == &peer->losing->fid) ? "a losing" : "another",
+		  (unsigned long long)peer->key, int(peer->state));
 	if (event == FI_CONNECTED) {
 		if (!is_conn)
 			return; // the accepted half of a self connection, or a stale one
@@ -230,7 +237,7 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 		RCOLL_INFO(FI_LOG_EP_CTRL, "connected to %s\n", peer->address.to_string().c_str());
 		flush_backlog(*peer);
 	} else if (event == FI_SHUTDOWN) {
-		if (is_conn)
+		RCOLL_WARN(FI_LOG_EP_CTRL, "DEBUG shutdown is_conn=%d\n", is_conn); if (is_conn)
 			fail_peer(*peer, -FI_ECONNRESET);
 		else if (peer->losing && entry.fid == &peer->losing->fid)
 			graveyard.push_back(std::move(peer->losing));
@@ -251,6 +258,10 @@ void Endpoint::handle_cm_error(const fi_eq_err_entry& err)
 		graveyard.push_back(std::move(peer->losing));
 		return;
 	}
+	RCOLL_INFO(FI_LOG_EP_CTRL, "CM error %s on %s connection to %016llx (state %d)\n",
+		  fi_strerror(err.err),
+		  peer->conn && err.fid == &peer->conn->fid ? "the" : "another",
+		  (unsigned long long)peer->key, int(peer->state));
 	if (!peer->conn || err.fid != &peer->conn->fid)
 		return;
 	if (err.err == FI_ECONNREFUSED && peer->active && peer->key < address.key &&

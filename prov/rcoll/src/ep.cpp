@@ -10,6 +10,8 @@
 #include "fabric.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstring>
 
 namespace rcoll {
@@ -444,8 +446,39 @@ int Endpoint::enable()
 	return 0;
 }
 
+namespace {
+
+// Lets what this endpoint sent reach its peers before the connections
+// close. A completed send has only left this process: the core may still
+// hold it in a socket, and a socket closed with unread data in it (a peer's
+// late message) is reset, which drops what was still queued for that peer.
+// So: progress until every send completed locally and nothing arrived for a
+// short quiet period, within FI_RCOLL_LINGER_MS.
+void linger(Endpoint& ep)
+{
+	using clock = std::chrono::steady_clock;
+	if (!ep.enabled || !config().linger_ms)
+		return;
+	const auto start = clock::now();
+	const auto deadline = start + std::chrono::milliseconds(config().linger_ms);
+	const auto quiet = std::chrono::milliseconds(std::min<size_t>(20, config().linger_ms));
+	auto last_activity = start;
+	for (auto now = start; now < deadline; now = clock::now()) {
+		bool busy = ep.tx_pool->free_count() < ep.tx_pool->capacity() || !ep.rma_ops.empty() ||
+			    (ep.coll && ep.coll->busy());
+		if (ep.progress() > 0 || busy)
+			last_activity = now;
+		else if (now - last_activity > quiet)
+			return;
+		std::this_thread::yield();
+	}
+}
+
+} // namespace
+
 Endpoint::~Endpoint()
 {
+	linger(*this);
 	// Connections first (they hold posted buffers of the shared receive
 	// context and registrations of the pools), then the core queues, then
 	// the pools.
