@@ -176,7 +176,7 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 			peer.losing = std::move(peer.conn);
 		} else if (!self && peer.state == Peer::State::connected) {
 			// A new request on a live connection: the peer saw it die first.
-			RCOLL_WARN(FI_LOG_EP_CTRL, "DEBUG new connreq on live\n"), fail_peer(peer, -FI_ECONNRESET);
+			fail_peer(peer, -FI_ECONNRESET);
 		}
 		fid_ep* ep = open_core_ep(info.get(), peer);
 		if (!ep)
