@@ -1,12 +1,12 @@
 #include "coll_common.hpp"
 
+#include <sched.h>
 #include <algorithm>
 #include <array>
 #include <complex>
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <sched.h>
 
 namespace fabtests::coll {
 
@@ -31,7 +31,7 @@ constexpr std::array<DatatypeInfo, 14> kDatatypes = {{
     {FI_LONG_DOUBLE_COMPLEX, sizeof(std::complex<long double>), false, true, true},
 }};
 
-constexpr std::array<fi_op, 10> kReductionOps = {FI_MIN, FI_MAX,  FI_SUM, FI_PROD, FI_LOR,
+constexpr std::array<fi_op, 10> kReductionOps = {FI_MIN,  FI_MAX, FI_SUM,  FI_PROD, FI_LOR,
                                                  FI_LAND, FI_BOR, FI_BAND, FI_LXOR, FI_BXOR};
 
 }  // namespace
@@ -39,15 +39,15 @@ constexpr std::array<fi_op, 10> kReductionOps = {FI_MIN, FI_MAX,  FI_SUM, FI_PRO
 const char* collective_name(fi_collective_op coll)
 {
     switch (coll) {
-    case FI_BARRIER: return "barrier";
-    case FI_BROADCAST: return "broadcast";
-    case FI_ALLTOALL: return "alltoall";
-    case FI_ALLREDUCE: return "allreduce";
-    case FI_ALLGATHER: return "allgather";
-    case FI_REDUCE_SCATTER: return "reduce_scatter";
-    case FI_REDUCE: return "reduce";
-    case FI_SCATTER: return "scatter";
-    case FI_GATHER: return "gather";
+        case FI_BARRIER: return "barrier";
+        case FI_BROADCAST: return "broadcast";
+        case FI_ALLTOALL: return "alltoall";
+        case FI_ALLREDUCE: return "allreduce";
+        case FI_ALLGATHER: return "allgather";
+        case FI_REDUCE_SCATTER: return "reduce_scatter";
+        case FI_REDUCE: return "reduce";
+        case FI_SCATTER: return "scatter";
+        case FI_GATHER: return "gather";
     }
     return "invalid-collective";
 }
@@ -55,41 +55,41 @@ const char* collective_name(fi_collective_op coll)
 const char* datatype_name(fi_datatype type)
 {
     switch (type) {
-    case FI_INT8: return "int8";
-    case FI_UINT8: return "uint8";
-    case FI_INT16: return "int16";
-    case FI_UINT16: return "uint16";
-    case FI_INT32: return "int32";
-    case FI_UINT32: return "uint32";
-    case FI_INT64: return "int64";
-    case FI_UINT64: return "uint64";
-    case FI_FLOAT: return "float";
-    case FI_DOUBLE: return "double";
-    case FI_FLOAT_COMPLEX: return "float_complex";
-    case FI_DOUBLE_COMPLEX: return "double_complex";
-    case FI_LONG_DOUBLE: return "long_double";
-    case FI_LONG_DOUBLE_COMPLEX: return "long_double_complex";
-    default: return "invalid-datatype";
+        case FI_INT8: return "int8";
+        case FI_UINT8: return "uint8";
+        case FI_INT16: return "int16";
+        case FI_UINT16: return "uint16";
+        case FI_INT32: return "int32";
+        case FI_UINT32: return "uint32";
+        case FI_INT64: return "int64";
+        case FI_UINT64: return "uint64";
+        case FI_FLOAT: return "float";
+        case FI_DOUBLE: return "double";
+        case FI_FLOAT_COMPLEX: return "float_complex";
+        case FI_DOUBLE_COMPLEX: return "double_complex";
+        case FI_LONG_DOUBLE: return "long_double";
+        case FI_LONG_DOUBLE_COMPLEX: return "long_double_complex";
+        default: return "invalid-datatype";
     }
 }
 
 const char* op_name(fi_op op)
 {
     switch (op) {
-    case FI_MIN: return "min";
-    case FI_MAX: return "max";
-    case FI_SUM: return "sum";
-    case FI_PROD: return "prod";
-    case FI_LOR: return "lor";
-    case FI_LAND: return "land";
-    case FI_BOR: return "bor";
-    case FI_BAND: return "band";
-    case FI_LXOR: return "lxor";
-    case FI_BXOR: return "bxor";
-    case FI_ATOMIC_READ: return "atomic_read";
-    case FI_ATOMIC_WRITE: return "atomic_write";
-    case FI_CSWAP: return "cswap";
-    default: return "invalid-op";
+        case FI_MIN: return "min";
+        case FI_MAX: return "max";
+        case FI_SUM: return "sum";
+        case FI_PROD: return "prod";
+        case FI_LOR: return "lor";
+        case FI_LAND: return "land";
+        case FI_BOR: return "bor";
+        case FI_BAND: return "band";
+        case FI_LXOR: return "lxor";
+        case FI_BXOR: return "bxor";
+        case FI_ATOMIC_READ: return "atomic_read";
+        case FI_ATOMIC_WRITE: return "atomic_write";
+        case FI_CSWAP: return "cswap";
+        default: return "invalid-op";
     }
 }
 
@@ -113,26 +113,22 @@ std::span<const fi_op> reduction_ops()
 
 bool reduction_allowed(fi_datatype type, fi_op op)
 {
-    const auto found = std::find_if(kDatatypes.begin(), kDatatypes.end(),
-                                    [&](const DatatypeInfo& d) { return d.type == type; });
+    const auto found =
+        std::find_if(kDatatypes.begin(), kDatatypes.end(), [&](const DatatypeInfo& d) { return d.type == type; });
     if (found == kDatatypes.end())
         return false;
     switch (op) {
-    case FI_MIN:
-    case FI_MAX:
-        return !found->complex;
-    case FI_SUM:
-    case FI_PROD:
-    case FI_LOR:
-    case FI_LAND:
-    case FI_LXOR:
-        return true;
-    case FI_BOR:
-    case FI_BAND:
-    case FI_BXOR:
-        return found->integer;
-    default:
-        return false;
+        case FI_MIN:
+        case FI_MAX: return !found->complex;
+        case FI_SUM:
+        case FI_PROD:
+        case FI_LOR:
+        case FI_LAND:
+        case FI_LXOR: return true;
+        case FI_BOR:
+        case FI_BAND:
+        case FI_BXOR: return found->integer;
+        default: return false;
     }
 }
 
@@ -152,15 +148,15 @@ BufferBytes buffer_bytes(const CallSpec& call, int group_size, int group_rank)
     const size_t all = block * static_cast<size_t>(group_size);
     const bool root = group_rank == call.root;
     switch (call.coll) {
-    case FI_BARRIER: return {0, 0};
-    case FI_BROADCAST: return {0, block};
-    case FI_ALLREDUCE: return {block, block};
-    case FI_REDUCE: return {block, root ? block : 0};
-    case FI_REDUCE_SCATTER: return {all, block};
-    case FI_ALLGATHER: return {block, all};
-    case FI_SCATTER: return {root ? all : 0, block};
-    case FI_GATHER: return {block, root ? all : 0};
-    case FI_ALLTOALL: return {all, all};
+        case FI_BARRIER: return {0, 0};
+        case FI_BROADCAST: return {0, block};
+        case FI_ALLREDUCE: return {block, block};
+        case FI_REDUCE: return {block, root ? block : 0};
+        case FI_REDUCE_SCATTER: return {all, block};
+        case FI_ALLGATHER: return {block, all};
+        case FI_SCATTER: return {root ? all : 0, block};
+        case FI_GATHER: return {block, root ? all : 0};
+        case FI_ALLTOALL: return {all, all};
     }
     return {0, 0};
 }
@@ -206,10 +202,11 @@ CollEndpoint::CollEndpoint(const EndpointOptions& options) : provider_(options.p
             throw NotApplicable(strfmt("provider %s offers no FI_COLLECTIVE endpoint", provider_.c_str()));
     }
     if (rc == -FI_ENODATA)
-        throw CheckFailure(strfmt("fi_getinfo found no FI_EP_RDM endpoint of provider \"%s\" with %s "
-                                  "(is it loaded? FI_PROVIDER_PATH=%s)",
-                                  provider_.c_str(), describe_flags(options.caps).c_str(),
-                                  std::getenv("FI_PROVIDER_PATH") ? std::getenv("FI_PROVIDER_PATH") : "(unset)"));
+        throw CheckFailure(
+            strfmt("fi_getinfo found no FI_EP_RDM endpoint of provider \"%s\" with %s "
+                   "(is it loaded? FI_PROVIDER_PATH=%s)",
+                   provider_.c_str(), describe_flags(options.caps).c_str(),
+                   std::getenv("FI_PROVIDER_PATH") ? std::getenv("FI_PROVIDER_PATH") : "(unset)"));
     check_rc(rc, "fi_getinfo");
 
     fid_fabric* fabric = nullptr;
@@ -321,8 +318,7 @@ size_t CollEndpoint::progress()
                 continue;
             }
             auto* ctx = static_cast<OpContext*>(entry.op_context);
-            expect(!ctx->done, "second completion for one operation (flags %s)",
-                   describe_flags(entry.flags).c_str());
+            expect(!ctx->done, "second completion for one operation (flags %s)", describe_flags(entry.flags).c_str());
             ctx->entry = entry;
             ctx->done = true;
         }
@@ -445,9 +441,9 @@ AvSetPtr av_set_inserted(CollEndpoint& ep, std::span<const fi_addr_t> members)
 const char* shape_name(Shape shape)
 {
     switch (shape) {
-    case Shape::full: return "full";
-    case Shape::strided: return "strided";
-    case Shape::reversed: return "reversed";
+        case Shape::full: return "full";
+        case Shape::strided: return "strided";
+        case Shape::reversed: return "reversed";
     }
     return "?";
 }
@@ -456,18 +452,18 @@ std::vector<int> shape_members(Shape shape, int world_size, int world_rank)
 {
     std::vector<int> members;
     switch (shape) {
-    case Shape::full:
-        for (int r = 0; r < world_size; ++r)
-            members.push_back(r);
-        break;
-    case Shape::strided:
-        for (int r = world_rank % 2; r < world_size; r += 2)
-            members.push_back(r);
-        break;
-    case Shape::reversed:
-        for (int r = world_size - 1; r >= 0; --r)
-            members.push_back(r);
-        break;
+        case Shape::full:
+            for (int r = 0; r < world_size; ++r)
+                members.push_back(r);
+            break;
+        case Shape::strided:
+            for (int r = world_rank % 2; r < world_size; r += 2)
+                members.push_back(r);
+            break;
+        case Shape::reversed:
+            for (int r = world_size - 1; r >= 0; --r)
+                members.push_back(r);
+            break;
     }
     return members;
 }
@@ -476,30 +472,29 @@ AvSetPtr make_shape_set(CollEndpoint& ep, Shape shape, std::span<const fi_addr_t
 {
     const int size = static_cast<int>(world.size());
     switch (shape) {
-    case Shape::full:
-        return av_set_range(ep, world.front(), world.back(), 1, world.size());
-    case Shape::strided: {
-        // start/end/stride count in AV indices; ranks inserted their names in
-        // rank order into an FI_AV_TABLE, so stride 2 there is stride 2 in ranks.
-        for (int r = 0; r < size; ++r)
-            expect(world[static_cast<size_t>(r)] == static_cast<fi_addr_t>(r),
-                   "rank %d has fi_addr %llu: the strided set needs the AV in rank order", r,
-                   static_cast<unsigned long long>(world[static_cast<size_t>(r)]));
-        const int parity = my_rank % 2;
-        const int last = (size - 1) % 2 == parity ? size - 1 : size - 2;
-        return av_set_range(ep, world[static_cast<size_t>(parity)], world[static_cast<size_t>(last)], 2,
-                            static_cast<size_t>((last - parity) / 2 + 1));
-    }
-    case Shape::reversed: {
-        std::vector<fi_addr_t> reversed(world.rbegin(), world.rend());
-        return av_set_inserted(ep, reversed);
-    }
+        case Shape::full: return av_set_range(ep, world.front(), world.back(), 1, world.size());
+        case Shape::strided: {
+            // start/end/stride count in AV indices; ranks inserted their names in
+            // rank order into an FI_AV_TABLE, so stride 2 there is stride 2 in ranks.
+            for (int r = 0; r < size; ++r)
+                expect(world[static_cast<size_t>(r)] == static_cast<fi_addr_t>(r),
+                       "rank %d has fi_addr %llu: the strided set needs the AV in rank order", r,
+                       static_cast<unsigned long long>(world[static_cast<size_t>(r)]));
+            const int parity = my_rank % 2;
+            const int last = (size - 1) % 2 == parity ? size - 1 : size - 2;
+            return av_set_range(ep, world[static_cast<size_t>(parity)], world[static_cast<size_t>(last)], 2,
+                                static_cast<size_t>((last - parity) / 2 + 1));
+        }
+        case Shape::reversed: {
+            std::vector<fi_addr_t> reversed(world.rbegin(), world.rend());
+            return av_set_inserted(ep, reversed);
+        }
     }
     return {};
 }
 
-Group::Group(CollEndpoint& ep, AvSetPtr set, std::vector<int> members, std::span<const fi_addr_t> world,
-             int world_rank, std::string label, std::chrono::milliseconds budget)
+Group::Group(CollEndpoint& ep, AvSetPtr set, std::vector<int> members, std::span<const fi_addr_t> world, int world_rank,
+             std::string label, std::chrono::milliseconds budget)
     : members_(std::move(members)), set_(std::move(set)), label_(std::move(label))
 {
     for (size_t i = 0; i < members_.size(); ++i) {
@@ -549,8 +544,8 @@ void GuardedBuffer::prepare(size_t bytes)
             throw std::bad_alloc();
         capacity_ = allocated;
         fid_mr* mr = nullptr;
-        FT_CHECK(fi_mr_reg(ep_.domain(), memory_.get(), capacity_, FI_SEND | FI_RECV | FI_READ | FI_WRITE, 0, 0, 0,
-                           &mr, nullptr));
+        FT_CHECK(fi_mr_reg(ep_.domain(), memory_.get(), capacity_, FI_SEND | FI_RECV | FI_READ | FI_WRITE, 0, 0, 0, &mr,
+                           nullptr));
         mr_.reset(mr);
     }
     bytes_ = bytes;
@@ -570,15 +565,15 @@ void GuardedBuffer::expect_guards(const std::string& what) const
     for (size_t i = 0; i < kGuardBytes; ++i) {
         expect(before[i] == kGuardByte, "%s: wrote 0x%02x at %zu bytes before the buffer", what.c_str(), before[i],
                kGuardBytes - i);
-        expect(after[i] == kGuardByte, "%s: wrote 0x%02x at byte %zu past the end of the %zu-byte buffer",
-               what.c_str(), after[i], i, bytes_);
+        expect(after[i] == kGuardByte, "%s: wrote 0x%02x at byte %zu past the end of the %zu-byte buffer", what.c_str(),
+               after[i], i, bytes_);
     }
 }
 
 // ================================================================ posting
 
-ssize_t issue(CollEndpoint& ep, const Group& group, const CallSpec& call, GuardedBuffer* input,
-              GuardedBuffer* output, OpContext& ctx)
+ssize_t issue(CollEndpoint& ep, const Group& group, const CallSpec& call, GuardedBuffer* input, GuardedBuffer* output,
+              OpContext& ctx)
 {
     fid_ep* e = ep.ep();
     const fi_addr_t coll = group.coll_addr();
@@ -590,24 +585,18 @@ ssize_t issue(CollEndpoint& ep, const Group& group, const CallSpec& call, Guarde
                                ? group.address_of(call.root)
                                : FI_ADDR_NOTAVAIL;
     switch (call.coll) {
-    case FI_BARRIER:
-        return fi_barrier(e, coll, &ctx);
-    case FI_BROADCAST:
-        return fi_broadcast(e, out, call.count, out_desc, coll, root, call.type, 0, &ctx);
-    case FI_ALLTOALL:
-        return fi_alltoall(e, in, call.count, in_desc, out, out_desc, coll, call.type, 0, &ctx);
-    case FI_ALLREDUCE:
-        return fi_allreduce(e, in, call.count, in_desc, out, out_desc, coll, call.type, call.op, 0, &ctx);
-    case FI_ALLGATHER:
-        return fi_allgather(e, in, call.count, in_desc, out, out_desc, coll, call.type, 0, &ctx);
-    case FI_REDUCE_SCATTER:
-        return fi_reduce_scatter(e, in, call.count, in_desc, out, out_desc, coll, call.type, call.op, 0, &ctx);
-    case FI_REDUCE:
-        return fi_reduce(e, in, call.count, in_desc, out, out_desc, coll, root, call.type, call.op, 0, &ctx);
-    case FI_SCATTER:
-        return fi_scatter(e, in, call.count, in_desc, out, out_desc, coll, root, call.type, 0, &ctx);
-    case FI_GATHER:
-        return fi_gather(e, in, call.count, in_desc, out, out_desc, coll, root, call.type, 0, &ctx);
+        case FI_BARRIER: return fi_barrier(e, coll, &ctx);
+        case FI_BROADCAST: return fi_broadcast(e, out, call.count, out_desc, coll, root, call.type, 0, &ctx);
+        case FI_ALLTOALL: return fi_alltoall(e, in, call.count, in_desc, out, out_desc, coll, call.type, 0, &ctx);
+        case FI_ALLREDUCE:
+            return fi_allreduce(e, in, call.count, in_desc, out, out_desc, coll, call.type, call.op, 0, &ctx);
+        case FI_ALLGATHER: return fi_allgather(e, in, call.count, in_desc, out, out_desc, coll, call.type, 0, &ctx);
+        case FI_REDUCE_SCATTER:
+            return fi_reduce_scatter(e, in, call.count, in_desc, out, out_desc, coll, call.type, call.op, 0, &ctx);
+        case FI_REDUCE:
+            return fi_reduce(e, in, call.count, in_desc, out, out_desc, coll, root, call.type, call.op, 0, &ctx);
+        case FI_SCATTER: return fi_scatter(e, in, call.count, in_desc, out, out_desc, coll, root, call.type, 0, &ctx);
+        case FI_GATHER: return fi_gather(e, in, call.count, in_desc, out, out_desc, coll, root, call.type, 0, &ctx);
     }
     return -FI_EINVAL;
 }

@@ -33,7 +33,7 @@ const char* op_name(fi_op op);
 
 struct DatatypeInfo {
     fi_datatype type;
-    size_t size;     // bytes of one element on this platform
+    size_t size;  // bytes of one element on this platform
     bool integer;
     bool is_signed;  // integers only
     bool complex;
@@ -190,8 +190,8 @@ public:
     // fi_av_set_addr + fi_join_collective on `set`, then waits for the
     // FI_JOIN_COMPLETE. `members` are the world ranks in the set's order and
     // `world` every rank's AV address.
-    Group(CollEndpoint& ep, AvSetPtr set, std::vector<int> members, std::span<const fi_addr_t> world,
-          int world_rank, std::string label, std::chrono::milliseconds budget = kDefaultWait);
+    Group(CollEndpoint& ep, AvSetPtr set, std::vector<int> members, std::span<const fi_addr_t> world, int world_rank,
+          std::string label, std::chrono::milliseconds budget = kDefaultWait);
     Group(const Group&) = delete;
     Group& operator=(const Group&) = delete;
     ~Group();
@@ -248,7 +248,7 @@ private:
     std::unique_ptr<std::byte, Free> memory_;
     size_t capacity_ = 0;  // bytes of memory_
     size_t bytes_ = 0;
-    FidPtr<fid_mr> mr_;    // closed before memory_ is freed
+    FidPtr<fid_mr> mr_;  // closed before memory_ is freed
 };
 
 // ---------------------------------------------------------------- posting
@@ -256,12 +256,12 @@ private:
 // Issues the collective once (no -FI_EAGAIN retry) and returns the
 // provider's return code. `input` and `output` may be null when the rank
 // has no such buffer for this call.
-ssize_t issue(CollEndpoint& ep, const Group& group, const CallSpec& call, GuardedBuffer* input,
-              GuardedBuffer* output, OpContext& ctx);
+ssize_t issue(CollEndpoint& ep, const Group& group, const CallSpec& call, GuardedBuffer* input, GuardedBuffer* output,
+              OpContext& ctx);
 // As issue(), retrying -FI_EAGAIN while driving progress; throws on any
 // other error.
-void post(CollEndpoint& ep, const Group& group, const CallSpec& call, GuardedBuffer* input,
-          GuardedBuffer* output, OpContext& ctx, std::chrono::milliseconds budget = kDefaultWait);
+void post(CollEndpoint& ep, const Group& group, const CallSpec& call, GuardedBuffer* input, GuardedBuffer* output,
+          OpContext& ctx, std::chrono::milliseconds budget = kDefaultWait);
 // Expects a successful completion of a collective: no error, FI_COLLECTIVE
 // in the flags.
 void expect_collective_completion(const OpContext& ctx, const std::string& what);

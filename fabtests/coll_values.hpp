@@ -26,8 +26,7 @@ inline constexpr int kMaxReductionRanks = 8;
 
 // Writes rank `rank`'s operand for elements first_index .. first_index +
 // n - 1 of a reduction over `size` ranks (n = buf.size() / element size).
-void fill_reduction_input(fi_datatype type, fi_op op, std::span<std::byte> buf, size_t first_index, int rank,
-                          int size);
+void fill_reduction_input(fi_datatype type, fi_op op, std::span<std::byte> buf, size_t first_index, int rank, int size);
 
 // Compares buf with the closed-form result for elements first_index ..;
 // returns a description of the first wrong element, or nullopt.

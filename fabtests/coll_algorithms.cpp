@@ -1,0 +1,136 @@
+// Every algorithm rcoll implements, forced in turn through
+// FI_RCOLL_COLL_TUNE, on groups of several sizes and at sizes on both sides
+// of the eager/rendezvous and chunking thresholds.
+//
+// The list of algorithms comes from the engine's own table
+// (rcoll::engine::algorithms_for), so an algorithm added there is covered
+// here without editing this file; nothing else of the engine is used.
+#include "coll_cases.hpp"
+
+#include "engine/schedule.hpp"
+
+#include <string_view>
+
+namespace fabtests::coll {
+
+namespace {
+
+using std::chrono::seconds;
+
+// The engine's collectives are declared in fi_collective_op order.
+fi_collective_op to_fi(rcoll::engine::Collective c)
+{
+    return static_cast<fi_collective_op>(static_cast<int>(c));
+}
+
+void require_rcoll(const TestOptions& options)
+{
+    if (options.provider != "rcoll")
+        throw NotApplicable("FI_RCOLL_COLL_TUNE is an rcoll parameter");
+}
+
+// Sizes in bytes (per call, or per rank block): tiny, just below and above
+// the 16 KiB eager limit, several 64 KiB chunks, and an odd megabyte.
+std::vector<size_t> forced_sizes(bool quick)
+{
+    if (quick)
+        return {1, 16 * 1024 + 1, 200 * 1024};
+    return {1, 100, 16 * 1024 - 1, 16 * 1024 + 1, 200 * 1024, (1u << 20) + 3};
+}
+
+void run_forced(Bootstrap& boot, const TestOptions& options, fi_collective_op coll)
+{
+    require_rcoll(options);
+    CollEndpoint ep({options.provider});
+    const auto world = ep.exchange_addresses(boot);
+    ProgressingBarrier sync(ep, boot, boot.size());
+    CheckedCall checked(ep);
+    size_t verified = 0;
+    std::string sizes_seen;
+    // Full group and this rank's stride-2 group: two group sizes per launch.
+    for (Shape shape : {Shape::full, Shape::strided}) {
+        auto group = join_shape(ep, boot, world, shape);
+        if (coll == FI_BARRIER) {
+            check_barrier_semantics(ep, boot, *group, shape == Shape::full ? 0 : 1 + boot.rank() % 2,
+                                    options.quick ? 5 : 20);
+            verified += options.quick ? 5 : 20;
+        } else {
+            static constexpr fi_datatype kTypes[] = {FI_INT32, FI_FLOAT, FI_UINT8, FI_DOUBLE, FI_INT64};
+            const int last = group->size() - 1;
+            uint64_t k = 0;
+            std::vector<int> roots = {0};
+            if (is_rooted(coll) && last > 0)
+                roots.push_back(last);
+            for (size_t bytes : forced_sizes(options.quick)) {
+                for (int root : roots) {
+                    const fi_datatype type = kTypes[k % std::size(kTypes)];
+                    const size_t element = datatype_info(type).size;
+                    const CallSpec call{coll, (bytes + element - 1) / element, type, valid_op(type, k), root};
+                    boot.note(strfmt("last started: %s on %s", call.describe().c_str(), group->label().c_str()));
+                    run_checked(ep, checked, *group, call, make_seed(0xA160, k++, static_cast<uint64_t>(shape)));
+                    ++verified;
+                }
+            }
+        }
+        sizes_seen += strfmt("%s%d", sizes_seen.empty() ? "" : ",", group->size());
+        sync.wait();
+    }
+    summary_note(boot, strfmt("%zu verified calls on groups of %s", verified, sizes_seen.c_str()));
+}
+
+// Members that disagree on FI_RCOLL_COLL_TUNE would build mirror-image
+// schedules that do not match: the join must fail on both sides, which
+// also shows that the variable reaches the provider.
+void run_tune_mismatch(Bootstrap& boot, const TestOptions& options)
+{
+    require_rcoll(options);
+    setenv("FI_RCOLL_COLL_TUNE", boot.rank() == 0 ? "allreduce:@ring" : "allreduce:@recursive_doubling", 1);
+    CollEndpoint ep({options.provider});
+    const auto world = ep.exchange_addresses(boot);
+    AvSetPtr set = av_set_range(ep, world.front(), world.back(), 1, world.size());
+    fi_addr_t set_addr = FI_ADDR_NOTAVAIL;
+    FT_CHECK(fi_av_set_addr(set.get(), &set_addr));
+    fid_mc* raw = nullptr;
+    int join_context = 0;
+    FT_CHECK(fi_join_collective(ep.ep(), set_addr, set.get(), 0, &raw, &join_context));
+    FidPtr<fid_mc> mc(raw);
+    const JoinEvent event = ep.wait_join(mc.get(), "join with mismatched FI_RCOLL_COLL_TUNE", seconds(10));
+    expect(event.error != 0,
+           "the join succeeded although rank 0 forces allreduce:@ring and rank 1 "
+           "allreduce:@recursive_doubling");
+    expect(event.context == &join_context, "the failed join's event carries context %p, want %p", event.context,
+           static_cast<void*>(&join_context));
+    ProgressingBarrier(ep, boot, boot.size()).wait();
+    summary_note(boot, strfmt("join refused with %s", fi_strerror(event.error)));
+}
+
+}  // namespace
+
+void add_algorithm_cases(std::vector<CollCase>& cases)
+{
+    for (unsigned c = 0; c < rcoll::engine::collective_count; ++c) {
+        const auto engine_coll = static_cast<rcoll::engine::Collective>(c);
+        const fi_collective_op coll = to_fi(engine_coll);
+        const std::string_view coll_text = rcoll::engine::to_string(engine_coll);
+        for (rcoll::engine::Algorithm algorithm : rcoll::engine::algorithms_for(engine_coll)) {
+            const std::string_view algorithm_text = rcoll::engine::to_string(algorithm);
+            const std::string tune = strfmt("%.*s:@%.*s", static_cast<int>(coll_text.size()), coll_text.data(),
+                                            static_cast<int>(algorithm_text.size()), algorithm_text.data());
+            for (int ranks : {5, 8}) {
+                cases.push_back({strfmt("algorithm-%s-%.*s-%d", collective_name(coll),
+                                        static_cast<int>(algorithm_text.size()), algorithm_text.data(), ranks),
+                                 strfmt("FI_RCOLL_COLL_TUNE=%s, %d ranks: full and stride-2 groups, 1 B..1 MiB, "
+                                        "first and last root",
+                                        tune.c_str(), ranks),
+                                 ranks, seconds(180), tune, [coll](Bootstrap& boot, const TestOptions& options) {
+                                     run_forced(boot, options, coll);
+                                 }});
+            }
+        }
+    }
+    cases.push_back({"tune-mismatch",
+                     "members with different FI_RCOLL_COLL_TUNE: fi_join completes with an error on both", 2,
+                     seconds(60), "", run_tune_mismatch});
+}
+
+}  // namespace fabtests::coll

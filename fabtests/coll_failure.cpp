@@ -1,0 +1,110 @@
+// A member killed in the middle of a collective: the survivors must get
+// error completions within a bound, and groups without the dead rank must
+// keep working.
+#include "coll_cases.hpp"
+
+#include <unistd.h>
+
+namespace fabtests::coll {
+
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr int kRanks = 4;
+constexpr int kVictim = 3;
+constexpr int kKiller = 0;
+constexpr int kVictimPostedSignal = 0;
+constexpr int kSurvivorSyncSignal = 1;
+constexpr int kErrorsSeenSignal = 2;
+
+// After the kill, every operation on the dead rank's group must end within
+// this bound (rcoll sees a killed peer's connections reset within
+// milliseconds, when the CQ is read).
+constexpr seconds kFailureBound{10};
+
+void run_rank_killed(Bootstrap& boot, const TestOptions& options)
+{
+    CollEndpoint ep({options.provider});
+    const auto world = ep.exchange_addresses(boot);
+    const int me = boot.rank();
+    auto full = join_shape(ep, boot, world, Shape::full);
+    std::unique_ptr<Group> survivors;
+    if (me != kVictim)
+        survivors = std::make_unique<Group>(ep, av_set_range(ep, world[0], world[2], 1, 3), std::vector<int>{0, 1, 2},
+                                            world, me, "survivor group {0,1,2}");
+    CheckedCall checked(ep);
+    run_checked(ep, checked, *full, {FI_ALLREDUCE, 1000, FI_INT32, FI_SUM}, make_seed(0xDEAD, 0));
+    ProgressingBarrier(ep, boot, kRanks).wait();
+
+    // Everyone enters a 16 MiB allreduce; the victim stops driving progress
+    // shortly after posting it and is killed while the others wait.
+    const CallSpec doomed{FI_ALLREDUCE, 4u << 20, FI_INT32, FI_SUM};
+    CheckedCall big(ep);
+    big.prepare(*full, doomed, make_seed(0xDEAD, 1));
+    big.post(ep);
+    if (me == kVictim) {
+        const Deadline briefly(milliseconds(5));
+        while (!briefly.expired())
+            ep.progress();
+        boot.signal_set(kVictimPostedSignal, 1);
+        for (;;)
+            pause();
+    }
+    boot.signal_wait_at_least(
+        kVictimPostedSignal, 1, [&] { ep.progress(); }, seconds(30));
+    if (me == kKiller)
+        boot.kill_rank(kVictim);
+    const auto killed_at = Clock::now();
+
+    ep.wait_done(big.context(), "the allreduce the killed rank was part of", kFailureBound);
+    const double ended_after = std::chrono::duration<double>(Clock::now() - killed_at).count();
+    // A survivor whose result did not depend on the victim's later steps may
+    // complete; then its result must be right. Somebody must see the error.
+    const bool failed = big.context().error != 0;
+    if (!failed)
+        big.verify();
+    boot.signal_add(kErrorsSeenSignal, failed ? 1 : 0);
+
+    // A further call on the broken group must fail too, not hang.
+    OpContext after;
+    const ssize_t rc = issue(ep, *full, {FI_BARRIER}, nullptr, nullptr, after);
+    if (rc == 0) {
+        ep.wait_done(after, "a barrier posted on the broken group", kFailureBound);
+        expect(after.error != 0, "a barrier on a group with a dead member completed successfully");
+    } else {
+        expect(rc != -FI_EAGAIN, "a barrier on the broken group keeps returning -FI_EAGAIN");
+    }
+    expect(full->close() == 0, "fi_close of the broken group failed");
+
+    // The group without the dead rank still works, and so does a new one.
+    ProgressingBarrier survivors_sync(ep, boot, kRanks - 1, kSurvivorSyncSignal);
+    survivors_sync.wait();
+    expect(boot.signal_get(kErrorsSeenSignal) > 0,
+           "no survivor got an error completion for the allreduce rank %d was killed in", kVictim);
+    uint64_t k = 2;
+    for (const CallSpec& call :
+         {CallSpec{FI_ALLREDUCE, 4099, FI_INT64, FI_SUM}, CallSpec{FI_BROADCAST, 70000, FI_UINT8, FI_SUM, 2},
+          CallSpec{FI_BARRIER}, CallSpec{FI_ALLGATHER, 513, FI_DOUBLE}})
+        run_checked(ep, checked, *survivors, call, make_seed(0xDEAD, k++));
+    Group fresh(ep, av_set_inserted(ep, std::vector<fi_addr_t>{world[2], world[1], world[0]}), {2, 1, 0}, world, me,
+                "new group {2,1,0} after the failure");
+    run_checked(ep, checked, fresh, {FI_REDUCE_SCATTER, 257, FI_FLOAT, FI_SUM}, make_seed(0xDEAD, k++));
+    run_checked(ep, checked, fresh, {FI_GATHER, 100, FI_INT16, FI_SUM, 0}, make_seed(0xDEAD, k++));
+    survivors_sync.wait();
+    boot.note(strfmt("rank %d: %s %.3f s after the kill, survivor groups verified", me,
+                     failed ? fi_strerror(big.context().error) : "completed correctly", ended_after));
+}
+
+}  // namespace
+
+void add_failure_cases(std::vector<CollCase>& cases)
+{
+    cases.push_back({"rank-killed",
+                     "4 ranks: SIGKILL one inside a 16 MiB allreduce; the others get error completions within "
+                     "10 s, further calls on that group fail, groups without it keep working",
+                     kRanks, seconds(120), "", run_rank_killed});
+}
+
+}  // namespace fabtests::coll

@@ -1,0 +1,131 @@
+// Many collectives in flight on two groups of one endpoint at once.
+#include "coll_cases.hpp"
+
+#include <array>
+#include <deque>
+#include <memory>
+
+namespace fabtests::coll {
+
+namespace {
+
+using std::chrono::seconds;
+
+constexpr int kRanks = 5;
+constexpr std::array<fi_collective_op, 9> kMix = {FI_ALLREDUCE, FI_BROADCAST, FI_BARRIER, FI_ALLGATHER,     FI_REDUCE,
+                                                  FI_ALLTOALL,  FI_GATHER,    FI_SCATTER, FI_REDUCE_SCATTER};
+
+// The k-th call of a group of `size`: the mix rotates collectives, counts
+// (0..~300 elements), datatypes, operations and roots.
+CallSpec mixed_call(size_t k, int size)
+{
+    const fi_collective_op coll = kMix[k % kMix.size()];
+    const DatatypeInfo& type = datatypes()[(k / kMix.size()) % datatypes().size()];
+    const size_t count = (k * 37) % 301;
+    return {coll, count, type.type, valid_op(type.type, k / 3), static_cast<int>((k / 2) % static_cast<size_t>(size))};
+}
+
+// One group's stream of calls, with a window of them in flight.
+struct Stream {
+    Stream(const Group* g, uint64_t stream_id) : group(g), id(stream_id) {}
+
+    const Group* group;
+    uint64_t id;  // the same on every member of the group
+    size_t posted = 0;
+    size_t verified = 0;
+    std::deque<std::unique_ptr<CheckedCall>> in_flight;  // oldest first
+    std::vector<std::unique_ptr<CheckedCall>> idle;
+};
+
+// Groups A = ranks 0..3 (start/end) and B = ranks 4,3,2,1 (inserted in that
+// order): ranks 1..3 belong to both, with different group ranks. Every rank
+// posts 1,000 calls per group, up to `window` per group in flight before it
+// waits for the oldest; members of both groups interleave the two streams
+// in a rank-dependent pattern, so the provider sees operations of the two
+// groups arrive in different orders at different members.
+void run_two_groups(Bootstrap& boot, const TestOptions& options)
+{
+    const size_t calls = options.quick ? 200 : 1000;
+    const size_t window = 24;
+    CollEndpoint ep({options.provider});
+    const auto world = ep.exchange_addresses(boot);
+    const int me = boot.rank();
+
+    std::unique_ptr<Group> a, b;
+    if (me <= 3)
+        a = std::make_unique<Group>(ep, av_set_range(ep, world[0], world[3], 1, 4), std::vector<int>{0, 1, 2, 3}, world,
+                                    me, "group A {0,1,2,3}");
+    if (me >= 1) {
+        const std::array<fi_addr_t, 4> order = {world[4], world[3], world[2], world[1]};
+        b = std::make_unique<Group>(ep, av_set_inserted(ep, order), std::vector<int>{4, 3, 2, 1}, world, me,
+                                    "group B {4,3,2,1}");
+    }
+
+    std::deque<Stream> streams;  // std::vector would insist on copying a deque of unique_ptr
+    if (a)
+        streams.emplace_back(a.get(), 0);
+    if (b)
+        streams.emplace_back(b.get(), 1);
+
+    auto retire_oldest = [&](Stream& s) {
+        CheckedCall& oldest = *s.in_flight.front();
+        ep.wait_done(oldest.context(), oldest.describe());
+        oldest.verify();
+        ++s.verified;
+        s.idle.push_back(std::move(s.in_flight.front()));
+        s.in_flight.pop_front();
+    };
+    auto post_next = [&](Stream& s) {
+        if (s.in_flight.size() == window)
+            retire_oldest(s);
+        std::unique_ptr<CheckedCall> call;
+        if (s.idle.empty()) {
+            call = std::make_unique<CheckedCall>(ep);
+        } else {
+            call = std::move(s.idle.back());
+            s.idle.pop_back();
+        }
+        const CallSpec spec = mixed_call(s.posted, s.group->size());
+        boot.note(
+            strfmt("last posted: call %zu, %s on %s", s.posted, spec.describe().c_str(), s.group->label().c_str()));
+        call->prepare(*s.group, spec, make_seed(0x5743, s.id, s.posted));
+        call->post(ep);
+        ++s.posted;
+        s.in_flight.push_back(std::move(call));
+    };
+
+    // Rank r posts (r % 3) + 1 calls of one stream before switching.
+    const size_t burst = static_cast<size_t>(me % 3) + 1;
+    for (;;) {
+        bool any = false;
+        for (size_t i = 0; i < streams.size(); ++i) {
+            Stream& s = streams[(i + static_cast<size_t>(me)) % streams.size()];
+            for (size_t n = 0; n < burst && s.posted < calls; ++n) {
+                post_next(s);
+                any = true;
+            }
+        }
+        if (!any)
+            break;
+    }
+    for (Stream& s : streams)
+        while (!s.in_flight.empty())
+            retire_oldest(s);
+    for (const Stream& s : streams)
+        expect(s.verified == calls, "%s: %zu of %zu calls verified", s.group->label().c_str(), s.verified, calls);
+    ProgressingBarrier(ep, boot, boot.size()).wait();
+    summary_note(boot,
+                 strfmt("%zu mixed calls per group, %zu in flight per group, on 2 overlapping groups", calls, window));
+}
+
+}  // namespace
+
+void add_stress_cases(std::vector<CollCase>& cases)
+{
+    cases.push_back({"two-groups-in-flight",
+                     "5 ranks, groups {0,1,2,3} and {4,3,2,1} on one endpoint: 1,000 mixed verified calls per "
+                     "group, 24 in flight per group, streams interleaved differently on each rank",
+                     kRanks, seconds(300), "", run_two_groups});
+}
+
+}  // namespace fabtests::coll
