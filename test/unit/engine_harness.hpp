@@ -292,25 +292,13 @@ struct ClusterOptions {
 	GroupConfig config;
 };
 
-// A group of p simulated ranks.
+// A simulated group that runs OpSpecs and checks their results.
 class Cluster {
 public:
-	Cluster(uint32_t p, const ClusterOptions& o)
-		: p_(p), config_(Group::resolve(p, o.config)),
-		  fabric_(p, Group::scratch_bytes(p, config_), o.sim)
-	{
-		for (uint32_t r = 0; r < p; ++r) {
-			std::unique_ptr<Group> g;
-			status_ = Group::create(r, p, fabric_.transport(r), config_, g);
-			if (status_ != Errc::ok)
-				return;
-			fabric_.attach(r, g.get());
-			groups_.push_back(std::move(g));
-		}
-	}
+	Cluster(uint32_t p, const ClusterOptions& o) : sim_(p, o.config, o.sim), p_(p) {}
 	Errc status() const noexcept
 	{
-		return status_;
+		return sim_.status();
 	}
 	uint32_t size() const noexcept
 	{
@@ -318,11 +306,11 @@ public:
 	}
 	Group& group(uint32_t r) noexcept
 	{
-		return *groups_[r];
+		return sim_.group(r);
 	}
 	sim::Fabric& fabric() noexcept
 	{
-		return fabric_;
+		return sim_.fabric();
 	}
 
 	// Runs `ops` on every rank, all posted before any progress (so they are
@@ -336,11 +324,8 @@ private:
 	};
 	std::string verify(const OpSpec& op, std::vector<Buffers>& bufs);
 
+	sim::Cluster sim_;
 	uint32_t p_;
-	GroupConfig config_;
-	sim::Fabric fabric_;
-	std::vector<std::unique_ptr<Group>> groups_;
-	Errc status_ = Errc::ok;
 };
 
 // Collectives whose count is per rank block: their data grows with p.
@@ -360,8 +345,8 @@ inline std::string describe(const OpSpec& op, uint32_t p)
 
 inline std::string Cluster::run(const std::vector<OpSpec>& ops)
 {
-	if (status_ != Errc::ok)
-		return "group creation failed: " + std::string(to_string(status_));
+	if (status() != Errc::ok)
+		return "group creation failed: " + std::string(to_string(status()));
 	std::vector<std::vector<Buffers>> bufs(ops.size());
 	for (size_t k = 0; k < ops.size(); ++k) {
 		bufs[k].resize(p_);
@@ -403,16 +388,16 @@ inline std::string Cluster::run(const std::vector<OpSpec>& ops)
 			req.algorithm = op.algorithm;
 			req.params = op.params;
 			req.context = reinterpret_cast<void*>(uintptr_t(k + 1));
-			if (Errc e = groups_[r]->post(req); e != Errc::ok)
+			if (Errc e = sim_.group(r).post(req); e != Errc::ok)
 				return describe(op, p_) + ": post failed on rank " + std::to_string(r) + ": " +
 				       std::string(to_string(e));
 		}
 	}
-	fabric_.run();
+	sim_.fabric().run();
 	for (uint32_t r = 0; r < p_; ++r) {
 		std::vector<bool> seen(ops.size(), false);
 		Completion c;
-		while (groups_[r]->next_completion(c)) {
+		while (sim_.group(r).next_completion(c)) {
 			size_t k = reinterpret_cast<uintptr_t>(c.context) - 1;
 			if (k >= ops.size() || seen[k])
 				return "rank " + std::to_string(r) + ": unexpected completion";
@@ -426,8 +411,8 @@ inline std::string Cluster::run(const std::vector<OpSpec>& ops)
 				return describe(ops[k], p_) + ": rank " + std::to_string(r) +
 				       " did not complete";
 	}
-	if (!fabric_.violations().empty())
-		return "memory discipline: " + fabric_.violations().front();
+	if (!sim_.fabric().violations().empty())
+		return "memory discipline: " + sim_.fabric().violations().front();
 	for (size_t k = 0; k < ops.size(); ++k)
 		if (std::string e = verify(ops[k], bufs[k]); !e.empty())
 			return describe(ops[k], p_) + ": " + e;

@@ -68,9 +68,11 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 	case Collective::allreduce:
 		switch (d.algorithm) {
 		case Algorithm::ktree: {
+			// Per level: k children's vectors into one link and one
+			// reduction, then k copies of the result out of one link.
 			const double k = radix_of(d, limits);
 			const double l = knomial_levels(p, static_cast<uint32_t>(k));
-			lat = l * (k + 1);
+			lat = 2 * l;
 			serial_bytes = 2 * l * k * n;
 			reduce_bytes = l * k * n;
 			bytes = l * k * n;
@@ -123,7 +125,7 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 		} else {
 			const double k = radix_of(d, limits);
 			const double l = knomial_levels(p, static_cast<uint32_t>(k));
-			lat = l * (k + 1);
+			lat = 2 * l;
 			serial_bytes = l * k * total + total;
 			reduce_bytes = l * k * total;
 			bytes = l * k * total;
@@ -142,7 +144,8 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 		bytes = serial_bytes;
 		break;
 	case Collective::alltoall:
-		lat = p - 1;
+		// All blocks leave at once: one latency, p - 1 blocks through each link.
+		lat = 1;
 		serial_bytes = (p - 1) * n;
 		bytes = serial_bytes;
 		break;
@@ -174,12 +177,13 @@ Choice Selector::choose(const OpDescriptor& d, const Limits& limits) const
 		probe.algorithm = alg;
 		std::vector<uint32_t> radixes{0};
 		if (alg == Algorithm::ktree) {
-			// Degrees 1 (binomial) to 7 and the flat tree.
+			// Degrees 1 (binomial) to 7, Gupta's range: wider trees look
+			// cheap to a model without per-message receive overhead, and
+			// Gupta measured the flat tree as poor (reduction work and
+			// contention all at the root).
 			radixes.clear();
 			for (uint32_t k = 1; k <= 7 && k < d.size; ++k)
 				radixes.push_back(k);
-			if (d.size > 8)
-				radixes.push_back(d.size - 1);
 			if (radixes.empty())
 				radixes.push_back(1);
 		}

@@ -3,10 +3,12 @@
 // Patarasuk and Yuan 2009) whose constants are runtime parameters, and
 // tuning rules that override it (see tuning.hpp).
 //
-// Conventions of the model: a message of m bytes costs alpha + m * beta;
-// the messages a rank sends in one round are serialised, messages it
-// receives in one round overlap their latency but not their bytes;
-// reducing m bytes costs m * gamma. Local copies are not charged.
+// Conventions of the model (the simulated fabric's modelled timing follows
+// the same ones): a message of m bytes arrives alpha + m * beta after it
+// leaves; alpha is latency, so concurrent messages overlap it, while beta
+// is link occupancy, so the bytes a rank sends, and the bytes a rank
+// receives, are serialised; reducing m bytes costs m * gamma. Local copies
+// are not charged.
 #pragma once
 
 #include <string>

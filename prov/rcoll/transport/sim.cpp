@@ -177,7 +177,7 @@ size_t SimTransport::poll(std::span<TransportEvent> out) noexcept
 
 Fabric::Fabric(uint32_t ranks, uint64_t scratch_bytes, Options options)
 	: options_(options), groups_(ranks, nullptr), regions_(ranks), next_region_id_(ranks, 1),
-	  inflight_(ranks, 0), stats_(ranks), clock_(ranks, 0), nic_free_(ranks, 0),
+	  inflight_(ranks, 0), stats_(ranks), clock_(ranks, 0), nic_free_(ranks, 0), rx_free_(ranks, 0),
 	  call_start_(ranks, 0), reduced_at_call_(ranks, 0), rng_(options.seed * 0x9E3779B97F4A7C15ull + 1)
 {
 	transports_.reserve(ranks);
@@ -432,7 +432,11 @@ uint64_t Fabric::run()
 				when += random_delay();
 				order = random_bits();
 			} else if (options_.timing == Timing::modelled) {
-				when += options_.cost.alpha_us;
+				// Cut-through: the last byte lands alpha after it left,
+				// unless the target's incoming link is still busy.
+				const double bytes = double(f.length) * options_.cost.beta_us_per_byte;
+				when = std::max(now_ + options_.cost.alpha_us, rx_free_[f.to] + bytes);
+				rx_free_[f.to] = when;
 			}
 			push_event(Event{when, order, ev.flight, true});
 			progress(f.from);
@@ -453,6 +457,21 @@ double Fabric::makespan() const noexcept
 	for (const RankStats& s : stats_)
 		m = std::max(m, s.finish_time);
 	return m;
+}
+
+Cluster::Cluster(uint32_t p, const engine::GroupConfig& config, const Options& options)
+	: config_(engine::Group::resolve(p, config)),
+	  fabric_(p, engine::Group::scratch_bytes(p, config_), options)
+{
+	groups_.reserve(p);
+	for (uint32_t r = 0; r < p; ++r) {
+		std::unique_ptr<engine::Group> g;
+		status_ = engine::Group::create(r, p, fabric_.transport(r), config_, g);
+		if (status_ != Errc::ok)
+			return;
+		fabric_.attach(r, g.get());
+		groups_.push_back(std::move(g));
+	}
 }
 
 } // namespace rcoll::sim

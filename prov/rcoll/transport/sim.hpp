@@ -147,13 +147,51 @@ private:
 	std::vector<uint32_t> inflight_;
 	std::vector<RankStats> stats_;
 	std::vector<double> clock_;	 // modelled: rank's local time
-	std::vector<double> nic_free_;	 // modelled: when the rank's NIC is idle
+	std::vector<double> nic_free_;	 // modelled: when the rank's outgoing link is idle
+	std::vector<double> rx_free_;	 // modelled: when the rank's incoming link is idle
 	std::vector<double> call_start_; // modelled: time the current progress call began
 	std::vector<uint64_t> reduced_at_call_;
 	double now_ = 0;
 	uint64_t order_ = 0;
 	uint64_t rng_;
 	std::vector<std::string> violations_;
+};
+
+// A group of p simulated ranks: one fabric and one engine Group per rank,
+// what the tests and the rcoll_sim tool run collectives on.
+class Cluster {
+public:
+	Cluster(uint32_t p, const engine::GroupConfig& config, const Options& options);
+	Cluster(const Cluster&) = delete;
+	Cluster& operator=(const Cluster&) = delete;
+
+	// ok unless a group could not be created.
+	engine::Errc status() const noexcept
+	{
+		return status_;
+	}
+	uint32_t size() const noexcept
+	{
+		return static_cast<uint32_t>(groups_.size());
+	}
+	engine::Group& group(uint32_t rank) noexcept
+	{
+		return *groups_[rank];
+	}
+	Fabric& fabric() noexcept
+	{
+		return fabric_;
+	}
+	const engine::GroupConfig& config() const noexcept
+	{
+		return config_;
+	}
+
+private:
+	engine::GroupConfig config_;
+	Fabric fabric_;
+	std::vector<std::unique_ptr<engine::Group>> groups_;
+	engine::Errc status_ = engine::Errc::ok;
 };
 
 } // namespace rcoll::sim
