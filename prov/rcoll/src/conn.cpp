@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace rcoll {
@@ -144,6 +145,7 @@ int Endpoint::connect(Peer& peer)
 	peer.conn = std::move(conn);
 	peer.active = true;
 	peer.state = Peer::State::connecting;
+	cm_busy = true;
 	peer.connect_started = std::chrono::steady_clock::now();
 	return 0;
 }
@@ -275,6 +277,28 @@ void Endpoint::handle_cm_error(const fi_eq_err_entry& err)
 	RCOLL_WARN(FI_LOG_EP_CTRL, "connection to %s failed: %s\n", peer->address.to_string().c_str(),
 		   fi_strerror(err.err));
 	fail_peer(*peer, -err.err);
+}
+
+int Endpoint::poll_cm()
+{
+	int handled = 0;
+	alignas(fi_eq_cm_entry) std::byte cm[sizeof(fi_eq_cm_entry) + 256];
+	uint32_t event;
+	ssize_t ret;
+	while ((ret = fi_eq_read(core_eq.get(), &event, cm, sizeof(cm), 0)) > 0) {
+		handle_cm_event(event, *reinterpret_cast<fi_eq_cm_entry*>(cm), size_t(ret));
+		handled++;
+	}
+	if (ret == -FI_EAVAIL) {
+		fi_eq_err_entry err{};
+		if (fi_eq_readerr(core_eq.get(), &err, 0) > 0)
+			handle_cm_error(err);
+		handled++;
+	}
+	cm_busy = std::any_of(peers.begin(), peers.end(), [](const auto& p) {
+		return p->state == Peer::State::connecting || p->losing;
+	});
+	return handled;
 }
 
 void Endpoint::check_connect_timeouts()

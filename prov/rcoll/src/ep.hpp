@@ -214,6 +214,7 @@ struct Endpoint {
 	uint64_t progress_calls = 0;
 	size_t backlogged = 0;  // > 0: some peer may hold queued sends
 	size_t stalled = 0;     // > 0: some rendezvous transfer waits to be retried
+	bool cm_busy = false;   // a connection is being set up: read the core EQ often
 	std::unique_ptr<Collectives> coll; // with FI_COLLECTIVE
 
 	static int open(Domain* domain, fi_info* info, fid_ep** out, void* context);
@@ -223,8 +224,6 @@ struct Endpoint {
 	// Drives the core: connection events, completions, refills, retries.
 	// Returns the number of events handled. Caller holds the domain lock.
 	int progress();
-	// Adds the core's wait fds; false if the core has events pending already.
-	bool collect_wait_fds(std::vector<pollfd>& fds);
 
 	// Application operations (caller holds the domain lock).
 	ssize_t send(const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t tag,
@@ -243,6 +242,7 @@ struct Endpoint {
 	fid_ep* open_core_ep(fi_info* core_info, Peer& peer);
 	void handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size_t len);
 	void handle_cm_error(const fi_eq_err_entry& err);
+	int poll_cm();
 	void check_connect_timeouts();
 	void fail_peer(Peer& peer, int err);
 

@@ -4,47 +4,44 @@
 #include "config.hpp"
 #include "ep.hpp"
 
-#include <poll.h>
-
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
 namespace rcoll {
 
+// The core CQ has no wait object (see Endpoint::open): after spinning for
+// spin_us, sleep in slices that grow from a yield to a millisecond, with
+// the lock released so other threads (and the progress thread) get in.
 int wait_with_progress(std::unique_lock<std::mutex>& held, const std::vector<Endpoint*>& eps,
 		       const std::function<bool()>& ready, int timeout_ms)
 {
-	using clock = std::chrono::steady_clock;
-	const auto start = clock::now();
-	const auto spin_until = start + std::chrono::microseconds(config().spin_us);
-	std::vector<pollfd> fds;
+	using namespace std::chrono;
+	const auto start = steady_clock::now();
+	const auto spin_until = start + microseconds(config().spin_us);
+	const auto deadline = start + milliseconds(timeout_ms);
+	microseconds nap{0};
 	for (;;) {
 		for (Endpoint* ep : eps)
 			ep->progress();
 		if (ready())
 			return 0;
-		auto now = clock::now();
-		int left_ms = -1;
-		if (timeout_ms >= 0) {
-			auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
-			if (elapsed.count() >= timeout_ms)
-				return -FI_EAGAIN;
-			left_ms = int(timeout_ms - elapsed.count());
-		}
+		const auto now = steady_clock::now();
+		if (timeout_ms >= 0 && now >= deadline)
+			return -FI_EAGAIN;
 		if (now < spin_until)
 			continue;
-		// Block on the cores' wait objects. Other threads (or the progress
-		// thread) may consume what woke us, so never sleep long in one go.
-		fds.clear();
-		bool can_block = true;
-		for (Endpoint* ep : eps)
-			can_block &= ep->collect_wait_fds(fds);
 		held.unlock();
-		int slice = left_ms < 0 || left_ms > 10 ? 10 : left_ms;
-		if (can_block && !fds.empty())
-			poll(fds.data(), fds.size(), slice);
-		else
+		if (nap.count() == 0) {
 			std::this_thread::yield();
+			nap = microseconds(20);
+		} else {
+			auto slice = nap;
+			if (timeout_ms >= 0)
+				slice = std::min(slice, duration_cast<microseconds>(deadline - now));
+			std::this_thread::sleep_for(slice);
+			nap = std::min(nap * 2, microseconds(1000));
+		}
 		held.lock();
 	}
 }

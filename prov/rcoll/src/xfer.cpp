@@ -22,6 +22,7 @@ using proto::Opcode;
 namespace {
 
 constexpr size_t kCompletionBatch = 32;
+constexpr uint64_t kCmPollInterval = 64;
 
 int outcome_errno(proto::Outcome o)
 {
@@ -1098,19 +1099,12 @@ int Endpoint::progress()
 	if (!enabled)
 		return 0;
 	int handled = 0;
-	alignas(fi_eq_cm_entry) std::byte cm[sizeof(fi_eq_cm_entry) + 256];
-	uint32_t event;
+	// Connection events are rare and every read of the core EQ costs a
+	// system call: read it on each call only while a connection is being
+	// set up, else every kCmPollInterval calls.
+	if (cm_busy || progress_calls % kCmPollInterval == 0)
+		handled += poll_cm();
 	ssize_t ret;
-	while ((ret = fi_eq_read(core_eq.get(), &event, cm, sizeof(cm), 0)) > 0) {
-		handle_cm_event(event, *reinterpret_cast<fi_eq_cm_entry*>(cm), size_t(ret));
-		handled++;
-	}
-	if (ret == -FI_EAVAIL) {
-		fi_eq_err_entry err{};
-		if (fi_eq_readerr(core_eq.get(), &err, 0) > 0)
-			handle_cm_error(err);
-		handled++;
-	}
 	fi_cq_data_entry batch[kCompletionBatch];
 	for (int round = 0; round < 8; round++) {
 		ret = fi_cq_read(core_cq.get(), batch, kCompletionBatch);
@@ -1163,21 +1157,6 @@ void Endpoint::retry_stalled()
 		if (op.read_retry)
 			issue_read(op);
 	});
-}
-
-bool Endpoint::collect_wait_fds(std::vector<pollfd>& fds)
-{
-	if (!enabled)
-		return true;
-	fid* fids[2] = {&core_cq->fid, &core_eq->fid};
-	if (fi_trywait(domain->fabric->core.get(), fids, 2) != FI_SUCCESS)
-		return false;
-	for (fid* f : fids) {
-		int fd = -1;
-		if (fi_control(f, FI_GETWAIT, &fd) == 0 && fd >= 0)
-			fds.push_back({fd, POLLIN, 0});
-	}
-	return true;
 }
 
 } // namespace rcoll
