@@ -1,5 +1,5 @@
 // Waiting without burning the machine: spin on progress for a short time,
-// then block on the core's wait objects (ranks may outnumber cores).
+// then sleep in growing slices (ranks may outnumber cores).
 #pragma once
 
 #include <functional>
