@@ -7,7 +7,9 @@
 // bandwidth streams a window of back-to-back sends that the receiver has
 // pre-posted, then waits for a short acknowledgement. Every figure is the
 // MEDIAN of several repetitions, so one scheduler hiccup on a shared
-// machine does not move it.
+// machine does not move it, and the providers take turns within each
+// repetition (both endpoints open in the same two ranks), so a change of
+// machine load during the run affects them alike.
 #include "common.hpp"
 
 #include <algorithm>
@@ -41,11 +43,17 @@ constexpr uint64_t kDataTag = 0xBE7C;
 constexpr uint64_t kAckTag = 0xBE7D;
 constexpr size_t kMaxResults = 64;
 
-// What rank 0 of a measurement leaves in the launcher's scratch area.
+constexpr size_t kMaxProviders = 4;
+constexpr size_t kErrorBytes = 512;
+
+// What rank 0 of a measurement leaves in the launcher's scratch area, per
+// provider ("lane").
 struct Results {
-    uint32_t count;
-    double values[kMaxResults];
-    double extra[kMaxResults];
+    uint32_t rows_done[kMaxProviders];
+    uint32_t unavailable[kMaxProviders];
+    char error[kMaxProviders][kErrorBytes];
+    double values[kMaxProviders][kMaxResults];
+    double extra[kMaxProviders][kMaxResults];
 };
 static_assert(sizeof(Results) <= kScratchBytes);
 
@@ -89,67 +97,130 @@ void post_trecv(Endpoint& ep, const RegisteredBuffer& buf, size_t len, fi_addr_t
     FT_POST(ep, fi_trecv(ep.ep(), buf.data(), len, buf.desc(), peer, tag, 0, &ctx));
 }
 
+// One provider's endpoint and buffers inside a measuring rank.
+struct Lane {
+    size_t index = 0;  // position in the provider list (column)
+    std::unique_ptr<Endpoint> ep;
+    fi_addr_t peer = FI_ADDR_UNSPEC;
+    std::unique_ptr<RegisteredBuffer> send;  // OSU style: one buffer for every send
+    std::unique_ptr<RegisteredBuffer> recv;  // ... and one for every receive
+    std::unique_ptr<RegisteredBuffer> ack;
+};
+
+// Opens every provider in both ranks. Providers that fail to open on any
+// rank are reported unavailable (with the reason) and left out.
+std::vector<Lane> open_lanes(Bootstrap& boot, const std::vector<std::string>& providers,
+                             const std::vector<size_t>& indices, size_t buffer_bytes)
+{
+    Results& results = results_of(boot);
+    std::vector<std::unique_ptr<Endpoint>> endpoints(indices.size());
+    std::vector<uint8_t> opened(indices.size(), 0);
+    for (size_t i = 0; i < indices.size(); ++i) {
+        try {
+            endpoints[i] = std::make_unique<Endpoint>(EndpointConfig{providers[indices[i]], FI_MSG | FI_TAGGED});
+            opened[i] = 1;
+        } catch (const std::exception& e) {
+            if (boot.rank() == 0)
+                std::snprintf(results.error[indices[i]], kErrorBytes, "%s", e.what());
+        }
+    }
+    const auto everyone = boot.allgather(opened);
+    std::vector<Lane> lanes;
+    for (size_t i = 0; i < indices.size(); ++i) {
+        bool everywhere = true;
+        for (const auto& theirs : everyone)
+            everywhere = everywhere && theirs[i] != 0;
+        if (!everywhere) {
+            if (boot.rank() == 0) {
+                results.unavailable[indices[i]] = 1;
+                if (results.error[indices[i]][0] == '\0')
+                    std::snprintf(results.error[indices[i]], kErrorBytes, "could not be opened on every rank");
+            }
+            continue;
+        }
+        Lane lane;
+        lane.index = indices[i];
+        lane.ep = std::move(endpoints[i]);
+        lane.peer = lane.ep->exchange_addresses(boot)[static_cast<size_t>(1 - boot.rank())];
+        lane.send = std::make_unique<RegisteredBuffer>(*lane.ep, buffer_bytes);
+        lane.recv = std::make_unique<RegisteredBuffer>(*lane.ep, buffer_bytes);
+        lane.ack = std::make_unique<RegisteredBuffer>(*lane.ep, 64);
+        fill_pattern(lane.send->bytes(), make_seed(boot.rank()));
+        lanes.push_back(std::move(lane));
+    }
+    return lanes;
+}
+
+// Runs `repetition(lane)` for every repetition and provider, alternating
+// providers within each repetition: on a machine whose load changes over
+// time every provider sees the same conditions.
+void interleave(Bootstrap& boot, std::vector<Lane>& lanes, int repetitions,
+                const std::function<double(Lane&)>& repetition, std::vector<std::vector<double>>& samples)
+{
+    samples.assign(lanes.size(), {});
+    for (int rep = 0; rep < repetitions; ++rep)
+        for (size_t l = 0; l < lanes.size(); ++l) {
+            boot.barrier();
+            samples[l].push_back(repetition(lanes[l]));
+        }
+}
+
 // ---------------------------------------------------------------- latency
 
-void measure_latency(Bootstrap& boot, const std::string& provider, const BenchOptions& options,
-                     const std::vector<size_t>& sizes)
+void measure_latency(Bootstrap& boot, const std::vector<std::string>& providers, const std::vector<size_t>& indices,
+                     const BenchOptions& options, const std::vector<size_t>& sizes)
 {
-    Endpoint ep({provider, FI_MSG | FI_TAGGED});
-    const auto peers = ep.exchange_addresses(boot);
+    auto lanes = open_lanes(boot, providers, indices, sizes.back());
     const bool initiator = boot.rank() == 0;
-    const fi_addr_t peer = peers[static_cast<size_t>(1 - boot.rank())];
-    RegisteredBuffer out(ep, sizes.back()), in(ep, sizes.back());
-    fill_pattern(out.bytes(), make_seed(boot.rank()));
     Results& results = results_of(boot);
 
     for (size_t i = 0; i < sizes.size(); ++i) {
         const size_t size = sizes[i];
         // Large messages need fewer iterations for a stable figure.
         const size_t iterations = size > 8192 ? options.latency_iterations / 4 : options.latency_iterations;
-        auto round_trips = [&](size_t count) {
+        auto round_trips = [&](Lane& lane, size_t count) {
+            Endpoint& ep = *lane.ep;
             OpContext recv;
             for (size_t k = 0; k < count; ++k) {
+                post_trecv(ep, *lane.recv, size, lane.peer, kDataTag, recv);
                 if (initiator) {
-                    post_trecv(ep, in, size, peer, kDataTag, recv);
-                    send_blocking(ep, out, size, peer, kDataTag);
+                    send_blocking(ep, *lane.send, size, lane.peer, kDataTag);
                     ep.wait_ok(recv, "pong");
                 } else {
-                    post_trecv(ep, in, size, peer, kDataTag, recv);
                     ep.wait_ok(recv, "ping");
-                    send_blocking(ep, out, size, peer, kDataTag);
+                    send_blocking(ep, *lane.send, size, lane.peer, kDataTag);
                 }
             }
         };
-        round_trips(options.warmup);
-        std::vector<double> one_way_us;
-        for (int rep = 0; rep < options.repetitions; ++rep) {
-            boot.barrier();
-            const auto start = Clock::now();
-            round_trips(iterations);
-            one_way_us.push_back(seconds_since(start) * 1e6 / (2.0 * static_cast<double>(iterations)));
-        }
-        if (initiator) {
-            results.values[i] = median(one_way_us);
-            results.count = static_cast<uint32_t>(i + 1);
-        }
+        for (auto& lane : lanes)
+            round_trips(lane, options.warmup);
+        std::vector<std::vector<double>> samples;
+        interleave(boot, lanes, options.repetitions,
+                   [&](Lane& lane) {
+                       const auto start = Clock::now();
+                       round_trips(lane, iterations);
+                       return seconds_since(start) * 1e6 / (2.0 * static_cast<double>(iterations));
+                   },
+                   samples);
+        if (initiator)
+            for (size_t l = 0; l < lanes.size(); ++l) {
+                results.values[lanes[l].index][i] = median(samples[l]);
+                results.rows_done[lanes[l].index] = static_cast<uint32_t>(i + 1);
+            }
     }
     boot.barrier();
 }
 
 // ---------------------------------------------------------------- bandwidth
 
-void measure_bandwidth(Bootstrap& boot, const std::string& provider, const BenchOptions& options,
+void measure_bandwidth(Bootstrap& boot, const std::vector<std::string>& providers,
+                       const std::vector<size_t>& indices, const BenchOptions& options,
                        const std::vector<size_t>& sizes)
 {
-    Endpoint ep({provider, FI_MSG | FI_TAGGED});
-    const auto peers = ep.exchange_addresses(boot);
-    const bool sender = boot.rank() == 0;
-    const fi_addr_t peer = peers[static_cast<size_t>(1 - boot.rank())];
     // As in osu_bw, every message of a window uses the same buffer: the
     // benchmark measures the transport, not the cache footprint.
-    RegisteredBuffer data(ep, sizes.back());
-    RegisteredBuffer ack(ep, 8);
-    fill_pattern(data.bytes(), make_seed(boot.rank()));
+    auto lanes = open_lanes(boot, providers, indices, sizes.back());
+    const bool sender = boot.rank() == 0;
     std::vector<OpContext> window_ctx(options.bandwidth_window);
     Results& results = results_of(boot);
 
@@ -157,41 +228,45 @@ void measure_bandwidth(Bootstrap& boot, const std::string& provider, const Bench
         const size_t size = sizes[i];
         const size_t window = std::clamp<size_t>(options.bandwidth_bytes / 4 / size, 2, options.bandwidth_window);
         const size_t windows_per_rep = std::max<size_t>(1, options.bandwidth_bytes / (window * size));
-        auto stream = [&](size_t windows) {
+        auto stream = [&](Lane& lane, size_t windows) {
+            Endpoint& ep = *lane.ep;
             OpContext ack_ctx;
             for (size_t w = 0; w < windows; ++w) {
                 if (sender) {
-                    post_trecv(ep, ack, 8, peer, kAckTag, ack_ctx);
+                    post_trecv(ep, *lane.ack, 8, lane.peer, kAckTag, ack_ctx);
                     for (size_t k = 0; k < window; ++k) {
                         window_ctx[k].reset();
-                        FT_POST(ep, fi_tsend(ep.ep(), data.data(), size, data.desc(), peer, kDataTag, &window_ctx[k]));
+                        FT_POST(ep, fi_tsend(ep.ep(), lane.send->data(), size, lane.send->desc(), lane.peer,
+                                             kDataTag, &window_ctx[k]));
                     }
                     for (size_t k = 0; k < window; ++k)
                         ep.wait_ok(window_ctx[k], "streamed send");
                     ep.wait_ok(ack_ctx, "window acknowledgement");
                 } else {
                     for (size_t k = 0; k < window; ++k)
-                        post_trecv(ep, data, size, peer, kDataTag, window_ctx[k]);
+                        post_trecv(ep, *lane.recv, size, lane.peer, kDataTag, window_ctx[k]);
                     for (size_t k = 0; k < window; ++k)
                         ep.wait_ok(window_ctx[k], "streamed receive");
-                    send_blocking(ep, ack, 4, peer, kAckTag);
+                    send_blocking(ep, *lane.ack, 4, lane.peer, kAckTag);
                 }
             }
         };
-        stream(1);  // warm-up: connection, registration caches, page faults
-        std::vector<double> mb_per_s;
-        for (int rep = 0; rep < options.repetitions; ++rep) {
-            boot.barrier();
-            const auto start = Clock::now();
-            stream(windows_per_rep);
-            const double bytes = static_cast<double>(windows_per_rep * window * size);
-            mb_per_s.push_back(bytes / seconds_since(start) / 1e6);
-        }
-        if (sender) {
-            results.values[i] = median(mb_per_s);
-            results.extra[i] = static_cast<double>(window);
-            results.count = static_cast<uint32_t>(i + 1);
-        }
+        for (auto& lane : lanes)
+            stream(lane, 1);  // warm-up: connection, registration caches, page faults
+        std::vector<std::vector<double>> samples;
+        interleave(boot, lanes, options.repetitions,
+                   [&](Lane& lane) {
+                       const auto start = Clock::now();
+                       stream(lane, windows_per_rep);
+                       return static_cast<double>(windows_per_rep * window * size) / seconds_since(start) / 1e6;
+                   },
+                   samples);
+        if (sender)
+            for (size_t l = 0; l < lanes.size(); ++l) {
+                results.values[lanes[l].index][i] = median(samples[l]);
+                results.extra[lanes[l].index][i] = static_cast<double>(window);
+                results.rows_done[lanes[l].index] = static_cast<uint32_t>(i + 1);
+            }
     }
     boot.barrier();
 }
@@ -237,9 +312,9 @@ void measure_memory(Bootstrap& boot, const std::string& provider)
     while (seconds_since(settle) < 0.2)
         ep.progress();
     const size_t after = resident_bytes();
-    results.values[0] = static_cast<double>(after) - static_cast<double>(before);
-    results.extra[0] = static_cast<double>(before);
-    results.count = 1;
+    results.values[0][0] = static_cast<double>(after) - static_cast<double>(before);
+    results.extra[0][0] = static_cast<double>(before);
+    results.rows_done[0] = 1;
     boot.barrier();
 }
 
@@ -262,26 +337,60 @@ std::string format_size(size_t bytes)
     return strfmt("%zu B", bytes);
 }
 
-Column run_measurement(const std::string& provider, int ranks, std::chrono::seconds timeout, size_t rows,
-                       const RankBody& body)
+using LaneBody = std::function<void(Bootstrap&, const std::vector<size_t>& provider_indices)>;
+
+Column column_from(const Results& results, size_t lane, const std::string& provider, size_t rows)
 {
-    std::vector<std::byte> scratch;
-    const LaunchResult result = launch_ranks(ranks, timeout, body, &scratch);
-    Results results{};
-    std::memcpy(&results, scratch.data(), sizeof results);
     Column column;
     column.provider = provider;
     column.values.assign(rows, std::numeric_limits<double>::quiet_NaN());
     column.extras.assign(rows, std::numeric_limits<double>::quiet_NaN());
-    for (size_t i = 0; i < std::min<size_t>(results.count, rows); ++i) {
-        column.values[i] = results.values[i];
-        column.extras[i] = results.extra[i];
+    for (size_t i = 0; i < std::min<size_t>(results.rows_done[lane], rows); ++i) {
+        column.values[i] = results.values[lane][i];
+        column.extras[i] = results.extra[lane][i];
     }
-    if (result.outcome != Outcome::passed) {
-        column.available = results.count > 0;
-        column.error = result.detail;
-    }
+    column.available = results.unavailable[lane] == 0;
+    if (!column.available)
+        column.error = results.error[lane];
     return column;
+}
+
+Results read_results(const std::vector<std::byte>& scratch)
+{
+    Results results{};
+    std::memcpy(&results, scratch.data(), sizeof results);
+    return results;
+}
+
+// All providers in the same two ranks, repetitions interleaved. If that
+// run dies (a provider crashing takes the process with it), each provider
+// still missing figures is measured again on its own, so one broken
+// provider never costs the others their columns.
+std::vector<Column> run_side_by_side(const std::vector<std::string>& providers, size_t rows,
+                                     std::chrono::seconds timeout, const LaneBody& body)
+{
+    std::vector<size_t> all(providers.size());
+    for (size_t i = 0; i < all.size(); ++i)
+        all[i] = i;
+    std::vector<std::byte> scratch;
+    const LaunchResult joint = launch_ranks(2, timeout, [&](Bootstrap& boot) { body(boot, all); }, &scratch);
+    const Results results = read_results(scratch);
+    std::vector<Column> columns;
+    for (size_t p = 0; p < providers.size(); ++p) {
+        Column column = column_from(results, p, providers[p], rows);
+        if (joint.outcome != Outcome::passed && column.available && results.rows_done[p] < rows) {
+            std::vector<std::byte> alone_scratch;
+            const LaunchResult alone = launch_ranks(2, timeout, [&](Bootstrap& boot) { body(boot, {p}); },
+                                                    &alone_scratch);
+            column = column_from(read_results(alone_scratch), p, providers[p], rows);
+            if (alone.outcome != Outcome::passed && column.error.empty())
+                column.error = alone.detail;
+            else if (column.error.empty())
+                column.error = "measured on its own after the joint run failed: " + joint.detail;
+        }
+        columns.push_back(std::move(column));
+    }
+    return columns;
 }
 
 void print_table(const std::string& title, const std::string& method, const std::string& first_header,
@@ -324,7 +433,7 @@ void print_table(const std::string& title, const std::string& method, const std:
     }
     for (const auto& c : columns)
         if (!c.error.empty())
-            std::printf("  note: %s %s: %s\n", c.provider.c_str(), c.available ? "stopped early" : "unavailable",
+            std::printf("  note: %s%s: %s\n", c.provider.c_str(), c.available ? "" : " unavailable",
                         c.error.c_str());
     std::fflush(stdout);
 }
@@ -446,37 +555,35 @@ int main(int argc, char** argv)
 
     if (options.run_latency) {
         const auto sizes = powers_of_two(options.latency_min, options.latency_max);
-        std::vector<Column> columns;
-        for (const auto& provider : options.providers)
-            columns.push_back(run_measurement(provider, 2, std::chrono::seconds(300), sizes.size(),
-                                              [&](Bootstrap& boot) {
-                                                  measure_latency(boot, provider, options, sizes);
-                                              }));
+        const auto columns = run_side_by_side(options.providers, sizes.size(), std::chrono::seconds(600),
+                                              [&](Bootstrap& boot, const std::vector<size_t>& lanes) {
+                                                  measure_latency(boot, options.providers, lanes, options, sizes);
+                                              });
         std::vector<std::string> labels;
         for (size_t s : sizes)
             labels.push_back(format_size(s));
         print_table("Latency, one-way (half round trip), lower is better", strfmt(
                         "blocking pingpong between 2 ranks, %zu warm-up round trips, then %d repetitions of %zu "
-                        "round trips (a quarter of that above 8 KiB); median of the repetitions; ratio %s",
+                        "round trips (a quarter of that above 8 KiB), providers taking turns within each "
+                        "repetition; median of the repetitions; ratio %s",
                         options.warmup, options.repetitions, options.latency_iterations, ratio.c_str()),
                     "size", labels, columns, "us", 2);
     }
 
     if (options.run_bandwidth) {
         const auto sizes = powers_of_two(options.bandwidth_min, options.bandwidth_max);
-        std::vector<Column> columns;
-        for (const auto& provider : options.providers)
-            columns.push_back(run_measurement(provider, 2, std::chrono::seconds(600), sizes.size(),
-                                              [&](Bootstrap& boot) {
-                                                  measure_bandwidth(boot, provider, options, sizes);
-                                              }));
+        const auto columns = run_side_by_side(options.providers, sizes.size(), std::chrono::seconds(900),
+                                              [&](Bootstrap& boot, const std::vector<size_t>& lanes) {
+                                                  measure_bandwidth(boot, options.providers, lanes, options, sizes);
+                                              });
         std::vector<std::string> labels;
         for (size_t s : sizes)
             labels.push_back(format_size(s));
         print_table("Streaming bandwidth, higher is better",
                     strfmt("sender posts a window of up to %zu back-to-back sends (fewer for large sizes, at "
                            "most %s in flight) into receives posted beforehand, then waits for a 4-byte ack; "
-                           "~%s per repetition after one warm-up window; median of %d repetitions; "
+                           "~%s per repetition after one warm-up window, providers taking turns within each "
+                           "repetition; median of %d repetitions; "
                            "MB/s = 10^6 bytes/s; ratio %s",
                            options.bandwidth_window, format_size(options.bandwidth_bytes / 4).c_str(),
                            format_size(options.bandwidth_bytes).c_str(), options.repetitions, ratio.c_str()),
@@ -489,8 +596,15 @@ int main(int argc, char** argv)
             Column column;
             column.provider = provider;
             for (int k : options.peer_counts) {
-                const Column one = run_measurement(provider, k + 1, std::chrono::seconds(180), 1,
-                                                   [&](Bootstrap& boot) { measure_memory(boot, provider); });
+                std::vector<std::byte> scratch;
+                const LaunchResult run = launch_ranks(k + 1, std::chrono::seconds(180),
+                                                      [&](Bootstrap& boot) { measure_memory(boot, provider); },
+                                                      &scratch);
+                Column one = column_from(read_results(scratch), 0, provider, 1);
+                if (run.outcome != Outcome::passed) {
+                    one.available = false;
+                    one.error = run.detail;
+                }
                 column.values.push_back(one.values[0] / 1024.0);
                 column.extras.push_back(one.extras[0] / 1024.0);
                 if (!one.error.empty() && column.error.empty()) {
