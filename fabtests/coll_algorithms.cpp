@@ -44,7 +44,7 @@ void run_forced(Bootstrap& boot, const TestOptions& options, fi_collective_op co
     CollEndpoint ep({options.provider});
     const auto world = ep.exchange_addresses(boot);
     ProgressingBarrier sync(ep, boot, boot.size());
-    CheckedCall checked(ep);
+    CheckedCall checked;
     size_t verified = 0;
     std::string sizes_seen;
     // Full group and this rank's stride-2 group: two group sizes per launch.

@@ -46,7 +46,7 @@ void add_failure_cases(std::vector<CollCase>& cases);    // coll_failure.cpp
 // the result, the guards, the untouched input and the completion.
 class CheckedCall {
 public:
-    explicit CheckedCall(CollEndpoint& ep) : input_(ep), output_(ep) {}
+    CheckedCall() = default;
     CheckedCall(const CheckedCall&) = delete;
     CheckedCall& operator=(const CheckedCall&) = delete;
 
@@ -72,9 +72,28 @@ private:
     OpContext ctx_;
 };
 
-// prepare + post + wait + verify.
-void run_checked(CollEndpoint& ep, CheckedCall& checked, const Group& group, const CallSpec& call, uint64_t seed,
+// Whether fi_query_collective says the provider implements the call's
+// collective for its datatype (and operation). rcoll must implement them
+// all (the query-collective case holds its answers to fi_atomic(3)); other
+// providers' gaps are skipped and counted, not failed.
+bool provider_supports(CollEndpoint& ep, const CallSpec& call);
+
+// prepare + post + wait + verify; false (and nothing posted) when the
+// provider does not support the call.
+bool run_checked(CollEndpoint& ep, CheckedCall& checked, const Group& group, const CallSpec& call, uint64_t seed,
                  std::chrono::milliseconds budget = kDefaultWait);
+
+// Calls verified and calls skipped because the provider does not offer them.
+struct Tally {
+    size_t verified = 0;
+    size_t unsupported = 0;
+
+    void add(bool ran) { ++(ran ? verified : unsupported); }
+    // " (N calls the provider does not support skipped)" or "".
+    std::string skipped_text() const;
+    // A case where nothing could run does not apply to the provider.
+    void require_some(const std::string& provider) const;
+};
 
 // Barrier semantics: before each fi_barrier a rank bumps a shared-memory
 // counter (one late rank per round sleeps first); when its barrier
@@ -84,28 +103,6 @@ void check_barrier_semantics(CollEndpoint& ep, Bootstrap& boot, const Group& gro
 
 // Joins the `shape` group of this rank (full, strided or reversed).
 std::unique_ptr<Group> join_shape(CollEndpoint& ep, Bootstrap& boot, std::span<const fi_addr_t> world, Shape shape);
-
-// A bootstrap barrier that keeps driving the endpoint while it waits.
-// A rank's collective can complete while writes its peers still wait for
-// are queued in its provider or sockets: a rank that stopped progressing
-// (the plain bootstrap barrier) or closed its endpoint (the end of a case)
-// would stall or reset them. Every rank of a case ends with wait().
-class ProgressingBarrier {
-public:
-    // `ranks`: how many ranks take part; barriers with a different number
-    // of ranks (after a kill) need a bootstrap signal of their own.
-    ProgressingBarrier(CollEndpoint& ep, Bootstrap& boot, int ranks, int signal = kSignalCount - 1)
-        : ep_(ep), boot_(boot), ranks_(ranks), signal_(signal)
-    {
-    }
-    void wait();
-
-private:
-    CollEndpoint& ep_;
-    Bootstrap& boot_;
-    int ranks_;
-    int signal_;
-};
 
 // The line printed with the case's result: rank 0's text (the other ranks
 // clear their progress notes, which only matter when a rank dies).

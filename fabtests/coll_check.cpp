@@ -117,13 +117,35 @@ void CheckedCall::verify()
     }
 }
 
-void run_checked(CollEndpoint& ep, CheckedCall& checked, const Group& group, const CallSpec& call, uint64_t seed,
+std::string Tally::skipped_text() const
+{
+    return unsupported ? strfmt(" (%zu calls skipped: fi_query_collective says unsupported)", unsupported) : "";
+}
+
+void Tally::require_some(const std::string& provider) const
+{
+    if (verified == 0)
+        throw NotApplicable(strfmt("%s supports none of the %zu calls of this case", provider.c_str(), unsupported));
+}
+
+bool provider_supports(CollEndpoint& ep, const CallSpec& call)
+{
+    fi_collective_attr attr{};
+    attr.datatype = call.coll == FI_BARRIER ? FI_VOID : call.type;
+    attr.op = is_reduction(call.coll) ? call.op : FI_NOOP;
+    return fi_query_collective(ep.domain(), call.coll, &attr, 0) == 0;
+}
+
+bool run_checked(CollEndpoint& ep, CheckedCall& checked, const Group& group, const CallSpec& call, uint64_t seed,
                  std::chrono::milliseconds budget)
 {
+    if (!provider_supports(ep, call))
+        return false;
     checked.prepare(group, call, seed);
     checked.post(ep);
     ep.wait_done(checked.context(), checked.describe(), budget);
     checked.verify();
+    return true;
 }
 
 void check_barrier_semantics(CollEndpoint& ep, Bootstrap& boot, const Group& group, int signal, int rounds)
@@ -152,17 +174,6 @@ std::unique_ptr<Group> join_shape(CollEndpoint& ep, Bootstrap& boot, std::span<c
     const std::string label = strfmt("%s group of %zu", shape_name(shape), members.size());
     return std::make_unique<Group>(ep, make_shape_set(ep, shape, world, boot.rank()), std::move(members), world,
                                    boot.rank(), label);
-}
-
-void ProgressingBarrier::wait()
-{
-    // Nobody adds for the next round before everyone added for this one,
-    // so the count seen before adding names the round (any number of
-    // ProgressingBarrier objects may take turns in one launch).
-    const auto ranks = static_cast<uint64_t>(ranks_);
-    const uint64_t before = boot_.signal_get(signal_);
-    boot_.signal_add(signal_, 1);
-    boot_.signal_wait_at_least(signal_, (before / ranks + 1) * ranks, [&] { ep_.progress(); });
 }
 
 void summary_note(Bootstrap& boot, const std::string& text)

@@ -165,7 +165,10 @@ BufferBytes buffer_bytes(const CallSpec& call, int group_size, int group_rank)
 
 namespace {
 
-constexpr uint64_t kStrictMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+// No FI_MR_LOCAL: util_coll (tcp;ofi_rxm) posts its internal sends without
+// descriptors and stalls when the domain demands them. Buffers are still
+// registered and their descriptors passed, for providers that use them.
+constexpr uint64_t kMrMode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 
 InfoPtr make_hints(const EndpointOptions& options, uint64_t caps)
 {
@@ -175,7 +178,7 @@ InfoPtr make_hints(const EndpointOptions& options, uint64_t caps)
     hints->ep_attr->type = FI_EP_RDM;
     hints->caps = caps;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    hints->domain_attr->mr_mode = kStrictMrMode;
+    hints->domain_attr->mr_mode = kMrMode;
     hints->fabric_attr->prov_name = strdup(options.provider.c_str());
     return hints;
 }
@@ -250,11 +253,6 @@ CollEndpoint::CollEndpoint(const EndpointOptions& options) : provider_(options.p
 // destroyed in reverse order of declaration).
 CollEndpoint::~CollEndpoint() = default;
 
-bool CollEndpoint::needs_local_mr() const
-{
-    return (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
-}
-
 std::vector<fi_addr_t> CollEndpoint::exchange_addresses(Bootstrap& boot)
 {
     size_t length = 0;
@@ -278,6 +276,20 @@ std::vector<fi_addr_t> CollEndpoint::exchange_addresses(Bootstrap& boot)
     return addresses;
 }
 
+void CollEndpoint::track(OpContext& ctx)
+{
+    pending_.insert(&ctx);
+}
+
+OpContext& CollEndpoint::claim(void* op_context, uint64_t flags)
+{
+    auto* ctx = static_cast<OpContext*>(op_context);
+    expect(pending_.erase(ctx) == 1,
+           "a completion (flags %s) names op_context %p, which is no operation this client has pending",
+           describe_flags(flags).c_str(), op_context);
+    return *ctx;
+}
+
 void CollEndpoint::dispatch_error()
 {
     fi_cq_err_entry err{};
@@ -295,9 +307,7 @@ void CollEndpoint::dispatch_error()
         unsolicited_.push_back(event);
         return;
     }
-    auto* ctx = static_cast<OpContext*>(err.op_context);
-    expect(!ctx->done, "error completion (%d, %s) for an operation that already completed", err.err,
-           fi_strerror(err.err));
+    OpContext* ctx = &claim(err.op_context, err.flags);
     ctx->err = err;
     ctx->err.err_data = nullptr;  // only valid until the next CQ read
     ctx->error = err.err;
@@ -317,10 +327,9 @@ size_t CollEndpoint::progress()
                 unsolicited_.push_back({entry, FI_ADDR_NOTAVAIL, 0});
                 continue;
             }
-            auto* ctx = static_cast<OpContext*>(entry.op_context);
-            expect(!ctx->done, "second completion for one operation (flags %s)", describe_flags(entry.flags).c_str());
-            ctx->entry = entry;
-            ctx->done = true;
+            OpContext& ctx = claim(entry.op_context, entry.flags);
+            ctx.entry = entry;
+            ctx.done = true;
         }
         return static_cast<size_t>(n);
     }
@@ -399,10 +408,10 @@ JoinEvent CollEndpoint::wait_join(fid_mc* mc, const std::string& what, std::chro
             join_events_.erase(mine);
             return event;
         }
-        // Some providers (util_coll) name the parent group in the event, not
-        // the new one: with one join outstanding, its event is ours.
-        if (join_events_.size() == 1 && join_events_.front().fid != nullptr &&
-            join_events_.front().fid->fclass == FI_CLASS_MC && provider_ != "rcoll") {
+        // libfabric's util_coll (tcp;ofi_rxm) names the AV's internal parent
+        // group in the event, not the new one: with one join outstanding, its
+        // event is ours. rcoll is held to the specification.
+        if (join_events_.size() == 1 && provider_ != "rcoll") {
             const JoinEvent event = join_events_.front();
             join_events_.clear();
             return event;
@@ -414,6 +423,17 @@ JoinEvent CollEndpoint::wait_join(fid_mc* mc, const std::string& what, std::chro
             throw CheckFailure(strfmt("timed out after %lld ms waiting for FI_JOIN_COMPLETE of %s",
                                       static_cast<long long>(budget.count()), what.c_str()));
     }
+}
+
+void ProgressingBarrier::wait()
+{
+    // Nobody adds for the next round before everyone added for this one,
+    // so the count seen before adding names the round (any number of
+    // ProgressingBarrier objects may take turns in one launch).
+    const auto ranks = static_cast<uint64_t>(ranks_);
+    const uint64_t before = boot_.signal_get(signal_);
+    boot_.signal_add(signal_, 1);
+    boot_.signal_wait_at_least(signal_, (before / ranks + 1) * ranks, [&] { ep_.progress(); });
 }
 
 // ================================================================ groups
@@ -536,26 +556,15 @@ void GuardedBuffer::prepare(size_t bytes)
     constexpr size_t kPage = 4096;
     const size_t needed = bytes + 2 * kGuardBytes;
     if (needed > capacity_) {
-        mr_.reset();
-        memory_.reset();
         const size_t allocated = (needed + kPage - 1) / kPage * kPage;
         memory_.reset(static_cast<std::byte*>(std::aligned_alloc(kPage, allocated)));
         if (!memory_)
             throw std::bad_alloc();
         capacity_ = allocated;
-        fid_mr* mr = nullptr;
-        FT_CHECK(fi_mr_reg(ep_.domain(), memory_.get(), capacity_, FI_SEND | FI_RECV | FI_READ | FI_WRITE, 0, 0, 0, &mr,
-                           nullptr));
-        mr_.reset(mr);
     }
     bytes_ = bytes;
     std::memset(memory_.get(), kGuardByte, kGuardBytes);
     std::memset(data() + bytes_, kGuardByte, kGuardBytes);
-}
-
-void* GuardedBuffer::desc() const
-{
-    return mr_ ? fi_mr_desc(mr_.get()) : nullptr;
 }
 
 void GuardedBuffer::expect_guards(const std::string& what) const
@@ -578,27 +587,39 @@ ssize_t issue(CollEndpoint& ep, const Group& group, const CallSpec& call, Guarde
     fid_ep* e = ep.ep();
     const fi_addr_t coll = group.coll_addr();
     void* in = input ? input->data() : nullptr;
-    void* in_desc = input ? input->desc() : nullptr;
     void* out = output ? output->data() : nullptr;
-    void* out_desc = output ? output->desc() : nullptr;
+    void* const in_desc = nullptr;  // no FI_MR_LOCAL (see GuardedBuffer)
+    void* const out_desc = nullptr;
     const fi_addr_t root = is_rooted(call.coll) && call.root >= 0 && call.root < group.size()
                                ? group.address_of(call.root)
                                : FI_ADDR_NOTAVAIL;
+    ssize_t rc = -FI_EINVAL;
     switch (call.coll) {
-        case FI_BARRIER: return fi_barrier(e, coll, &ctx);
-        case FI_BROADCAST: return fi_broadcast(e, out, call.count, out_desc, coll, root, call.type, 0, &ctx);
-        case FI_ALLTOALL: return fi_alltoall(e, in, call.count, in_desc, out, out_desc, coll, call.type, 0, &ctx);
+        case FI_BARRIER: rc = fi_barrier(e, coll, &ctx); break;
+        case FI_BROADCAST: rc = fi_broadcast(e, out, call.count, out_desc, coll, root, call.type, 0, &ctx); break;
+        case FI_ALLTOALL: rc = fi_alltoall(e, in, call.count, in_desc, out, out_desc, coll, call.type, 0, &ctx); break;
         case FI_ALLREDUCE:
-            return fi_allreduce(e, in, call.count, in_desc, out, out_desc, coll, call.type, call.op, 0, &ctx);
-        case FI_ALLGATHER: return fi_allgather(e, in, call.count, in_desc, out, out_desc, coll, call.type, 0, &ctx);
+            rc = fi_allreduce(e, in, call.count, in_desc, out, out_desc, coll, call.type, call.op, 0, &ctx);
+            break;
+        case FI_ALLGATHER:
+            rc = fi_allgather(e, in, call.count, in_desc, out, out_desc, coll, call.type, 0, &ctx);
+            break;
         case FI_REDUCE_SCATTER:
-            return fi_reduce_scatter(e, in, call.count, in_desc, out, out_desc, coll, call.type, call.op, 0, &ctx);
+            rc = fi_reduce_scatter(e, in, call.count, in_desc, out, out_desc, coll, call.type, call.op, 0, &ctx);
+            break;
         case FI_REDUCE:
-            return fi_reduce(e, in, call.count, in_desc, out, out_desc, coll, root, call.type, call.op, 0, &ctx);
-        case FI_SCATTER: return fi_scatter(e, in, call.count, in_desc, out, out_desc, coll, root, call.type, 0, &ctx);
-        case FI_GATHER: return fi_gather(e, in, call.count, in_desc, out, out_desc, coll, root, call.type, 0, &ctx);
+            rc = fi_reduce(e, in, call.count, in_desc, out, out_desc, coll, root, call.type, call.op, 0, &ctx);
+            break;
+        case FI_SCATTER:
+            rc = fi_scatter(e, in, call.count, in_desc, out, out_desc, coll, root, call.type, 0, &ctx);
+            break;
+        case FI_GATHER:
+            rc = fi_gather(e, in, call.count, in_desc, out, out_desc, coll, root, call.type, 0, &ctx);
+            break;
     }
-    return -FI_EINVAL;
+    if (rc == 0)
+        ep.track(ctx);
+    return rc;
 }
 
 void post(CollEndpoint& ep, const Group& group, const CallSpec& call, GuardedBuffer* input, GuardedBuffer* output,

@@ -21,6 +21,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace fabtests::coll {
@@ -117,12 +118,16 @@ public:
     fid_cq* cq() const { return cq_.get(); }
     const fi_info& info() const { return *info_; }
     const std::string& provider() const { return provider_; }
-    // The provider wants descriptors for local buffers (FI_MR_LOCAL).
-    bool needs_local_mr() const;
 
     // allgather of endpoint names through the bootstrap; each rank's
     // fi_addr_t, in rank order (own rank included).
     std::vector<fi_addr_t> exchange_addresses(Bootstrap& boot);
+
+    // Records an operation just posted with `ctx` as its context. Only
+    // recorded contexts are dereferenced on completion: a completion that
+    // names anything else (an operation the provider made up, or one that
+    // completes twice) fails the check instead of corrupting memory.
+    void track(OpContext& ctx);
 
     // Reads a batch of completions and marks their OpContexts done.
     size_t progress();
@@ -144,6 +149,7 @@ public:
     std::deque<UnsolicitedEvent>& unsolicited() { return unsolicited_; }
 
 private:
+    OpContext& claim(void* op_context, uint64_t flags);
     void dispatch_error();
     bool read_eq_event();
 
@@ -157,6 +163,29 @@ private:
     FidPtr<fid_ep> ep_;
     std::deque<UnsolicitedEvent> unsolicited_;
     std::vector<JoinEvent> join_events_;
+    std::unordered_set<const OpContext*> pending_;
+};
+
+// A bootstrap barrier that keeps driving the endpoint while it waits.
+// A rank's collective can complete while writes its peers still wait for
+// are queued in its provider or sockets: a rank that stopped progressing
+// (the plain bootstrap barrier) or closed its endpoint (the end of a case)
+// would stall or reset them. Every rank of a case ends with wait().
+class ProgressingBarrier {
+public:
+    // `ranks`: how many ranks take part; barriers with a different number
+    // of ranks (after a kill) need a bootstrap signal of their own.
+    ProgressingBarrier(CollEndpoint& ep, Bootstrap& boot, int ranks, int signal = kSignalCount - 1)
+        : ep_(ep), boot_(boot), ranks_(ranks), signal_(signal)
+    {
+    }
+    void wait();
+
+private:
+    CollEndpoint& ep_;
+    Bootstrap& boot_;
+    int ranks_;
+    int signal_;
 };
 
 // ---------------------------------------------------------------- groups
@@ -219,14 +248,15 @@ private:
 
 // ---------------------------------------------------------------- buffers
 
-// Page-aligned memory registered with the endpoint's domain, with guard
-// bytes before and after the bytes in use, so a collective that writes
-// outside its buffer is caught. Grows (and re-registers) on demand.
+// Page-aligned memory with guard bytes before and after the bytes in use,
+// so a collective that writes outside its buffer is caught. Grows on
+// demand. The clients do not ask for FI_MR_LOCAL, so collectives get no
+// memory descriptors (util_coll, for one, would not pass them on).
 class GuardedBuffer {
 public:
     static constexpr size_t kGuardBytes = 64;
 
-    explicit GuardedBuffer(CollEndpoint& ep) : ep_(ep) {}
+    GuardedBuffer() = default;
     GuardedBuffer(const GuardedBuffer&) = delete;
     GuardedBuffer& operator=(const GuardedBuffer&) = delete;
 
@@ -236,7 +266,6 @@ public:
     size_t size() const { return bytes_; }
     std::span<std::byte> span() const { return {data(), bytes_}; }
     std::span<uint8_t> bytes() const { return {reinterpret_cast<uint8_t*>(data()), bytes_}; }
-    void* desc() const;
     // Throws CheckFailure when a guard byte changed.
     void expect_guards(const std::string& what) const;
 
@@ -244,11 +273,9 @@ private:
     struct Free {
         void operator()(std::byte* p) const noexcept { std::free(p); }
     };
-    CollEndpoint& ep_;
     std::unique_ptr<std::byte, Free> memory_;
     size_t capacity_ = 0;  // bytes of memory_
     size_t bytes_ = 0;
-    FidPtr<fid_mr> mr_;  // closed before memory_ is freed
 };
 
 // ---------------------------------------------------------------- posting

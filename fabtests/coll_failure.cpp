@@ -34,14 +34,14 @@ void run_rank_killed(Bootstrap& boot, const TestOptions& options)
     if (me != kVictim)
         survivors = std::make_unique<Group>(ep, av_set_range(ep, world[0], world[2], 1, 3), std::vector<int>{0, 1, 2},
                                             world, me, "survivor group {0,1,2}");
-    CheckedCall checked(ep);
+    CheckedCall checked;
     run_checked(ep, checked, *full, {FI_ALLREDUCE, 1000, FI_INT32, FI_SUM}, make_seed(0xDEAD, 0));
     ProgressingBarrier(ep, boot, kRanks).wait();
 
     // Everyone enters a 16 MiB allreduce; the victim stops driving progress
     // shortly after posting it and is killed while the others wait.
     const CallSpec doomed{FI_ALLREDUCE, 4u << 20, FI_INT32, FI_SUM};
-    CheckedCall big(ep);
+    CheckedCall big;
     big.prepare(*full, doomed, make_seed(0xDEAD, 1));
     big.post(ep);
     if (me == kVictim) {

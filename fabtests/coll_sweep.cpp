@@ -81,22 +81,22 @@ void run_sweep(Bootstrap& boot, const TestOptions& options)
     CollEndpoint ep({options.provider});
     const auto world = ep.exchange_addresses(boot);
     ProgressingBarrier sync(ep, boot, boot.size());
-    CheckedCall checked(ep);
-    size_t verified = 0;
+    CheckedCall checked;
+    Tally tally;
     for (Shape shape : kShapes) {
         auto group = join_shape(ep, boot, world, shape);
         check_barrier_semantics(ep, boot, *group, barrier_signal(shape, boot.rank()), options.quick ? 3 : 8);
         const auto calls = sweep_calls(group->size(), options.quick);
         for (size_t k = 0; k < calls.size(); ++k) {
             boot.note(strfmt("last started: %s on %s", calls[k].describe().c_str(), group->label().c_str()));
-            run_checked(ep, checked, *group, calls[k],
-                        make_seed(static_cast<uint64_t>(shape), k, static_cast<uint64_t>(group->size())));
+            tally.add(run_checked(ep, checked, *group, calls[k],
+                                  make_seed(static_cast<uint64_t>(shape), k, static_cast<uint64_t>(group->size()))));
         }
-        verified += calls.size();
         sync.wait();
     }
     expect(ep.stray_join_events() == 0, "%zu join events for no group", ep.stray_join_events());
-    summary_note(boot, strfmt("%zu verified calls per rank over full, strided and reversed groups", verified));
+    summary_note(boot, strfmt("%zu verified calls over full, strided and reversed groups%s", tally.verified,
+                              tally.skipped_text().c_str()));
 }
 
 // Every valid datatype x operation pair on each reduction, roots rotating.
@@ -105,7 +105,8 @@ void run_reduction_types(Bootstrap& boot, const TestOptions& options)
     CollEndpoint ep({options.provider});
     const auto world = ep.exchange_addresses(boot);
     auto group = join_shape(ep, boot, world, Shape::full);
-    CheckedCall checked(ep);
+    CheckedCall checked;
+    Tally tally;
     size_t pairs = 0;
     uint64_t k = 0;
     for (const DatatypeInfo& type : datatypes()) {
@@ -120,12 +121,14 @@ void run_reduction_types(Bootstrap& boot, const TestOptions& options)
                 const CallSpec call{coll, count, type.type, op,
                                     static_cast<int>(k % static_cast<uint64_t>(boot.size()))};
                 boot.note(strfmt("last started: %s", call.describe().c_str()));
-                run_checked(ep, checked, *group, call, make_seed(0x7E5, k++));
+                tally.add(run_checked(ep, checked, *group, call, make_seed(0x7E5, k++)));
             }
         }
     }
     ProgressingBarrier(ep, boot, boot.size()).wait();
-    summary_note(boot, strfmt("%zu datatype x op pairs on allreduce, reduce and reduce_scatter", pairs));
+    tally.require_some(options.provider);
+    summary_note(boot, strfmt("%zu datatype x op pairs on allreduce, reduce and reduce_scatter%s", pairs,
+                              tally.skipped_text().c_str()));
 }
 
 void run_barrier_semantics(Bootstrap& boot, const TestOptions& options)
@@ -163,13 +166,15 @@ void run_large(Bootstrap& boot, const TestOptions& options)
         {FI_GATHER, big / 4, FI_UINT8, FI_SUM, last},
         {FI_SCATTER, big / 4, FI_UINT8, FI_SUM, 0},
     };
-    CheckedCall checked(ep);
+    CheckedCall checked;
+    Tally tally;
     for (size_t k = 0; k < calls.size(); ++k) {
         boot.note(strfmt("last started: %s", calls[k].describe().c_str()));
-        run_checked(ep, checked, *group, calls[k], make_seed(0x1A6E, k), std::chrono::seconds(120));
+        tally.add(run_checked(ep, checked, *group, calls[k], make_seed(0x1A6E, k), std::chrono::seconds(120)));
     }
     ProgressingBarrier(ep, boot, boot.size()).wait();
-    summary_note(boot, strfmt("%zu large calls, up to %zu elements", calls.size(), big));
+    summary_note(boot,
+                 strfmt("%zu large calls, up to %zu elements%s", tally.verified, big, tally.skipped_text().c_str()));
 }
 
 }  // namespace

@@ -1,0 +1,728 @@
+// rcoll_coll_bench: rcoll's collectives and those of libfabric's own
+// "tcp;ofi_rxm" (util_coll) side by side, in one run, with a lower bound
+// computed from point-to-point figures measured in the same run.
+//
+//   rcoll_coll_bench [--quick] [--ranks 2,4,8] [--max-bytes N] [--point-limit S]
+//
+// Methodology (the OSU micro-benchmarks'): per point, one verified call
+// (outputs poisoned first), a calibration call that sets the iteration count,
+// warm-up, then repetitions of `iterations` timed calls with a barrier
+// between calls (outside the timing). A repetition's figure is the slowest
+// rank's average; the point's figure is the median over repetitions.
+//
+// Every point runs under a time limit: a point that does not finish is
+// reported as "hang" (util_coll hangs on some sizes) and the measurement
+// continues with the next point in freshly launched ranks.
+#include "coll_common.hpp"
+#include "coll_values.hpp"
+
+#include <sched.h>
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string_view>
+#include <type_traits>
+
+namespace {
+
+using namespace fabtests;
+using namespace fabtests::coll;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr const char* kRcoll = "rcoll";
+constexpr const char* kRxm = "tcp;ofi_rxm";
+constexpr uint64_t kP2pTag = 0x70;  // the point-to-point measurements
+
+struct Options {
+    bool quick = false;
+    std::vector<int> ranks = {2, 4, 8};
+    size_t max_bytes = 64u << 20;
+    seconds point_limit{10};
+};
+
+// ---------------------------------------------------------------- points
+
+struct Point {
+    fi_collective_op coll;
+    size_t bytes;  // 0 for barrier
+};
+
+std::vector<Point> make_points(const Options& options)
+{
+    std::vector<Point> points = {{FI_BARRIER, 0}};
+    // 8 B .. max in x4 steps, and the maximum itself.
+    std::vector<size_t> sizes;
+    for (size_t bytes = 8; bytes <= options.max_bytes; bytes *= 4)
+        if (!options.quick || bytes == 8 || bytes == 2048 || bytes == (512u << 10) || bytes == (8u << 20))
+            sizes.push_back(bytes);
+    if (!options.quick && sizes.back() != options.max_bytes)
+        sizes.push_back(options.max_bytes);
+    for (fi_collective_op coll : {FI_BROADCAST, FI_ALLREDUCE})
+        for (size_t bytes : sizes)
+            points.push_back({coll, bytes});
+    return points;
+}
+
+// What one rank issues for a point: broadcast of bytes from root 0,
+// allreduce FI_SUM of int64 (exact, so every result is checked).
+CallSpec call_of(const Point& point)
+{
+    switch (point.coll) {
+        case FI_BROADCAST: return {FI_BROADCAST, point.bytes, FI_UINT8, FI_SUM, 0};
+        case FI_ALLREDUCE: return {FI_ALLREDUCE, point.bytes / sizeof(int64_t), FI_INT64, FI_SUM};
+        default: return {FI_BARRIER};
+    }
+}
+
+// ---------------------------------------------------------------- shared results
+
+enum class Status : uint32_t { pending, ok, wrong, hang, error, crash, unsupported };
+
+const char* status_text(Status s)
+{
+    switch (s) {
+        case Status::pending: return "-";
+        case Status::ok: return "ok";
+        case Status::wrong: return "WRONG";
+        case Status::hang: return "hang";
+        case Status::error: return "error";
+        case Status::crash: return "crash";
+        case Status::unsupported: return "n/a";
+    }
+    return "?";
+}
+
+constexpr int kMaxPoints = 40;
+constexpr int kMaxReps = 9;
+constexpr int kMaxBenchRanks = 16;
+
+struct PointResult {
+    uint32_t status;  // Status; written and read through std::atomic_ref
+    uint32_t iterations;
+    double median_us;
+    char detail[160];
+};
+
+// Lives in the launcher's shared scratch (zeroed, so every point starts
+// pending): rank 0 writes the results, any rank may mark the point it gave
+// up on; the parent reads it all after the ranks ended, killed or not.
+// Plain fields only (an implicit-lifetime type): flags go through
+// std::atomic_ref.
+struct SharedResults {
+    uint32_t p2p_done;
+    uint32_t points_started;  // index + 1 of the point being measured
+    double latency_us;        // one-way, 8 B, best repetition
+    double bandwidth_bps;     // 4 MiB messages, best repetition
+    PointResult points[kMaxPoints];
+    double rank_average_us[kMaxReps][kMaxBenchRanks];  // the current point's repetitions
+};
+static_assert(sizeof(SharedResults) <= kScratchBytes);
+static_assert(std::is_trivially_copyable_v<SharedResults>);
+
+SharedResults& shared_results(Bootstrap& boot)
+{
+    return *reinterpret_cast<SharedResults*>(boot.scratch().data());
+}
+
+Status load_status(const PointResult& r)
+{
+    return static_cast<Status>(std::atomic_ref<const uint32_t>(r.status).load(std::memory_order_acquire));
+}
+
+void set_status(PointResult& r, Status s, const std::string& detail)
+{
+    std::snprintf(r.detail, sizeof r.detail, "%s", detail.c_str());
+    std::atomic_ref<uint32_t>(r.status).store(static_cast<uint32_t>(s), std::memory_order_release);
+}
+
+// Thrown when a point ran out of time: the ranks are abandoned.
+struct PointHang : CheckFailure {
+    using CheckFailure::CheckFailure;
+};
+
+// ---------------------------------------------------------------- rank side
+
+class BenchRank {
+public:
+    BenchRank(Bootstrap& boot, const Options& options, std::string provider)
+        : boot_(boot),
+          options_(options),
+          ep_({std::move(provider)}),
+          world_(ep_.exchange_addresses(boot)),
+          sync_(ep_, boot, boot.size()),
+          results_(shared_results(boot))
+    {
+        std::vector<int> members;
+        for (int r = 0; r < boot.size(); ++r)
+            members.push_back(r);
+        group_ = std::make_unique<Group>(ep_, av_set_range(ep_, world_.front(), world_.back(), 1, world_.size()),
+                                         members, world_, boot.rank(), "all ranks");
+    }
+
+    void measure_p2p();
+    void run_points(const std::vector<Point>& points, size_t first);
+    void finish() { sync_.wait(); }
+
+private:
+    // Waits for ctx within the point's time limit.
+    void wait(OpContext& ctx, const char* what);
+    void post_and_wait(const CallSpec& call, GuardedBuffer* in, GuardedBuffer* out, OpContext& ctx, const char* what);
+    void provider_barrier();
+    void run_point(size_t index, const Point& point, PointResult& result);
+    void tagged_send(const void* buf, size_t len, fi_addr_t to, OpContext& ctx);
+    void tagged_recv(void* buf, size_t len, fi_addr_t from, OpContext& ctx);
+
+    Bootstrap& boot_;
+    const Options& options_;
+    CollEndpoint ep_;
+    std::vector<fi_addr_t> world_;
+    ProgressingBarrier sync_;
+    SharedResults& results_;
+    std::unique_ptr<Group> group_;
+    Clock::time_point point_deadline_ = Clock::time_point::max();
+};
+
+void BenchRank::wait(OpContext& ctx, const char* what)
+{
+    unsigned polls = 0;
+    while (!ctx.done) {
+        if (ep_.progress() == 0)
+            sched_yield();
+        if (++polls % 256 == 0) {
+            boot_.check_abort();
+            if (Clock::now() > point_deadline_)
+                throw PointHang(strfmt("%s did not complete within %lld s", what,
+                                       static_cast<long long>(options_.point_limit.count())));
+        }
+    }
+    if (ctx.error)
+        throw CheckFailure(strfmt("%s: error completion: %s", what, describe_error(ctx).c_str()));
+}
+
+void BenchRank::post_and_wait(const CallSpec& call, GuardedBuffer* in, GuardedBuffer* out, OpContext& ctx,
+                              const char* what)
+{
+    post(ep_, *group_, call, in, out, ctx);
+    wait(ctx, what);
+}
+
+void BenchRank::provider_barrier()
+{
+    OpContext ctx;
+    post_and_wait({FI_BARRIER}, nullptr, nullptr, ctx, "barrier between iterations");
+}
+
+void BenchRank::tagged_send(const void* buf, size_t len, fi_addr_t to, OpContext& ctx)
+{
+    ctx.reset();
+    for (;;) {
+        const ssize_t rc = fi_tsend(ep_.ep(), buf, len, nullptr, to, kP2pTag, &ctx);
+        if (rc == 0) {
+            ep_.track(ctx);
+            return;
+        }
+        if (rc != -FI_EAGAIN)
+            throw FabricError("fi_tsend", rc, std::source_location::current());
+        ep_.progress();
+    }
+}
+
+void BenchRank::tagged_recv(void* buf, size_t len, fi_addr_t from, OpContext& ctx)
+{
+    ctx.reset();
+    for (;;) {
+        const ssize_t rc = fi_trecv(ep_.ep(), buf, len, nullptr, from, kP2pTag, 0, &ctx);
+        if (rc == 0) {
+            ep_.track(ctx);
+            return;
+        }
+        if (rc != -FI_EAGAIN)
+            throw FabricError("fi_trecv", rc, std::source_location::current());
+        ep_.progress();
+    }
+}
+
+// One-way latency (half the round trip of an 8-byte tagged ping-pong) and
+// bandwidth (a window of 4 MiB tagged sends, acknowledged) between ranks 0
+// and 1, on the provider being measured. The best repetition of each is
+// kept: the bound built from them must be a lower bound.
+void BenchRank::measure_p2p()
+{
+    const int me = boot_.rank();
+    if (me <= 1) {
+        const fi_addr_t peer = world_[static_cast<size_t>(1 - me)];
+        const int rounds = options_.quick ? 200 : 1000;
+        std::array<uint8_t, 8> ping{};
+        OpContext send, recv;
+        double best_latency = 1e30;
+        for (int rep = 0; rep < 5; ++rep) {
+            const auto start = Clock::now();
+            for (int i = 0; i < rounds; ++i) {
+                if (me == 0) {
+                    tagged_recv(ping.data(), ping.size(), peer, recv);
+                    tagged_send(ping.data(), ping.size(), peer, send);
+                    wait(send, "ping");
+                    wait(recv, "pong");
+                } else {
+                    tagged_recv(ping.data(), ping.size(), peer, recv);
+                    wait(recv, "ping");
+                    tagged_send(ping.data(), ping.size(), peer, send);
+                    wait(send, "pong");
+                }
+            }
+            const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+            best_latency = std::min(best_latency, us / rounds / 2);
+        }
+
+        constexpr size_t kMessage = 4u << 20;
+        const size_t window = options_.quick ? 4 : 16;
+        std::vector<uint8_t> data(kMessage * window);
+        std::vector<OpContext> ops(window);
+        uint8_t ack = 0;
+        OpContext ack_ctx;
+        double best_bandwidth = 0;
+        for (int rep = 0; rep < 3; ++rep) {
+            if (me == 1) {
+                for (size_t k = 0; k < window; ++k)
+                    tagged_recv(data.data() + k * kMessage, kMessage, peer, ops[k]);
+            }
+            sync_.wait();  // receives are posted before the clock starts
+            const auto start = Clock::now();
+            if (me == 0) {
+                tagged_recv(&ack, 1, peer, ack_ctx);
+                for (size_t k = 0; k < window; ++k)
+                    tagged_send(data.data() + k * kMessage, kMessage, peer, ops[k]);
+                for (auto& op : ops)
+                    wait(op, "bandwidth send");
+                wait(ack_ctx, "bandwidth acknowledgement");
+                const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+                best_bandwidth = std::max(best_bandwidth, static_cast<double>(kMessage * window) / seconds);
+            } else {
+                for (auto& op : ops)
+                    wait(op, "bandwidth receive");
+                tagged_send(&ack, 1, peer, ack_ctx);
+                wait(ack_ctx, "bandwidth acknowledgement");
+            }
+        }
+        if (me == 0) {
+            results_.latency_us = best_latency;
+            results_.bandwidth_bps = best_bandwidth;
+            std::atomic_ref<uint32_t>(results_.p2p_done).store(1, std::memory_order_release);
+        }
+    } else {
+        for (int rep = 0; rep < 3; ++rep)
+            sync_.wait();
+    }
+    sync_.wait();
+}
+
+void BenchRank::run_points(const std::vector<Point>& points, size_t first)
+{
+    for (size_t k = first; k < points.size(); ++k) {
+        PointResult& result = results_.points[k];
+        if (boot_.rank() == 0)
+            std::atomic_ref<uint32_t>(results_.points_started).store(static_cast<uint32_t>(k + 1));
+        sync_.wait();
+        point_deadline_ = Clock::now() + options_.point_limit;
+        try {
+            run_point(k, points[k], result);
+        } catch (const PointHang& hang) {
+            set_status(result, Status::hang, hang.what());
+            throw;
+        } catch (const CheckFailure& failure) {
+            // An error completion leaves the group in an unknown state.
+            if (load_status(result) == Status::pending)
+                set_status(result, Status::error, failure.what());
+            throw;
+        }
+        point_deadline_ = Clock::time_point::max();
+        sync_.wait();
+    }
+}
+
+void BenchRank::run_point(size_t index, const Point& point, PointResult& result)
+{
+    const CallSpec call = call_of(point);
+    const int me = boot_.rank();
+    const int p = boot_.size();
+    fi_collective_attr attr{};
+    attr.datatype = call.coll == FI_BARRIER ? FI_VOID : call.type;
+    attr.op = call.coll == FI_ALLREDUCE ? call.op : FI_NOOP;
+    if (fi_query_collective(ep_.domain(), call.coll, &attr, 0) != 0) {
+        if (me == 0)
+            set_status(result, Status::unsupported, "fi_query_collective: not supported");
+        return;
+    }
+
+    GuardedBuffer in, out;
+    const BufferBytes bytes = buffer_bytes(call, p, me);
+    in.prepare(bytes.input);
+    out.prepare(bytes.output);
+    GuardedBuffer* input = call.coll == FI_ALLREDUCE ? &in : nullptr;
+    GuardedBuffer* output = call.coll == FI_BARRIER ? nullptr : &out;
+    const uint64_t seed = make_seed(point.coll, point.bytes);
+
+    // The verified call: outputs start as noise, inputs carry closed-form
+    // operands (allreduce) or the root's pattern (broadcast).
+    fill_pattern(out.bytes(), make_seed(seed, 0x6E6F, static_cast<uint64_t>(me)));
+    if (call.coll == FI_ALLREDUCE)
+        fill_reduction_input(call.type, call.op, in.span(), 0, me, p);
+    if (call.coll == FI_BROADCAST && me == call.root)
+        fill_pattern(out.bytes(), block_seed(seed, call.root));
+    OpContext ctx;
+    provider_barrier();
+    post_and_wait(call, input, output, ctx, "the verified call");
+    std::string wrong;
+    if (!(ctx.entry.flags & FI_COLLECTIVE))
+        wrong = "completion without FI_COLLECTIVE";
+    else if (call.coll == FI_ALLREDUCE) {
+        if (auto bad = check_reduction_output(call.type, call.op, out.span(), 0, p))
+            wrong = *bad;
+    } else if (call.coll == FI_BROADCAST) {
+        if (auto at = find_pattern_mismatch(out.bytes(), block_seed(seed, call.root)))
+            wrong = strfmt("byte %zu of %zu differs from the root's", *at, out.size());
+    }
+    try {
+        in.expect_guards("input");
+        out.expect_guards("output");
+    } catch (const CheckFailure& overrun) {
+        wrong = overrun.what();
+    }
+    if (!wrong.empty())
+        set_status(result, Status::wrong, strfmt("rank %d: %s", me, wrong.c_str()));
+    // Every rank learns whether any rank saw a wrong result: then they all
+    // move on to the next point together (the group itself still works).
+    sync_.wait();
+    if (load_status(result) == Status::wrong)
+        return;
+
+    // Calibration: rank 0 picks the iteration count from one timed call so
+    // that a repetition takes about `target`.
+    provider_barrier();
+    auto start = Clock::now();
+    post_and_wait(call, input, output, ctx, "the calibration call");
+    const double once_us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    // The signal carries (point index + 1, iterations), growing point by point.
+    constexpr int kIterationsSignal = 0;
+    const uint64_t tag = index + 1;
+    if (me == 0) {
+        const double target_us = options_.quick ? 30e3 : 150e3;
+        const int most = options_.quick ? 100 : 1000;
+        const int iterations = std::clamp(static_cast<int>(target_us / std::max(once_us, 1.0)), 3, most);
+        boot_.signal_set(kIterationsSignal, tag << 32 | static_cast<uint64_t>(iterations));
+    }
+    boot_.signal_wait_at_least(kIterationsSignal, tag << 32, [&] { ep_.progress(); });
+    const int iterations = static_cast<int>(boot_.signal_get(kIterationsSignal) & 0xFFFFFFFF);
+    const int warmup = std::max(2, iterations / 10);
+    const int reps = options_.quick ? 3 : 5;
+    const bool barrier_between = call.coll != FI_BARRIER;
+
+    for (int i = 0; i < warmup; ++i)
+        post_and_wait(call, input, output, ctx, "a warm-up call");
+    for (int rep = 0; rep < reps; ++rep) {
+        double total_us = 0;
+        for (int i = 0; i < iterations; ++i) {
+            if (barrier_between)
+                provider_barrier();
+            start = Clock::now();
+            post_and_wait(call, input, output, ctx, "a timed call");
+            total_us += std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+        }
+        results_.rank_average_us[rep][me] = total_us / iterations;
+    }
+    sync_.wait();
+    if (me == 0) {
+        std::vector<double> slowest(static_cast<size_t>(reps));
+        for (int rep = 0; rep < reps; ++rep)
+            slowest[static_cast<size_t>(rep)] =
+                *std::max_element(results_.rank_average_us[rep], results_.rank_average_us[rep] + p);
+        std::nth_element(slowest.begin(), slowest.begin() + reps / 2, slowest.end());
+        result.median_us = slowest[static_cast<size_t>(reps / 2)];
+        result.iterations = static_cast<uint32_t>(iterations);
+        set_status(result, Status::ok, "");
+    }
+}
+
+// ---------------------------------------------------------------- parent side
+
+struct Measured {
+    double latency_us = 0;
+    double bandwidth_bps = 0;
+    std::vector<Status> status;
+    std::vector<double> median_us;
+    std::vector<std::string> detail;
+};
+
+// Runs every point for one provider and rank count, relaunching the ranks
+// after a point that hung or crashed.
+Measured measure(const std::string& provider, int ranks, const std::vector<Point>& points, const Options& options)
+{
+    Measured m;
+    m.status.assign(points.size(), Status::pending);
+    m.median_us.assign(points.size(), 0);
+    m.detail.assign(points.size(), "");
+    size_t first = 0;
+    while (first < points.size()) {
+        const bool with_p2p = first == 0;
+        const auto budget = seconds(60) + options.point_limit * static_cast<int>(points.size() - first + 2) * 2;
+        std::vector<std::byte> scratch;
+        const LaunchResult launch = launch_ranks(
+            ranks, budget,
+            [&](Bootstrap& boot) {
+                BenchRank rank(boot, options, provider);
+                if (with_p2p)
+                    rank.measure_p2p();
+                rank.run_points(points, first);
+                rank.finish();
+            },
+            &scratch);
+        // The ranks are gone: the copy of their scratch is ours alone.
+        SharedResults shared;
+        std::memcpy(&shared, scratch.data(), sizeof shared);
+        if (with_p2p && shared.p2p_done) {
+            m.latency_us = shared.latency_us;
+            m.bandwidth_bps = shared.bandwidth_bps;
+        }
+        for (size_t k = first; k < points.size(); ++k) {
+            m.status[k] = static_cast<Status>(shared.points[k].status);
+            m.median_us[k] = shared.points[k].median_us;
+            m.detail[k] = shared.points[k].detail;
+        }
+        if (launch.outcome == Outcome::passed)
+            break;
+        if (shared.points_started <= first) {
+            // Lost before its first point (join or p2p): nothing more to learn.
+            for (size_t k = first; k < points.size(); ++k) {
+                m.status[k] = Status::error;
+                m.detail[k] = launch.detail;
+            }
+            break;
+        }
+        // The launch ended inside this point; measure on from the next one.
+        const size_t stuck = shared.points_started - 1;
+        if (m.status[stuck] == Status::pending) {
+            const bool hung = launch.detail.find("did not complete within") != std::string::npos ||
+                              launch.detail.find("watchdog") != std::string::npos;
+            m.status[stuck] = hung ? Status::hang : Status::crash;
+            m.detail[stuck] = launch.detail;
+        }
+        first = stuck + 1;
+    }
+    return m;
+}
+
+// ---------------------------------------------------------------- report
+
+std::string size_text(size_t bytes)
+{
+    if (bytes >= (1u << 20) && bytes % (1u << 20) == 0)
+        return strfmt("%zu MiB", bytes >> 20);
+    if (bytes >= 1024 && bytes % 1024 == 0)
+        return strfmt("%zu KiB", bytes >> 10);
+    return strfmt("%zu B", bytes);
+}
+
+std::string time_text(Status s, double us)
+{
+    if (s != Status::ok)
+        return status_text(s);
+    if (us >= 1e5)
+        return strfmt("%.0f", us);
+    if (us >= 100)
+        return strfmt("%.1f", us);
+    return strfmt("%.2f", us);
+}
+
+int ceil_log2(int p)
+{
+    int rounds = 0;
+    while ((1 << rounds) < p)
+        ++rounds;
+    return rounds;
+}
+
+struct Bound {
+    double us = 0;
+    char kind = '-';  // L: latency-bound, B: bandwidth-bound
+};
+
+// The larger of the latency bound (rounds x one-way latency) and the
+// bandwidth bound (bytes a rank must move / p2p bandwidth): both are lower
+// bounds, so their maximum is one.
+Bound bound_of(const Point& point, int p, double latency_us, double bandwidth_bps)
+{
+    const int rounds = ceil_log2(p);
+    double latency = 0, bandwidth = 0;
+    const double n = static_cast<double>(point.bytes);
+    switch (point.coll) {
+        case FI_BARRIER: latency = rounds * latency_us; break;
+        case FI_BROADCAST:
+            latency = rounds * latency_us;
+            bandwidth = n / bandwidth_bps * 1e6;
+            break;
+        case FI_ALLREDUCE:
+            latency = 2 * rounds * latency_us;
+            // Patarasuk and Yuan: some rank sends at least 2 (p - 1) / p * n bytes.
+            bandwidth = 2.0 * (p - 1) / p * n / bandwidth_bps * 1e6;
+            break;
+        default: break;
+    }
+    return latency >= bandwidth ? Bound{latency, 'L'} : Bound{bandwidth, 'B'};
+}
+
+void print_table(fi_collective_op coll, const std::vector<Point>& points, const Options& options,
+                 std::map<std::pair<std::string, int>, Measured>& results)
+{
+    const char* what = coll == FI_BARRIER     ? "fi_barrier"
+                       : coll == FI_BROADCAST ? "fi_broadcast, root 0, FI_UINT8"
+                                              : "fi_allreduce, FI_SUM of FI_INT64";
+    std::printf("\n## %s (median of repetitions, slowest rank, microseconds per call)\n\n", what);
+    std::printf("%-9s %5s %11s %11s %12s %10s %11s  %s\n", "size", "ranks", "rcoll", "tcp;ofi_rxm", "bound",
+                "rcoll/rxm", "rcoll/bound", "notes");
+    for (size_t k = 0; k < points.size(); ++k) {
+        if (points[k].coll != coll)
+            continue;
+        for (int p : options.ranks) {
+            const Measured& r = results[{kRcoll, p}];
+            const Measured& x = results[{kRxm, p}];
+            const Bound bound = bound_of(points[k], p, r.latency_us, r.bandwidth_bps);
+            const bool r_ok = r.status[k] == Status::ok;
+            const bool x_ok = x.status[k] == Status::ok;
+            std::string notes;
+            for (const auto* m : {&r, &x})
+                if (m->status[k] != Status::ok && !m->detail[k].empty())
+                    notes += strfmt("%s%s: %.100s", notes.empty() ? "" : "; ", m == &r ? kRcoll : kRxm,
+                                    m->detail[k].c_str());
+            std::printf("%-9s %5d %11s %11s %10s %c %10s %11s  %s\n",
+                        coll == FI_BARRIER ? "-" : size_text(points[k].bytes).c_str(), p,
+                        time_text(r.status[k], r.median_us[k]).c_str(), time_text(x.status[k], x.median_us[k]).c_str(),
+                        r.latency_us > 0 ? strfmt("%.2f", bound.us).c_str() : "?", bound.kind,
+                        r_ok && x_ok ? strfmt("%.2f", r.median_us[k] / x.median_us[k]).c_str() : "-",
+                        r_ok && r.latency_us > 0 ? strfmt("%.2f", r.median_us[k] / bound.us).c_str() : "-",
+                        notes.c_str());
+        }
+    }
+}
+
+void print_how_to_read(const Options& options)
+{
+    std::printf(
+        "\nHow to read these tables:\n"
+        "  rcoll, tcp;ofi_rxm  time per call in microseconds: per repetition the slowest rank's average over\n"
+        "                      the timed calls (a barrier separates calls, untimed), then the median of the\n"
+        "                      repetitions. Lower is better.\n"
+        "  bound               a lower bound from rcoll's own point-to-point figures above: L = latency-bound,\n"
+        "                      rounds x one-way 8 B latency (ceil(log2 p) rounds for barrier and broadcast,\n"
+        "                      2 ceil(log2 p) for allreduce); B = bandwidth-bound, the bytes some rank must move\n"
+        "                      (broadcast n, allreduce 2(p-1)/p n, Patarasuk and Yuan) over the p2p bandwidth.\n"
+        "                      The larger of the two is shown.\n"
+        "  rcoll/rxm           below 1: rcoll is faster.  rcoll/bound: 1 would be optimal.\n"
+        "  WRONG               the verified call returned a wrong result (or wrote outside its buffer);\n"
+        "  hang                a point did not finish within %lld s; crash: a rank died; n/a: the provider's\n"
+        "                      fi_query_collective says it lacks the call; error: an error completion.\n"
+        "All ranks run on this host over loopback and share its cores (other work on the machine included):\n"
+        "with more ranks than cores every busy-polling rank competes for the CPU, so absolute figures at 4\n"
+        "and 8 ranks mostly measure scheduling, and ratios matter more than microseconds.\n",
+        static_cast<long long>(options.point_limit.count()));
+}
+
+void usage(FILE* out)
+{
+    std::fprintf(out,
+                 "usage: rcoll_coll_bench [--quick] [--ranks LIST] [--max-bytes N] [--point-limit SECONDS]\n"
+                 "  --quick          4 sizes, fewer iterations and repetitions\n"
+                 "  --ranks LIST     comma-separated rank counts (default 2,4,8)\n"
+                 "  --max-bytes N    largest message (default 64 MiB)\n"
+                 "  --point-limit S  time limit of one point (default 10 s); longer is reported as \"hang\"\n"
+                 "rcoll is found through FI_PROVIDER_PATH (the build tree's .libs).\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    Options options;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        auto value = [&]() -> const char* {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "%s needs a value\n", argv[i]);
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (arg == "--quick") {
+            options.quick = true;
+        } else if (arg == "--ranks") {
+            options.ranks.clear();
+            std::string list = value();
+            for (size_t pos = 0; pos <= list.size();) {
+                const size_t comma = std::min(list.find(',', pos), list.size());
+                const int p = std::atoi(list.substr(pos, comma - pos).c_str());
+                if (p < 2 || p > kMaxBenchRanks) {
+                    std::fprintf(stderr, "--ranks: each count must be 2..%d\n", kMaxBenchRanks);
+                    return 2;
+                }
+                options.ranks.push_back(p);
+                pos = comma + 1;
+            }
+        } else if (arg == "--max-bytes") {
+            options.max_bytes = std::strtoull(value(), nullptr, 0);
+            if (options.max_bytes < 8) {
+                std::fprintf(stderr, "--max-bytes must be at least 8\n");
+                return 2;
+            }
+        } else if (arg == "--point-limit") {
+            options.point_limit = seconds(std::max(1, std::atoi(value())));
+        } else if (arg == "--help" || arg == "-h") {
+            usage(stdout);
+            return 0;
+        } else {
+            std::fprintf(stderr, "unknown option: %s\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (options.quick)
+        options.max_bytes = std::min<size_t>(options.max_bytes, 8u << 20);
+
+    prefer_loopback_interfaces();
+    const std::vector<Point> points = make_points(options);
+    if (points.size() > static_cast<size_t>(kMaxPoints)) {
+        std::fprintf(stderr, "%zu points exceed the %d the shared results hold\n", points.size(), kMaxPoints);
+        return 2;
+    }
+    std::map<std::pair<std::string, int>, Measured> results;
+    std::printf("# rcoll_coll_bench%s: rcoll vs tcp;ofi_rxm collectives, ranks forked on this host (loopback)\n",
+                options.quick ? " --quick" : "");
+    std::printf("# point-to-point, ranks 0 and 1, best of the repetitions:\n");
+    for (int p : options.ranks) {
+        for (const char* provider : {kRcoll, kRxm}) {
+            const auto started = Clock::now();
+            results[{provider, p}] = measure(provider, p, points, options);
+            const Measured& m = results[{provider, p}];
+            std::printf("#   %d ranks, %-12s one-way 8 B latency %7.2f us, bandwidth %6.2f GB/s  (%.0f s)\n", p,
+                        provider, m.latency_us, m.bandwidth_bps / 1e9,
+                        std::chrono::duration<double>(Clock::now() - started).count());
+            std::fflush(stdout);
+        }
+    }
+    for (fi_collective_op coll : {FI_BARRIER, FI_BROADCAST, FI_ALLREDUCE})
+        print_table(coll, points, options, results);
+    print_how_to_read(options);
+
+    // Exit status: whether rcoll delivered every point correctly.
+    int rcoll_failures = 0;
+    for (int p : options.ranks)
+        for (Status s : results[{kRcoll, p}].status)
+            rcoll_failures += s != Status::ok;
+    if (rcoll_failures)
+        std::printf("\n%d rcoll point(s) did not measure cleanly\n", rcoll_failures);
+    return rcoll_failures == 0 ? 0 : 1;
+}
