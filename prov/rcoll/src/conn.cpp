@@ -239,7 +239,7 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 		RCOLL_INFO(FI_LOG_EP_CTRL, "connected to %s\n", peer->address.to_string().c_str());
 		flush_backlog(*peer);
 	} else if (event == FI_SHUTDOWN) {
-		RCOLL_WARN(FI_LOG_EP_CTRL, "DEBUG shutdown is_conn=%d\n", is_conn); if (is_conn)
+		if (is_conn)
 			fail_peer(*peer, -FI_ECONNRESET);
 		else if (peer->losing && entry.fid == &peer->losing->fid)
 			graveyard.push_back(std::move(peer->losing));
