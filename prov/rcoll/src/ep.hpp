@@ -82,6 +82,18 @@ private:
 	fid_domain* core_;
 };
 
+// A control message (CTS, FIN, READ_DONE, WRITE_DATA, a join record) that
+// found the transmit pool empty. It is kept by value and sent once a buffer
+// frees up: a lost CTS or READ_DONE would leave both sides of a rendezvous
+// waiting forever, so protocol messages never fail for want of a buffer.
+// Their number is bounded by the operations in flight (each has at most one
+// pending). They may overtake or be overtaken by the peer's buffered
+// messages: none of them takes part in message matching or ordering.
+struct QueuedControl {
+	proto::MsgHeader header;
+	std::vector<std::byte> body;
+};
+
 struct Peer {
 	enum class State { idle, connecting, connected, failed };
 	uint32_t local_id = 0;   // our id for this connection: the peer puts it in src_conn
@@ -95,6 +107,7 @@ struct Peer {
 	FidPtr<fid_ep> passive;  // the accepted side of a connection to ourselves
 	uint32_t eager_limit = 0;
 	std::deque<BufferRecord*> backlog; // waiting for the connection or for core queue space
+	std::deque<QueuedControl> controls; // waiting for a transmit buffer
 	std::chrono::steady_clock::time_point connect_started;
 };
 
@@ -253,8 +266,11 @@ struct Endpoint {
 	void release_rx(BufferRecord* r);
 	ssize_t post_tx(BufferRecord* r);
 	void flush_backlog(Peer& peer);
+	ssize_t send_buffered(Peer& peer, const proto::MsgHeader& header, const void* body,
+			      size_t body_len);
 	ssize_t send_control(Peer& peer, const proto::MsgHeader& header, const void* body,
 			     size_t body_len);
+	bool tx_buffer_available() const;
 	ssize_t run_send_actions(SendOp& op, const proto::Actions& actions);
 	void run_recv_actions(RecvOp& op, const proto::Actions& actions);
 	void issue_write(SendOp& op);

@@ -233,18 +233,29 @@ void Endpoint::flush_backlog(Peer& peer)
 			release_tx_buffer(r);
 		}
 	}
+	// Control messages go after the buffered ones, which already hold
+	// buffers: waiting for them could only hold those buffers longer.
+	while (peer.state == Peer::State::connected && !peer.controls.empty()) {
+		const QueuedControl& c = peer.controls.front();
+		if (send_buffered(peer, c.header, c.body.data(), c.body.size()) == -FI_EAGAIN)
+			return; // the pool is still empty: a later progress call retries
+		peer.controls.pop_front();
+	}
 }
 
-ssize_t Endpoint::send_control(Peer& peer, const MsgHeader& header, const void* body,
-			       size_t body_len)
+bool Endpoint::tx_buffer_available() const
+{
+	return tx_pool->free_count() > 0 || tx_pool->capacity() < tx_pool->max_buffers();
+}
+
+// A header-and-body message through a bounce buffer, in order with the
+// peer's other buffered messages; -FI_EAGAIN when the pool is empty.
+ssize_t Endpoint::send_buffered(Peer& peer, const MsgHeader& header, const void* body,
+				size_t body_len)
 {
 	BufferRecord* r = get_tx_buffer();
-	if (!r) {
-		// Control messages cannot wait for the application to retry: take a
-		// fresh buffer beyond the bound rather than lose protocol state.
-		RCOLL_WARN(FI_LOG_EP_DATA, "transmit pool exhausted for a control message\n");
+	if (!r)
 		return -FI_EAGAIN;
-	}
 	r->peer = &peer;
 	r->header = header;
 	if (body_len)
@@ -254,6 +265,24 @@ ssize_t Endpoint::send_control(Peer& peer, const MsgHeader& header, const void* 
 	if (ret)
 		release_tx_buffer(r);
 	return ret;
+}
+
+// Never fails for want of a transmit buffer (see QueuedControl). A message
+// for a failed peer is dropped: the operations it belonged to are failing.
+ssize_t Endpoint::send_control(Peer& peer, const MsgHeader& header, const void* body,
+			       size_t body_len)
+{
+	if (peer.state == Peer::State::failed)
+		return -FI_ENOTCONN;
+	if (peer.controls.empty()) {
+		ssize_t ret = send_buffered(peer, header, body, body_len);
+		if (ret != -FI_EAGAIN)
+			return ret;
+	}
+	auto* bytes = static_cast<const std::byte*>(body);
+	peer.controls.push_back(QueuedControl{header, {bytes, bytes + body_len}});
+	backlogged++;
+	return 0;
 }
 
 template <class Body>
@@ -316,6 +345,10 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 	}
 	if (inject)
 		return -FI_EMSGSIZE;
+	// The request to send (RTS) needs a transmit buffer: when none is left,
+	// push back on the application instead of queueing its request.
+	if (!tx_buffer_available())
+		return -FI_EAGAIN;
 
 	uint32_t cookie = 0;
 	SendOp* op = sends.create(cookie);
@@ -359,10 +392,14 @@ ssize_t Endpoint::run_send_actions(SendOp& op, const proto::Actions& actions)
 {
 	for (const proto::Action& a : actions) {
 		if (auto* rts = std::get_if<proto::action::SendRts>(&a)) {
+			// Buffered, never queued as a control message: the RTS keeps
+			// its place among the peer's eager messages (FI_ORDER_SAS).
 			MsgHeader h = op.header;
 			h.opcode = Opcode::Rts;
 			h.size = rts->message_length;
-			ssize_t ret = send_body(*this, *op.peer, h, rts->body);
+			std::byte body[proto::RtsBody::kWireSize];
+			proto::encode_body(rts->body, body);
+			ssize_t ret = send_buffered(*op.peer, h, body, sizeof(body));
 			if (ret)
 				return ret;
 		} else if (auto* w = std::get_if<proto::action::Write>(&a)) {
@@ -932,13 +969,13 @@ void Endpoint::fail_peer(Peer& peer, int err)
 		graveyard.push_back(std::move(peer.conn));
 	if (peer.losing)
 		graveyard.push_back(std::move(peer.losing));
-	while (!peer.backlog.empty()) {
-		BufferRecord* r = peer.backlog.front();
-		peer.backlog.pop_front();
+	for (BufferRecord* r : peer.backlog) {
 		if (r->count)
 			report_tx(r->context, r->cq_flags, 0, FI_EIO, true, send_cntr);
 		release_tx_buffer(r);
 	}
+	peer.backlog.clear();
+	peer.controls.clear();
 	std::vector<uint32_t> doomed;
 	sends.for_each([&](SendOp& op) {
 		if (op.peer == &peer)
@@ -1130,7 +1167,7 @@ int Endpoint::progress()
 		for (auto& peer : peers) {
 			if (peer->state == Peer::State::connected)
 				flush_backlog(*peer);
-			backlogged += !peer->backlog.empty();
+			backlogged += !peer->backlog.empty() || !peer->controls.empty();
 		}
 	}
 	if (stalled)
