@@ -452,9 +452,8 @@ Row evaluate(const Args& a, uint32_t p, uint64_t bytes, Algorithm alg)
 	d.dtype = a.dtype;
 	d.op = a.op;
 	const Limits limits = Group::limits(p, a.config);
-	GroupConfig resolved = Group::resolve(p, a.config);
 	if (alg == Algorithm::automatic) {
-		Choice ch = resolved.selector.choose(d, limits);
+		Choice ch = a.config.selector.choose(d, limits);
 		d.algorithm = ch.algorithm;
 		d.params = ch.params;
 		row.algorithm = "auto:" + std::string(to_string(ch.algorithm));
@@ -476,6 +475,7 @@ Row evaluate(const Args& a, uint32_t p, uint64_t bytes, Algorithm alg)
 	row.bound = lower_bound(d.coll, p, double(d.count * esz));
 
 	uint64_t total_writes = 0;
+	double temporaries = 0; // rendezvous landing areas, per sampled rank
 	ScheduleLayout footprint;
 	std::vector<uint32_t> sample = ranks_to_build(p, d.root, row.sampled);
 	for (uint32_t r : sample) {
@@ -487,12 +487,15 @@ Row evaluate(const Args& a, uint32_t p, uint64_t bytes, Algorithm alg)
 		row.writes = std::max<uint64_t>(row.writes, s.writes);
 		row.bytes = std::max(row.bytes, s.payload_bytes);
 		total_writes += s.writes;
+		if (!s.layout.landing_in_scratch)
+			temporaries += double(s.layout.landing_bytes);
 		footprint = s.layout;
 	}
 	const GroupConfig run_config = config_for(a.config, footprint);
 	const double events = 2.0 * double(total_writes) / double(sample.size()) * p;
 	const uint64_t counters = MonotoneCounters{p}.total() + 2 * uint64_t(run_config.counters_per_half);
-	double memory = double(p) * double(Group::scratch_bytes(p, run_config) + 8 * counters + 4096);
+	double memory = double(p) * double(Group::scratch_bytes(p, run_config) + 8 * counters + 4096) +
+			temporaries * p / double(sample.size());
 	for (uint32_t r : sample) {
 		BufferSizes sz = buffer_sizes(d, r);
 		memory += double(sz.input + sz.output) * p / double(sample.size());

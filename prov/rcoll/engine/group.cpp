@@ -83,8 +83,7 @@ bool overlaps(const void* a, size_t na, const void* b, size_t nb) noexcept
 
 struct Group::Operation {
 	uint64_t sequence = 0;
-	bool internal = false; // a recycle barrier
-	unsigned recycle_half = 0;
+	unsigned recycle_half = 0; // recycle barriers: the half they free
 	Request request;
 	OpDescriptor desc;
 	BufferSizes sizes;
@@ -114,15 +113,35 @@ struct Group::Operation {
 	std::vector<bool> write_done;
 };
 
-GroupConfig Group::resolve(uint32_t size, GroupConfig c) noexcept
+namespace {
+
+// The auto values of a configuration, for a group of `size`.
+struct Sizes {
+	uint64_t scratch_half_bytes;
+	uint32_t counters_per_half;
+};
+
+Sizes sizes_of(uint32_t size, const GroupConfig& c) noexcept
 {
+	Sizes z{c.scratch_half_bytes, c.counters_per_half};
 	// Alltoall in rendezvous mode needs a key slot per peer.
-	uint64_t keys = (uint64_t(size) + 2) * memory_key_bytes;
-	if (c.scratch_half_bytes == 0)
-		c.scratch_half_bytes = std::max<uint64_t>(64 * 1024, ScheduleLayout::align(2 * keys + 4096));
-	c.scratch_half_bytes = ScheduleLayout::align(c.scratch_half_bytes);
-	if (c.counters_per_half == 0)
-		c.counters_per_half = std::max<uint32_t>(1024, 4 * size + 64);
+	const uint64_t keys = (uint64_t(size) + 2) * memory_key_bytes;
+	if (z.scratch_half_bytes == 0)
+		z.scratch_half_bytes = std::max<uint64_t>(64 * 1024, 2 * keys + 4096);
+	z.scratch_half_bytes = ScheduleLayout::align(z.scratch_half_bytes);
+	// The ring needs two counters per peer and step of one chunk.
+	if (z.counters_per_half == 0)
+		z.counters_per_half = std::max<uint32_t>(1024, 4 * size + 64);
+	return z;
+}
+
+} // namespace
+
+GroupConfig Group::resolve(uint32_t size, GroupConfig c)
+{
+	const Sizes z = sizes_of(size, c);
+	c.scratch_half_bytes = z.scratch_half_bytes;
+	c.counters_per_half = z.counters_per_half;
 	c.max_active = std::max<uint32_t>(c.max_active, 1);
 	c.bcast_blocks = std::max<uint32_t>(c.bcast_blocks, 1);
 	c.chunk_bytes = std::max<uint64_t>(c.chunk_bytes, 1);
@@ -132,19 +151,19 @@ GroupConfig Group::resolve(uint32_t size, GroupConfig c) noexcept
 
 uint64_t Group::scratch_bytes(uint32_t size, const GroupConfig& config) noexcept
 {
-	return 2 * resolve(size, config).scratch_half_bytes;
+	return 2 * sizes_of(size, config).scratch_half_bytes;
 }
 
-Limits Group::limits(uint32_t size, const GroupConfig& config) noexcept
+Limits Group::limits(uint32_t size, const GroupConfig& c) noexcept
 {
-	GroupConfig c = resolve(size, config);
+	const Sizes z = sizes_of(size, c);
 	Limits l;
-	l.scratch_bytes = c.scratch_half_bytes;
-	l.counters = c.counters_per_half;
+	l.scratch_bytes = z.scratch_half_bytes;
+	l.counters = z.counters_per_half;
 	l.eager_bytes = c.eager_bytes;
-	l.chunk_bytes = c.chunk_bytes;
-	l.radix = c.radix;
-	l.bcast_blocks = c.bcast_blocks;
+	l.chunk_bytes = std::max<uint64_t>(c.chunk_bytes, 1);
+	l.radix = std::max<uint32_t>(c.radix, 1);
+	l.bcast_blocks = std::max<uint32_t>(c.bcast_blocks, 1);
 	return l;
 }
 
@@ -167,8 +186,8 @@ Errc Group::create(uint32_t rank, uint32_t size, Transport& transport, const Gro
 		return Errc::invalid_argument;
 	if (transport.scratch().size() < scratch_bytes(size, config))
 		return Errc::invalid_argument;
-	GroupConfig c = resolve(size, config);
-	uint64_t total = MonotoneCounters{size}.total() + 2 * uint64_t(c.counters_per_half);
+	// Every counter must be nameable by a 28-bit immediate.
+	uint64_t total = MonotoneCounters{size}.total() + 2 * uint64_t(sizes_of(size, config).counters_per_half);
 	if (total > immediate_mask)
 		return Errc::invalid_argument;
 	try {
@@ -286,50 +305,53 @@ bool Group::try_start(Operation& op) noexcept
 	// on every member whatever the timing.
 	if (!place(op))
 		return false;
+	op.started = true;
+	op.first_cookie = next_cookie_;
+	next_cookie_ += op.schedule.writes;
+	op.status = acquire(op);
+	return true;
+}
+
+Errc Group::acquire(Operation& op) noexcept
+{
 	const Schedule& s = op.schedule;
+	try {
+		op.write_done.assign(s.writes, false);
+	} catch (const std::bad_alloc&) {
+		return Errc::no_memory;
+	}
 	op.input = static_cast<const std::byte*>(op.request.input);
 	op.output = static_cast<std::byte*>(op.request.output);
 	// An input that overlaps the output (in-place use) is read from a
 	// private copy, since schedules write the output before they are done
 	// reading the input.
-	if (s.uses_input || s.register_input) {
-		if (overlaps(op.input, op.sizes.input, op.output, op.sizes.output)) {
-			if (!op.input_copy.allocate(op.sizes.input)) {
-				op.status = Errc::no_memory;
-				return true;
-			}
-			std::memcpy(op.input_copy.data, op.input, op.sizes.input);
-			op.input = op.input_copy.data;
-		}
+	if ((s.uses_input || s.register_input) &&
+	    overlaps(op.input, op.sizes.input, op.output, op.sizes.output)) {
+		if (!op.input_copy.allocate(op.sizes.input))
+			return Errc::no_memory;
+		std::memcpy(op.input_copy.data, op.input, op.sizes.input);
+		op.input = op.input_copy.data;
 	}
 	if (s.register_input && op.sizes.input) {
 		auto span = std::span<std::byte>(const_cast<std::byte*>(op.input), op.sizes.input);
-		if (Errc e = transport_.register_memory(span, Access::read, op.input_reg); e != Errc::ok) {
-			op.status = e;
-			return true;
-		}
+		if (Errc e = transport_.register_memory(span, Access::read, op.input_reg); e != Errc::ok)
+			return e;
 		op.has_input_reg = true;
 	}
 	if (s.register_output && op.sizes.output) {
 		auto span = std::span<std::byte>(op.output, op.sizes.output);
 		if (Errc e = transport_.register_memory(span, Access::read_write, op.output_reg);
-		    e != Errc::ok) {
-			op.status = e;
-			return true;
-		}
+		    e != Errc::ok)
+			return e;
 		op.has_output_reg = true;
 	}
 	if (!s.layout.landing_in_scratch && s.layout.landing_bytes) {
-		if (!op.landing.allocate(s.layout.landing_bytes)) {
-			op.status = Errc::no_memory;
-			return true;
-		}
+		if (!op.landing.allocate(s.layout.landing_bytes))
+			return Errc::no_memory;
 		auto span = std::span<std::byte>(op.landing.data, op.landing.size);
 		if (Errc e = transport_.register_memory(span, Access::read_write, op.landing_reg);
-		    e != Errc::ok) {
-			op.status = e;
-			return true;
-		}
+		    e != Errc::ok)
+			return e;
 		op.has_landing_reg = true;
 	}
 	if (op.placed) {
@@ -340,11 +362,7 @@ bool Group::try_start(Operation& op) noexcept
 		if (observer_)
 			observer_->on_local_write(keys, 2 * memory_key_bytes);
 	}
-	op.write_done.assign(s.writes, false);
-	op.first_cookie = next_cookie_;
-	next_cookie_ += s.writes;
-	op.started = true;
-	return true;
+	return Errc::ok;
 }
 
 uint64_t& Group::counter(const Operation& op, uint32_t c) noexcept
@@ -573,15 +591,11 @@ bool Group::start_recycles() noexcept
 			failed_ = true;
 			return started;
 		}
-		op->internal = true;
 		op->recycle_half = h;
 		op->epoch = half.recycles;
 		try {
 			op->schedule = recycle_schedule(rank_, size_, h);
 			op->write_done.assign(op->schedule.writes, false);
-			// Zero-byte writes still need a valid source address.
-			op->placed = false;
-			op->scratch_offset = 0;
 			op->first_cookie = next_cookie_;
 			next_cookie_ += op->schedule.writes;
 			op->started = true;

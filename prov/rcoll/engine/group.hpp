@@ -85,7 +85,7 @@ public:
 class Group {
 public:
 	// Fills the auto values of `config` for a group of `size`.
-	static GroupConfig resolve(uint32_t size, GroupConfig config) noexcept;
+	static GroupConfig resolve(uint32_t size, GroupConfig config);
 	// Scratch bytes each member registers at join time.
 	static uint64_t scratch_bytes(uint32_t size, const GroupConfig& config) noexcept;
 	// The per-operation limits schedules are built against.
@@ -135,6 +135,8 @@ private:
 
 	void handle_event(const TransportEvent&) noexcept;
 	bool try_start(Operation&) noexcept;
+	// Registers buffers and sets up the operation's memory.
+	Errc acquire(Operation&) noexcept;
 	bool place(Operation&) noexcept;
 	// Runs as many steps as possible; true when the schedule is finished.
 	bool run(Operation&) noexcept;
