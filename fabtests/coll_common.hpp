@@ -168,9 +168,10 @@ private:
 
 // A bootstrap barrier that keeps driving the endpoint while it waits.
 // A rank's collective can complete while writes its peers still wait for
-// are queued in its provider or sockets: a rank that stopped progressing
-// (the plain bootstrap barrier) or closed its endpoint (the end of a case)
-// would stall or reset them. Every rank of a case ends with wait().
+// are queued in its provider: a rank that stops progressing (as in the
+// plain bootstrap barrier) stalls them, and one that closes its endpoint
+// relies on the provider to flush them. Every case ends with wait(), as an
+// application ends with a collective it keeps progressing.
 class ProgressingBarrier {
 public:
     // `ranks`: how many ranks take part; barriers with a different number
