@@ -150,9 +150,13 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 		bytes = serial_bytes;
 		break;
 	}
-	// Data beyond the eager limit goes by rendezvous: one more latency for
-	// the key exchange.
-	r.rendezvous = d.coll != Collective::barrier && n > double(limits.eager_bytes);
+	// Data that does not fit the eager limit goes by rendezvous: one more
+	// latency for the key exchange. What lands at a rank is about the
+	// message, or p - 1 blocks for the collectives with per-rank blocks.
+	const bool blocks = d.coll == Collective::allgather || d.coll == Collective::alltoall ||
+			    d.coll == Collective::reduce_scatter || d.coll == Collective::gather;
+	const double landing = blocks ? (p - 1) * n : n;
+	r.rendezvous = d.coll != Collective::barrier && landing > double(limits.eager_bytes);
 	if (r.rendezvous || (d.coll == Collective::broadcast && d.algorithm == Algorithm::scatter_allgather))
 		lat += 1;
 	r.latency_terms = lat;
