@@ -308,6 +308,39 @@ Test(engine_sim, bad_requests_are_errors_not_crashes)
 	cr_assert_eq(cluster.run({spec({Collective::allreduce, Algorithm::ring}, 16)}), "");
 }
 
+// A transport that cannot register memory fails the operations that need
+// it, on every member, without hanging; the group stays usable.
+Test(engine_sim, registration_failure_is_reported)
+{
+	const uint32_t p = 4;
+	ClusterOptions o = small_cluster(p);
+	o.sim.refuse_registration = true;
+	Cluster cluster(p, o);
+	std::vector<std::vector<int32_t>> in(p, std::vector<int32_t>(4000, 1)), out(p, std::vector<int32_t>(4000));
+	for (uint32_t r = 0; r < p; ++r) {
+		Request req;
+		req.coll = Collective::allreduce;
+		req.algorithm = Algorithm::ring;
+		req.input = in[r].data();
+		req.output = out[r].data();
+		req.count = 4000;
+		req.dtype = Datatype::int32;
+		cr_assert_eq(cluster.group(r).post(req), Errc::ok);
+		Request barrier;
+		barrier.coll = Collective::barrier;
+		cr_assert_eq(cluster.group(r).post(barrier), Errc::ok);
+	}
+	cluster.fabric().run();
+	for (uint32_t r = 0; r < p; ++r) {
+		Completion c;
+		cr_assert(cluster.group(r).next_completion(c));
+		cr_assert_eq(c.status, Errc::no_resources);
+		cr_assert(cluster.group(r).next_completion(c));
+		cr_assert_eq(c.status, Errc::ok, "the barrier after the failure");
+		cr_assert_eq(cluster.group(r).outstanding(), 0u);
+	}
+}
+
 // The modelled fabric and the cost model agree on a bandwidth-bound ring:
 // the model ignores the overlap of reduction and transfer that chunking
 // buys, so the simulation may be faster, never much slower.

@@ -154,6 +154,11 @@ uint64_t Group::scratch_bytes(uint32_t size, const GroupConfig& config) noexcept
 	return 2 * sizes_of(size, config).scratch_half_bytes;
 }
 
+uint64_t Group::counter_count(uint32_t size, const GroupConfig& config) noexcept
+{
+	return MonotoneCounters{size}.total() + 2 * uint64_t(sizes_of(size, config).counters_per_half);
+}
+
 Limits Group::limits(uint32_t size, const GroupConfig& c) noexcept
 {
 	const Sizes z = sizes_of(size, c);
@@ -187,7 +192,7 @@ Errc Group::create(uint32_t rank, uint32_t size, Transport& transport, const Gro
 	if (transport.scratch().size() < scratch_bytes(size, config))
 		return Errc::invalid_argument;
 	// Every counter must be nameable by a 28-bit immediate.
-	uint64_t total = MonotoneCounters{size}.total() + 2 * uint64_t(sizes_of(size, config).counters_per_half);
+	const uint64_t total = counter_count(size, config);
 	if (total > immediate_mask)
 		return Errc::invalid_argument;
 	try {

@@ -88,6 +88,8 @@ public:
 	static GroupConfig resolve(uint32_t size, GroupConfig config);
 	// Scratch bytes each member registers at join time.
 	static uint64_t scratch_bytes(uint32_t size, const GroupConfig& config) noexcept;
+	// Arrival counters of the group: immediates are below this number.
+	static uint64_t counter_count(uint32_t size, const GroupConfig& config) noexcept;
 	// The per-operation limits schedules are built against.
 	static Limits limits(uint32_t size, const GroupConfig& config) noexcept;
 

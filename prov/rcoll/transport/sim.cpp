@@ -122,6 +122,8 @@ std::span<std::byte> SimTransport::scratch() noexcept
 Errc SimTransport::register_memory(std::span<std::byte> buffer, engine::Access,
 				   engine::Registration& out) noexcept
 {
+	if (fabric_.options_.refuse_registration)
+		return Errc::no_resources;
 	try {
 		Fabric::Region r;
 		r.id = fabric_.next_region_id_[rank_]++;

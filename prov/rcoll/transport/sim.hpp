@@ -41,6 +41,7 @@ struct Options {
 	engine::CostParams cost; // modelled
 	bool check_memory = true;
 	uint32_t max_inflight = 0; // writes per rank not yet read before would_block; 0: no limit
+	bool refuse_registration = false; // register_memory fails (resource exhaustion)
 };
 
 struct RankStats {
