@@ -308,6 +308,45 @@ Test(engine_sim, bad_requests_are_errors_not_crashes)
 	cr_assert_eq(cluster.run({spec({Collective::allreduce, Algorithm::ring}, 16)}), "");
 }
 
+// The memory checks the tests above rely on do fire: a second write into a
+// slot nobody read, a write beyond the target's region, a key of a
+// buffer that is gone.
+Test(engine_sim, memory_checker_catches_violations)
+{
+	sim::Options o;
+	o.timing = sim::Timing::ordered;
+	sim::Fabric fabric(2, 256, o);
+	std::byte* src = fabric.transport(0).scratch().data();
+	WriteRequest w;
+	w.peer = 1;
+	w.source = src;
+	w.length = 16;
+	w.offset = 64;
+	w.has_immediate = true;
+	cr_assert_eq(fabric.transport(0).write(w), Errc::ok);
+	fabric.run();
+	cr_assert(fabric.violations().empty());
+	cr_assert_eq(fabric.transport(0).write(w), Errc::ok); // same slot, never read
+	fabric.run();
+	cr_assert_eq(fabric.violations().size(), 1u);
+	w.offset = 250; // 16 bytes from 250 overrun a 256-byte region
+	cr_assert_eq(fabric.transport(0).write(w), Errc::ok);
+	fabric.run();
+	cr_assert_eq(fabric.violations().size(), 2u);
+	std::vector<std::byte> user(32);
+	Registration reg;
+	cr_assert_eq(fabric.transport(1).register_memory(user, Access::read_write, reg), Errc::ok);
+	fabric.transport(1).deregister_memory(reg);
+	w.offset = 0;
+	w.target_key = &reg.key;
+	cr_assert_eq(fabric.transport(0).write(w), Errc::ok);
+	fabric.run();
+	cr_assert_eq(fabric.violations().size(), 3u);
+	TransportEvent ev[8];
+	cr_assert_eq(fabric.transport(0).poll(ev), 4u, "a local completion per write");
+	cr_assert_eq(fabric.transport(1).poll(ev), 2u, "arrivals of the two writes that landed");
+}
+
 // A transport that cannot register memory fails the operations that need
 // it, on every member, without hanging; the group stays usable.
 Test(engine_sim, registration_failure_is_reported)
