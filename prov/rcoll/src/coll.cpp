@@ -482,24 +482,61 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 		}
 		req.root = root;
 	}
+	// The failure clock starts when the group goes from idle to busy.
+	if (!g->group->outstanding())
+		g->last_activity = std::chrono::steady_clock::now();
 	engine::Errc e = g->group->post(req);
-	return e == engine::Errc::ok ? 0 : -ssize_t(int(e));
+	if (e != engine::Errc::ok)
+		return g->failure ? -g->failure : -ssize_t(int(e));
+	return 0;
 }
 
 void Collectives::progress()
 {
+	const auto now = std::chrono::steady_clock::now();
 	for (auto& g : slots_) {
-		if (!g || !g->group)
+		if (!g)
 			continue;
-		if (!g->group->outstanding() && !g->transport->writes_in_flight())
+		if (g->state == CollGroup::State::joining) {
+			check_timeout(*g, now);
+			continue;
+		}
+		if (!g->group || (!g->group->outstanding() && !g->transport->writes_in_flight()))
 			continue;
 		g->group->progress();
 		engine::Completion c;
 		while (g->group->next_completion(c)) {
-			int err = c.status == engine::Errc::ok ? 0 : int(c.status);
+			int err = c.status == engine::Errc::ok ? 0 : g->failure ? g->failure : int(c.status);
 			ep_.report_tx(c.context, FI_COLLECTIVE, 0, err, true, nullptr);
 		}
+		if (g->group->outstanding())
+			check_timeout(*g, now);
 	}
+}
+
+// A member that died without its connection failing (a host gone silent:
+// TCP notices only after minutes) must not hang the others: a group that has
+// work pending and sees nothing move for FI_RCOLL_COLL_TIMEOUT_MS fails. The
+// price: a member that computes longer than that before entering a
+// collective the others already wait in fails them too (0 disables).
+void Collectives::check_timeout(CollGroup& g, std::chrono::steady_clock::time_point now)
+{
+	const size_t limit_ms = config().coll_timeout_ms;
+	if (!limit_ms || g.failure)
+		return;
+	if (g.transport->activity() != g.seen_activity ||
+	    g.last_activity == std::chrono::steady_clock::time_point{}) {
+		g.seen_activity = g.transport->activity();
+		g.last_activity = now;
+		return;
+	}
+	if (now - g.last_activity < std::chrono::milliseconds(limit_ms))
+		return;
+	RCOLL_WARN(FI_LOG_EP_DATA, "collective group (slot %u) made no progress for %zu ms: failing it\n",
+		   g.transport->slot(), limit_ms);
+	g.failure = FI_ETIMEDOUT;
+	g.transport->fail(FI_ETIMEDOUT);
+	finish_join(g, -FI_ETIMEDOUT); // if it was still joining
 }
 
 bool Collectives::busy() const

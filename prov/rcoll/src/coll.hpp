@@ -9,6 +9,7 @@
 #include "proto/wire.hpp"
 #include "transport/fabric.hpp"
 
+#include <chrono>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -46,6 +47,11 @@ struct CollGroup {
 	std::vector<bool> heard;                // members whose join record arrived
 	size_t missing = 0;
 	bool closed = false;                    // the application closed the fid_mc
+	// Failure detection: a group with work pending that sees no arrival
+	// and no write completion for FI_RCOLL_COLL_TIMEOUT_MS fails.
+	std::chrono::steady_clock::time_point last_activity;
+	uint64_t seen_activity = 0;
+	int failure = 0;                        // fi_errno the group failed with
 };
 
 // The collective state of one endpoint.
@@ -70,6 +76,7 @@ private:
 	CollGroup* group_at(fi_addr_t coll_addr);
 	void accept_record(CollGroup& g, uint64_t peer_key, std::span<const std::byte> payload);
 	void finish_join(CollGroup& g, int err);
+	void check_timeout(CollGroup& g, std::chrono::steady_clock::time_point now);
 	engine::GroupConfig group_config() const;
 	uint64_t config_fingerprint() const;
 

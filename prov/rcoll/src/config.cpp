@@ -29,6 +29,7 @@ const Param params[] = {
 	{"spin_us", &Config::spin_us, "Microseconds to busy-poll before blocking in sread and counter waits"},
 	{"connect_timeout_ms", &Config::connect_timeout_ms, "Milliseconds a connection may take before its pending sends fail"},
 	{"linger_ms", &Config::linger_ms, "Milliseconds fi_close of an endpoint keeps progressing so that what it sent reaches its peers (0: close at once)"},
+	{"coll_timeout_ms", &Config::coll_timeout_ms, "Milliseconds a collective group with work pending may see no progress before its operations fail with FI_ETIMEDOUT (0: never)"},
 	{"coll_alpha_us", &Config::coll_alpha_us, "Collective cost model: latency of one message, in microseconds"},
 	{"coll_beta_us_per_byte", &Config::coll_beta_us_per_byte, "Collective cost model: transfer time per byte, in microseconds"},
 	{"coll_gamma_us_per_byte", &Config::coll_gamma_us_per_byte, "Collective cost model: reduction time per byte, in microseconds"},

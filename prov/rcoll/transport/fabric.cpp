@@ -212,12 +212,14 @@ void FabricTransport::on_arrival(uint32_t counter)
 	engine::TransportEvent ev;
 	ev.kind = engine::TransportEvent::Kind::arrival;
 	ev.immediate = counter;
+	activity_++;
 	events_.push_back(ev);
 }
 
 void FabricTransport::on_write_done(WriteContext* ctx, int err)
 {
 	in_flight_--;
+	activity_++;
 	engine::TransportEvent ev;
 	ev.kind = err ? engine::TransportEvent::Kind::error : engine::TransportEvent::Kind::write_complete;
 	ev.cookie = ctx->cookie;

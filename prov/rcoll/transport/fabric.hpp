@@ -69,6 +69,8 @@ public:
 	uint32_t slot() const { return slot_; }
 	// Writes the core still holds (their contexts must outlive them).
 	size_t writes_in_flight() const { return in_flight_; }
+	// Arrivals and write completions so far: grows while the group moves.
+	uint64_t activity() const { return activity_; }
 
 private:
 	struct Member {
@@ -94,6 +96,7 @@ private:
 	std::vector<std::unique_ptr<WriteContext>> contexts_;
 	std::vector<WriteContext*> free_contexts_;
 	size_t in_flight_ = 0;
+	uint64_t activity_ = 0;
 	std::deque<engine::TransportEvent> events_;
 	int failed_ = 0;
 };
