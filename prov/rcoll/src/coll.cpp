@@ -191,8 +191,6 @@ int AvSet::open(AddressVector* av, fi_av_set_attr* attr, fid_av_set** out, void*
 			set->members.push_back(a);
 		}
 	}
-	if (attr->count && set->members.size() > attr->count)
-		return -FI_EINVAL;
 	set->shell.owner = set.get();
 	set->shell.fid.fid.fclass = FI_CLASS_AV_SET;
 	set->shell.fid.fid.context = context;
