@@ -63,7 +63,6 @@ struct Fabric::Flight {
 	bool has_immediate = false;
 	uint32_t immediate = 0;
 	uint64_t cookie = 0;
-	double read_time = 0;
 };
 
 class Fabric::Checker final : public engine::MemoryObserver {
@@ -337,7 +336,6 @@ void Fabric::read_source(Flight& f)
 		}
 	}
 	inflight_[f.from]--;
-	f.read_time = now_;
 	transports_[f.from]->inbox_.push_back(
 		TransportEvent{TransportEvent::Kind::write_complete, 0, f.cookie, Errc::ok});
 }
