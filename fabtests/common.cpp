@@ -8,9 +8,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <fstream>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <new>
 #include <sched.h>
+#include <sstream>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -347,6 +353,8 @@ struct SharedMapping {
     SharedMapping& operator=(const SharedMapping&) = delete;
 };
 
+void join_host(int rank);  // defined with the placement helpers below
+
 [[noreturn]] void run_rank(SharedState& shared, int rank, int ranks, std::chrono::seconds timeout,
                            const RankBody& body)
 {
@@ -358,6 +366,7 @@ struct SharedMapping {
     Bootstrap boot(shared, rank, ranks);
     int code = kExitPassed;
     try {
+        join_host(rank);
         body(boot);
         shared.finished[rank].store(1, std::memory_order_release);
     } catch (const NotApplicable& na) {
@@ -504,9 +513,189 @@ LaunchResult launch_ranks(int ranks, std::chrono::seconds timeout, const RankBod
 
 void prefer_loopback_interfaces()
 {
-    // Loopback only: the tests and benchmarks never leave this host.
+    // Loopback unless told otherwise: the tests and benchmarks never leave
+    // this host. An interface named for the test runs outranks an
+    // FI_TCP_IFACE=lo inherited from the run scripts.
+    if (const char* chosen = std::getenv("RCOLL_TEST_IFACE"); chosen && *chosen) {
+        setenv("FI_TCP_IFACE", chosen, 1);
+        setenv("FI_SOCKETS_IFACE", chosen, 1);
+        return;
+    }
     setenv("FI_TCP_IFACE", "lo", 0);
     setenv("FI_SOCKETS_IFACE", "lo", 0);
+}
+
+// ================================================================ hosts
+
+namespace {
+
+class UniqueFd {
+public:
+    explicit UniqueFd(int fd) : fd_(fd) {}
+    UniqueFd(const UniqueFd&) = delete;
+    UniqueFd& operator=(const UniqueFd&) = delete;
+    ~UniqueFd()
+    {
+        if (fd_ >= 0)
+            close(fd_);
+    }
+    int get() const { return fd_; }
+
+private:
+    int fd_;
+};
+
+struct IfaddrsDeleter {
+    void operator()(ifaddrs* list) const noexcept { freeifaddrs(list); }
+};
+
+struct Ipv4Interface {
+    std::string name;
+    std::string address;  // the first IPv4 address, dotted
+    bool loopback = false;
+};
+
+// Up interfaces of this process's namespace that have an IPv4 address.
+std::vector<Ipv4Interface> ipv4_interfaces()
+{
+    ifaddrs* raw = nullptr;
+    if (getifaddrs(&raw) != 0)
+        throw CheckFailure(strfmt("getifaddrs failed: %s", std::strerror(errno)));
+    std::unique_ptr<ifaddrs, IfaddrsDeleter> list(raw);
+    std::vector<Ipv4Interface> found;
+    for (const ifaddrs* it = list.get(); it; it = it->ifa_next) {
+        if (!it->ifa_addr || it->ifa_addr->sa_family != AF_INET || (it->ifa_flags & IFF_UP) == 0)
+            continue;
+        if (std::any_of(found.begin(), found.end(), [&](const auto& known) { return known.name == it->ifa_name; }))
+            continue;
+        char text[INET_ADDRSTRLEN] = {};
+        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(it->ifa_addr)->sin_addr, text, sizeof text);
+        found.push_back({it->ifa_name, text, (it->ifa_flags & IFF_LOOPBACK) != 0});
+    }
+    return found;
+}
+
+HostPlacement resolve_placement(const std::string& netns)
+{
+    HostPlacement placement;
+    placement.netns = netns;
+    const char* chosen = std::getenv("RCOLL_TEST_IFACE");
+    if (chosen && *chosen) {
+        placement.interface = chosen;
+    } else if (!netns.empty()) {
+        // A namespace standing in for a host has one "NIC": take it.
+        std::vector<std::string> candidates;
+        for (const auto& candidate : ipv4_interfaces())
+            if (!candidate.loopback)
+                candidates.push_back(candidate.name);
+        if (candidates.size() != 1)
+            throw CheckFailure(strfmt("network namespace %s has %zu up interfaces with an IPv4 address besides "
+                                      "loopback; name the one to use in RCOLL_TEST_IFACE",
+                                      netns.c_str(), candidates.size()));
+        placement.interface = candidates.front();
+    } else {
+        placement.interface = "lo";
+        placement.address = "127.0.0.1";
+        return placement;
+    }
+    for (const auto& candidate : ipv4_interfaces())
+        if (candidate.name == placement.interface)
+            placement.address = candidate.address;
+    if (placement.address.empty())
+        throw CheckFailure(strfmt("interface %s %s is missing, down or has no IPv4 address",
+                                  placement.interface.c_str(),
+                                  netns.empty() ? "of this host" : ("of network namespace " + netns).c_str()));
+    return placement;
+}
+
+// The placement of this process; a forked rank replaces the launcher's.
+std::optional<HostPlacement>& placement_slot()
+{
+    static std::optional<HostPlacement> placement;
+    return placement;
+}
+
+void join_host(int rank)
+{
+    const std::string netns = namespace_of_rank(rank);
+    if (!netns.empty()) {
+        // /run/netns/<name> is where `ip netns add` keeps the namespace.
+        const std::string path = "/run/netns/" + netns;
+        UniqueFd handle(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (handle.get() < 0)
+            throw CheckFailure(strfmt("rank %d: cannot open network namespace %s: %s", rank, path.c_str(),
+                                      std::strerror(errno)));
+        if (setns(handle.get(), CLONE_NEWNET) != 0)
+            throw CheckFailure(strfmt("rank %d: setns(%s, CLONE_NEWNET) failed: %s", rank, path.c_str(),
+                                      std::strerror(errno)));
+    }
+    placement_slot() = resolve_placement(netns);
+    if (!netns.empty() || std::getenv("RCOLL_TEST_IFACE")) {
+        // libfabric reads these at its first fi_getinfo, which comes later.
+        setenv("FI_TCP_IFACE", placement_slot()->interface.c_str(), 1);
+        setenv("FI_SOCKETS_IFACE", placement_slot()->interface.c_str(), 1);
+    }
+}
+
+}  // namespace
+
+std::vector<std::string> host_namespaces()
+{
+    std::vector<std::string> names;
+    const char* list = std::getenv("RCOLL_TEST_NETNS");
+    if (!list)
+        return names;
+    std::stringstream stream(list);
+    std::string name;
+    while (std::getline(stream, name, ','))
+        if (!name.empty())
+            names.push_back(name);
+    return names;
+}
+
+std::string namespace_of_rank(int rank)
+{
+    const auto names = host_namespaces();
+    return names.empty() ? std::string() : names[static_cast<size_t>(rank) % names.size()];
+}
+
+const HostPlacement& host_placement()
+{
+    auto& placement = placement_slot();
+    if (!placement)
+        placement = resolve_placement("");
+    return *placement;
+}
+
+std::string source_node()
+{
+    return host_placement().address;
+}
+
+InterfaceCounters interface_counters(const std::string& interface)
+{
+    // /proc/self/net follows the calling thread's network namespace
+    // (/sys/class/net would show the namespace sysfs was mounted in).
+    std::ifstream dev("/proc/self/net/dev");
+    std::string line;
+    while (std::getline(dev, line)) {
+        const size_t colon = line.find(':');
+        if (colon == std::string::npos)
+            continue;
+        const size_t start = line.find_first_not_of(' ');
+        if (line.compare(start, colon - start, interface) != 0)
+            continue;
+        // Fields after the colon: rx bytes packets errs drop fifo frame
+        // compressed multicast, then tx bytes ...
+        std::istringstream fields(line.substr(colon + 1));
+        uint64_t value[9] = {};
+        for (auto& v : value)
+            fields >> v;
+        if (!fields)
+            break;
+        return {value[0], value[8]};
+    }
+    throw CheckFailure(strfmt("no interface %s in /proc/self/net/dev", interface.c_str()));
 }
 
 // ================================================================ libfabric objects
@@ -556,12 +745,13 @@ InfoPtr make_hints(const EndpointConfig& config, uint64_t caps)
     return hints;
 }
 
-// Loopback source address first; a provider that takes no node gets none.
+// This host's source address first (loopback unless the ranks were placed
+// on other interfaces); a provider that takes no node gets none.
 long query_info(const EndpointConfig& config, uint64_t caps, InfoPtr& out)
 {
     InfoPtr hints = make_hints(config, caps);
     fi_info* found = nullptr;
-    long rc = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", nullptr, FI_SOURCE, hints.get(), &found);
+    long rc = fi_getinfo(FI_VERSION(1, 17), source_node().c_str(), nullptr, FI_SOURCE, hints.get(), &found);
     if (rc == -FI_ENODATA)
         rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &found);
     out.reset(found);
@@ -614,6 +804,14 @@ Endpoint::Endpoint(const EndpointConfig& config)
     ep_.reset(ep);
     FT_CHECK(fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV));
     FT_CHECK(fi_ep_bind(ep_.get(), &av_->fid, 0));
+    if (config.bind_eq) {
+        fi_eq_attr eq_attr{};
+        eq_attr.wait_obj = FI_WAIT_NONE;
+        fid_eq* eq = nullptr;
+        FT_CHECK(fi_eq_open(fabric_.get(), &eq_attr, &eq, nullptr));
+        eq_.reset(eq);
+        FT_CHECK(fi_ep_bind(ep_.get(), &eq_->fid, 0));
+    }
     FT_CHECK(fi_enable(ep_.get()));
 }
 

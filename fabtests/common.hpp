@@ -1,5 +1,6 @@
 // Shared helpers for the rcoll fabtests: a launcher that forks N ranks on
-// this host, a shared-memory bootstrap for address exchange, RAII wrappers
+// this host (optionally spread over network namespaces standing in for
+// hosts), a shared-memory bootstrap for address exchange, RAII wrappers
 // around the plain libfabric C API, completion dispatch and data patterns.
 //
 // These clients know nothing of rcoll's internals: they are ordinary OFI
@@ -181,8 +182,48 @@ LaunchResult launch_ranks(int ranks, std::chrono::seconds timeout, const RankBod
                           std::vector<std::byte>* scratch_out = nullptr);
 
 // Makes libfabric's socket providers use loopback unless the user chose an
-// interface: must run before the first fi_getinfo.
+// interface (FI_TCP_IFACE, or RCOLL_TEST_IFACE, which wins): must run before
+// the first fi_getinfo.
 void prefer_loopback_interfaces();
+
+// ---------------------------------------------------------------- hosts
+//
+// Ranks on several "hosts" without several machines: with
+//   RCOLL_TEST_NETNS="h0,h1,h2"
+// rank i joins the network namespace /run/netns/<name i % 3> right after
+// fork, before any libfabric call (the shared-memory bootstrap does not
+// care). The endpoints then bind to
+//   RCOLL_TEST_IFACE  (the interface of that name in the rank's namespace),
+// or, when it is unset, to the namespace's only interface other than
+// loopback that is up and has an IPv4 address. Without either variable
+// everything stays on loopback, as before.
+
+// Where this process's endpoints live.
+struct HostPlacement {
+    std::string netns;      // namespace joined by the launcher; "" for its own
+    std::string interface;  // "lo" unless a namespace or RCOLL_TEST_IFACE says otherwise
+    std::string address;    // IPv4 address of `interface`, dotted ("127.0.0.1" on loopback)
+};
+
+// RCOLL_TEST_NETNS split at commas (empty when unset).
+std::vector<std::string> host_namespaces();
+// The namespace launch_ranks puts `rank` in ("" without RCOLL_TEST_NETNS).
+std::string namespace_of_rank(int rank);
+// This process's placement: resolved on first use, and again by each rank
+// after it joined its namespace. Throws CheckFailure when the interface
+// named by RCOLL_TEST_IFACE does not exist or has no IPv4 address.
+const HostPlacement& host_placement();
+// The node that endpoints pass to fi_getinfo with FI_SOURCE: the address of
+// host_placement() ("127.0.0.1" unless told otherwise).
+std::string source_node();
+
+// Received and transmitted bytes of an interface of this process's network
+// namespace (/proc/self/net/dev), for checks that traffic really crossed it.
+struct InterfaceCounters {
+    uint64_t rx_bytes = 0;
+    uint64_t tx_bytes = 0;
+};
+InterfaceCounters interface_counters(const std::string& interface);
 
 // ---------------------------------------------------------------- libfabric RAII
 
@@ -228,6 +269,7 @@ struct EndpointConfig {
     uint64_t caps = FI_MSG | FI_TAGGED | FI_RMA;
     fi_av_type av_type = FI_AV_TABLE;
     size_t cq_size = 0;                        // 0: provider default
+    bool bind_eq = false;                      // an EQ for fi_join and connection events
 };
 
 // A completion that matched no posted operation: remote CQ data from
@@ -254,6 +296,7 @@ public:
     fid_domain* domain() const { return domain_.get(); }
     fid_cq* cq() const { return cq_.get(); }
     fid_av* av() const { return av_.get(); }
+    fid_eq* eq() const { return eq_.get(); }  // null unless EndpointConfig::bind_eq
     const fi_info& info() const { return *info_; }
     std::string provider_name() const;
 
@@ -303,7 +346,8 @@ private:
     FidPtr<fid_domain> domain_;
     FidPtr<fid_cq> cq_;
     FidPtr<fid_av> av_;
-    FidPtr<fid_ep> ep_;
+    FidPtr<fid_eq> eq_;
+    FidPtr<fid_ep> ep_;  // closed first: declared last
     std::deque<UnsolicitedEvent> unsolicited_;
     uint64_t next_key_ = 1;
 };
