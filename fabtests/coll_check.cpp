@@ -151,14 +151,21 @@ bool run_checked(CollEndpoint& ep, CheckedCall& checked, const Group& group, con
 void check_barrier_semantics(CollEndpoint& ep, Bootstrap& boot, const Group& group, int signal, int rounds)
 {
     const auto p = static_cast<uint64_t>(group.size());
+    // fi_barrier2 with a flag needs the provider's barrier2 entry point
+    // (ops table size); rcoll must have it.
+    const fi_ops_collective* ops = ep.ep()->collective;
+    const bool barrier2_offered = ep.provider() == "rcoll" || FI_CHECK_OP(ops, fi_ops_collective, barrier2);
     for (int round = 0; round < rounds; ++round) {
         // One member per round arrives late: nobody may leave before it.
         if (round % group.size() == group.rank())
             std::this_thread::sleep_for(std::chrono::milliseconds(3));
         boot.signal_add(signal, 1);
+        // Odd rounds go through fi_barrier2, where the provider offers it.
+        CallSpec call{FI_BARRIER};
+        call.barrier2 = round % 2 == 1 && barrier2_offered;
         OpContext ctx;
-        post(ep, group, CallSpec{FI_BARRIER}, nullptr, nullptr, ctx);
-        const std::string what = strfmt("barrier round %d on %s", round, group.label().c_str());
+        post(ep, group, call, nullptr, nullptr, ctx);
+        const std::string what = strfmt("%s round %d on %s", call.describe().c_str(), round, group.label().c_str());
         ep.wait_done(ctx, what);
         expect_collective_completion(ctx, what);
         const uint64_t entered = boot.signal_get(signal);

@@ -134,6 +134,8 @@ bool reduction_allowed(fi_datatype type, fi_op op)
 
 std::string CallSpec::describe() const
 {
+    if (coll == FI_BARRIER)
+        return barrier2 ? "barrier2(FI_COMPLETION)" : "barrier";
     std::string text = strfmt("%s count=%zu %s", collective_name(coll), count, datatype_name(type));
     if (is_reduction(coll))
         text += strfmt(" %s", op_name(op));
@@ -166,8 +168,8 @@ BufferBytes buffer_bytes(const CallSpec& call, int group_size, int group_rank)
 namespace {
 
 // No FI_MR_LOCAL: util_coll (tcp;ofi_rxm) posts its internal sends without
-// descriptors and stalls when the domain demands them. Buffers are still
-// registered and their descriptors passed, for providers that use them.
+// descriptors and its joins stall when the domain demands them. The clients
+// pass no descriptors either.
 constexpr uint64_t kMrMode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 
 InfoPtr make_hints(const EndpointOptions& options, uint64_t caps)
@@ -364,13 +366,6 @@ void CollEndpoint::progress_until(const std::function<bool()>& pred, const std::
 void CollEndpoint::wait_done(OpContext& ctx, const std::string& what, std::chrono::milliseconds budget)
 {
     progress_until([&] { return ctx.done; }, what, budget);
-}
-
-void CollEndpoint::wait_ok(OpContext& ctx, const std::string& what, std::chrono::milliseconds budget)
-{
-    wait_done(ctx, what, budget);
-    if (ctx.error != 0)
-        throw CheckFailure(strfmt("%s completed with an error: %s", what.c_str(), describe_error(ctx).c_str()));
 }
 
 bool CollEndpoint::read_eq_event()
@@ -595,7 +590,9 @@ ssize_t issue(CollEndpoint& ep, const Group& group, const CallSpec& call, Guarde
                                : FI_ADDR_NOTAVAIL;
     ssize_t rc = -FI_EINVAL;
     switch (call.coll) {
-        case FI_BARRIER: rc = fi_barrier(e, coll, &ctx); break;
+        case FI_BARRIER:
+            rc = call.barrier2 ? fi_barrier2(e, coll, FI_COMPLETION, &ctx) : fi_barrier(e, coll, &ctx);
+            break;
         case FI_BROADCAST: rc = fi_broadcast(e, out, call.count, out_desc, coll, root, call.type, 0, &ctx); break;
         case FI_ALLTOALL: rc = fi_alltoall(e, in, call.count, in_desc, out, out_desc, coll, call.type, 0, &ctx); break;
         case FI_ALLREDUCE:

@@ -73,6 +73,9 @@ struct CallSpec {
     fi_datatype type = FI_UINT8;
     fi_op op = FI_SUM;  // reductions only
     int root = 0;       // group rank; rooted collectives only
+    // Barrier only: issue fi_barrier2 with FI_COMPLETION. (fi_barrier2 with
+    // no flags is fi_barrier itself, in fi_collective.h.)
+    bool barrier2 = false;
 
     std::string describe() const;
 };
@@ -115,7 +118,6 @@ public:
     fid_ep* ep() const { return ep_.get(); }
     fid_domain* domain() const { return domain_.get(); }
     fid_av* av() const { return av_.get(); }
-    fid_cq* cq() const { return cq_.get(); }
     const fi_info& info() const { return *info_; }
     const std::string& provider() const { return provider_; }
 
@@ -136,8 +138,6 @@ public:
     void progress_until(const std::function<bool()>& pred, const std::string& what,
                         std::chrono::milliseconds budget = kDefaultWait, Bootstrap* boot = nullptr);
     void wait_done(OpContext& ctx, const std::string& what, std::chrono::milliseconds budget = kDefaultWait);
-    // As wait_done, and throws when the operation completed with an error.
-    void wait_ok(OpContext& ctx, const std::string& what, std::chrono::milliseconds budget = kDefaultWait);
 
     // The next join event for `mc`, driving the CQ meanwhile (events for
     // other groups are kept for their own wait).

@@ -141,8 +141,9 @@ void run_barrier_semantics(Bootstrap& boot, const TestOptions& options)
         check_barrier_semantics(ep, boot, *group, barrier_signal(shape, boot.rank()), rounds);
     }
     ProgressingBarrier(ep, boot, boot.size()).wait();
-    summary_note(boot,
-                 strfmt("%d rounds on each of full, strided and reversed groups, a late rank each round", rounds));
+    summary_note(boot, strfmt("%d rounds (fi_barrier and fi_barrier2 in turn) on each of full, strided and reversed "
+                              "groups, a late rank each round",
+                              rounds));
 }
 
 // A few very large calls (memory on the test machines is shared: one-byte
