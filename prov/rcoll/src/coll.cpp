@@ -37,6 +37,15 @@ struct JoinRecord {
 };
 static_assert(sizeof(JoinRecord) == 48);
 
+// A member that failed a group tells every other member it writes no more
+// into their buffers for that group (see Collectives::begin_failure).
+struct StopNotice {
+	static constexpr uint32_t kMagic = 0x73746f70; // "stop"
+	uint32_t magic = kMagic;
+	uint32_t rank = 0;
+};
+static_assert(sizeof(StopNotice) == 8);
+
 uint64_t fnv1a(uint64_t h, const void* data, size_t len)
 {
 	auto* p = static_cast<const unsigned char*>(data);
@@ -304,6 +313,7 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	if (counters > FabricTransport::kMaxCounters)
 		return -FI_EINVAL;
 
+	g->peers = peers;
 	g->transport = std::make_unique<FabricTransport>(ep_, slot, peers, g->rank);
 	int ret = g->transport->init(engine::Group::scratch_bytes(size, config_));
 	if (ret)
@@ -368,6 +378,15 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
 				  std::span<const std::byte> payload)
 {
+	if (payload.size() == sizeof(StopNotice)) {
+		StopNotice notice;
+		std::memcpy(&notice, payload.data(), sizeof(notice));
+		if (notice.magic == StopNotice::kMagic)
+			on_stop_notice(peer, h.tag, notice.rank);
+		else
+			RCOLL_WARN(FI_LOG_EP_CTRL, "dropping a collective control message: bad magic\n");
+		return;
+	}
 	for (auto& g : slots_) {
 		if (g && g->state == CollGroup::State::joining && g->join_id == h.tag) {
 			accept_record(*g, peer.key, payload);
@@ -499,6 +518,8 @@ void Collectives::progress()
 			check_timeout(*g, now);
 			continue;
 		}
+		if (g->failure)
+			check_quiet(*g, now);
 		if (!g->group || (!g->group->outstanding() && !g->transport->writes_in_flight()))
 			continue;
 		g->group->progress();
@@ -532,9 +553,71 @@ void Collectives::check_timeout(CollGroup& g, std::chrono::steady_clock::time_po
 		return;
 	RCOLL_WARN(FI_LOG_EP_DATA, "collective group (slot %u) made no progress for %zu ms: failing it\n",
 		   g.transport->slot(), limit_ms);
-	g.failure = FI_ETIMEDOUT;
-	g.transport->fail(FI_ETIMEDOUT);
-	finish_join(g, -FI_ETIMEDOUT); // if it was still joining
+	begin_failure(g, FI_ETIMEDOUT);
+}
+
+// Failing a group without corrupting anything. Its operations may have
+// buffers registered for members to write into; ending them deregisters
+// those buffers, and a member's write that arrives after that would either
+// hit a dead key (the core then tears down the connection, which other
+// groups share) or land in memory the application got back. So: stop
+// starting writes, tell every live member, and end the operations only once
+// every member has said it stopped too (its notice travels behind its
+// writes on the same connection) or is dead, or after a bounded wait.
+void Collectives::begin_failure(CollGroup& g, int err)
+{
+	if (g.failure)
+		return;
+	g.failure = err;
+	g.failing_since = std::chrono::steady_clock::now();
+	if (g.state == CollGroup::State::joining) {
+		g.transport->fail(err);
+		finish_join(g, -err);
+		return;
+	}
+	g.transport->stop();
+	g.quiet.assign(g.size, false);
+	g.quiet[g.rank] = true;
+	StopNotice notice;
+	notice.rank = g.rank;
+	proto::MsgHeader h;
+	h.opcode = proto::Opcode::Eager;
+	h.flags = proto::kFlagCollective | proto::kFlagTagged;
+	h.tag = g.join_id;
+	h.size = sizeof(notice);
+	for (uint32_t r = 0; r < g.size; r++)
+		if (r != g.rank && g.peers[r]->state != Peer::State::failed)
+			ep_.send_control(*g.peers[r], h, &notice, sizeof(notice));
+	check_quiet(g, g.failing_since);
+}
+
+void Collectives::check_quiet(CollGroup& g, std::chrono::steady_clock::time_point now)
+{
+	if (!g.failure || g.transport->failed() || g.quiet.empty())
+		return;
+	bool all = g.transport->writes_in_flight() == 0;
+	for (uint32_t r = 0; all && r < g.size; r++)
+		all = g.quiet[r] || g.peers[r]->state == Peer::State::failed;
+	const size_t bound_ms = config().coll_timeout_ms ? config().coll_timeout_ms : 10000;
+	if (!all && now - g.failing_since < std::chrono::milliseconds(bound_ms))
+		return;
+	if (!all)
+		RCOLL_WARN(FI_LOG_EP_DATA, "collective group (slot %u): members did not confirm they "
+			   "stopped; ending its operations anyway\n", g.transport->slot());
+	g.transport->fail(g.failure);
+}
+
+void Collectives::on_stop_notice(Peer& peer, uint64_t join_id, uint32_t rank)
+{
+	for (auto& g : slots_) {
+		if (!g || g->join_id != join_id || rank >= g->size || g->member_keys[rank] != peer.key)
+			continue;
+		begin_failure(*g, FI_EIO); // a member failed the group: so do we
+		if (!g->quiet.empty())
+			g->quiet[rank] = true;
+		check_quiet(*g, std::chrono::steady_clock::now());
+		return;
+	}
 }
 
 bool Collectives::busy() const
@@ -560,8 +643,8 @@ void Collectives::on_peer_failed(Peer& peer)
 	for (auto& g : slots_) {
 		if (!g || !g->transport->has_member(&peer))
 			continue;
-		g->transport->fail(FI_EIO);
-		finish_join(*g, -FI_EIO); // if it was still joining
+		begin_failure(*g, FI_EIO);
+		check_quiet(*g, std::chrono::steady_clock::now());
 	}
 }
 

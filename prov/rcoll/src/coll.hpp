@@ -37,6 +37,7 @@ struct CollGroup {
 	Endpoint* ep = nullptr;
 	uint32_t rank = 0, size = 0;
 	std::vector<uint64_t> member_keys;      // endpoint keys, by group rank
+	std::vector<Peer*> peers;               // by group rank (ours: nullptr)
 	std::unique_ptr<FabricTransport> transport;
 	std::unique_ptr<engine::Group> group;   // once the join completed
 	enum class State { joining, joined, failed };
@@ -52,6 +53,10 @@ struct CollGroup {
 	std::chrono::steady_clock::time_point last_activity;
 	uint64_t seen_activity = 0;
 	int failure = 0;                        // fi_errno the group failed with
+	// While failing: members known to write no more into our buffers
+	// (they said so, or they are dead).
+	std::vector<bool> quiet;
+	std::chrono::steady_clock::time_point failing_since;
 };
 
 // The collective state of one endpoint.
@@ -77,6 +82,9 @@ private:
 	void accept_record(CollGroup& g, uint64_t peer_key, std::span<const std::byte> payload);
 	void finish_join(CollGroup& g, int err);
 	void check_timeout(CollGroup& g, std::chrono::steady_clock::time_point now);
+	void begin_failure(CollGroup& g, int err);
+	void check_quiet(CollGroup& g, std::chrono::steady_clock::time_point now);
+	void on_stop_notice(Peer& peer, uint64_t join_id, uint32_t rank);
 	engine::GroupConfig group_config() const;
 	uint64_t config_fingerprint() const;
 

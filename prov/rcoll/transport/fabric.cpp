@@ -120,6 +120,8 @@ Errc FabricTransport::write(const engine::WriteRequest& w) noexcept
 {
 	if (failed_)
 		return Errc::io_error;
+	if (stopped_)
+		return Errc::would_block;
 	if (w.peer >= members_.size())
 		return Errc::invalid_argument;
 	const Member& m = members_[w.peer];
@@ -230,6 +232,7 @@ void FabricTransport::on_write_done(WriteContext* ctx, int err)
 
 void FabricTransport::fail(int err)
 {
+	stopped_ = true;
 	if (!failed_)
 		failed_ = err ? err : FI_EIO;
 }

@@ -63,8 +63,13 @@ public:
 	// From the endpoint's progress.
 	void on_arrival(uint32_t counter);
 	void on_write_done(WriteContext* ctx, int err);
-	// A member's connection failed: every later poll reports the error.
+	// Failing a group takes two steps. stop(): no new write starts (the
+	// engine sees would_block), so its operations wait. fail(): every later
+	// poll reports the error and the engine ends them. In between, the glue
+	// makes sure no member still writes into buffers of those operations.
+	void stop() { stopped_ = true; }
 	void fail(int err);
+	bool failed() const { return failed_ != 0; }
 	bool has_member(const Peer* peer) const;
 	uint32_t slot() const { return slot_; }
 	// Writes the core still holds (their contexts must outlive them).
@@ -98,6 +103,7 @@ private:
 	size_t in_flight_ = 0;
 	uint64_t activity_ = 0;
 	std::deque<engine::TransportEvent> events_;
+	bool stopped_ = false;
 	int failed_ = 0;
 };
 
