@@ -308,9 +308,7 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 		return -FI_ENOSPC;
 	}
 	// Every arrival counter of the group must fit the immediate.
-	engine::GroupConfig resolved = engine::Group::resolve(size, config_);
-	uint64_t counters = engine::MonotoneCounters{size}.total() + 2 * uint64_t(resolved.counters_per_half);
-	if (counters > FabricTransport::kMaxCounters)
+	if (engine::Group::counter_count(size, config_) > FabricTransport::kMaxCounters)
 		return -FI_EINVAL;
 
 	g->peers = peers;
