@@ -68,6 +68,7 @@ struct BufferRecord {
 	uint64_t cq_flags = 0;
 	bool report = false;       // write a CQ entry
 	bool count = false;        // bump the send counter
+	bool in_core = false;      // posted to the core, completion pending
 	explicit BufferRecord(CoreContext::Kind k) : cc(k, this) {}
 };
 
@@ -234,6 +235,16 @@ struct Endpoint {
 	int enable();
 	~Endpoint();
 
+	// Peers to fail once no operation is in the middle of its actions: a
+	// protocol violation, a control message the core refused. The
+	// connection is remembered so a newer one is not failed by mistake.
+	struct PendingFailure {
+		Peer* peer;
+		fid_ep* conn;
+		int err;
+	};
+	std::vector<PendingFailure> failing;
+
 	// Drives the core: connection events, completions, refills, retries.
 	// Returns the number of events handled. Caller holds the domain lock.
 	int progress();
@@ -258,6 +269,9 @@ struct Endpoint {
 	int poll_cm();
 	void check_connect_timeouts();
 	void fail_peer(Peer& peer, int err);
+	void schedule_failure(Peer& peer, int err);
+	void settle_failures();
+	void complete_orphans();
 
 	// Data path (xfer.cpp).
 	BufferRecord* get_tx_buffer();
@@ -280,6 +294,7 @@ struct Endpoint {
 	ssize_t issue_rma(RmaOp& op);
 	void on_rma_done(RmaOp& op, int err);
 	void retry_stalled();
+	int read_core_cq(int rounds);
 	void on_core_completion(const fi_cq_data_entry& e);
 	void on_core_error(const fi_cq_err_entry& e);
 	void on_receive(BufferRecord* r, size_t len);

@@ -13,6 +13,7 @@
 #include "fabric.hpp"
 
 #include <cstring>
+#include <utility>
 
 namespace rcoll {
 
@@ -146,7 +147,7 @@ BufferRecord* Endpoint::get_tx_buffer()
 	r->len = 0;
 	r->context = nullptr;
 	r->cq_flags = 0;
-	r->report = r->count = false;
+	r->report = r->count = r->in_core = false;
 	return r;
 }
 
@@ -204,7 +205,15 @@ ssize_t Endpoint::post_tx(BufferRecord* r)
 		backlogged++;
 		return 0;
 	}
-	return ret;
+	if (ret) {
+		// The connection is unusable: fail it rather than let operations
+		// wait for messages that never left.
+		RCOLL_WARN(FI_LOG_EP_DATA, "core fi_send: %s\n", fi_strerror(int(-ret)));
+		schedule_failure(peer, int(ret));
+		return ret;
+	}
+	r->in_core = true;
+	return 0;
 }
 
 void Endpoint::flush_backlog(Peer& peer)
@@ -231,7 +240,10 @@ void Endpoint::flush_backlog(Peer& peer)
 			RCOLL_WARN(FI_LOG_EP_DATA, "core fi_send: %s\n", fi_strerror(int(-ret)));
 			report_tx(r->context, r->cq_flags, 0, int(-ret), true, r->count ? send_cntr : nullptr);
 			release_tx_buffer(r);
+			schedule_failure(peer, int(ret));
+			return;
 		}
+		r->in_core = true;
 	}
 	// Control messages go after the buffered ones, which already hold
 	// buffers: waiting for them could only hold those buffers longer.
@@ -418,6 +430,9 @@ ssize_t Endpoint::run_send_actions(SendOp& op, const proto::Actions& actions)
 		} else if (auto* v = std::get_if<proto::action::Violation>(&a)) {
 			RCOLL_WARN(FI_LOG_EP_DATA, "rendezvous protocol violation from %s: %s\n",
 				   op.peer->address.to_string().c_str(), v->what);
+			// A peer that breaks the protocol cannot be trusted with the
+			// rest of the connection's traffic either.
+			schedule_failure(*op.peer, -FI_EOTHER);
 		}
 	}
 	return 0;
@@ -427,6 +442,13 @@ ssize_t Endpoint::run_send_actions(SendOp& op, const proto::Actions& actions)
 // other; the last carries the immediate that tells the receiver it landed.
 void Endpoint::issue_write(SendOp& op)
 {
+	if (op.peer->state == Peer::State::failed) {
+		// Its connection failed while this write waited for its turn (the
+		// next chunk): nothing is in flight, finish now.
+		op.write_retry = false;
+		run_send_actions(op, op.machine->on_write_failed());
+		return;
+	}
 	const uint64_t left = op.write.length - op.written;
 	const uint64_t n = std::min<uint64_t>(left, config().rma_chunk);
 	const bool last = n == left;
@@ -676,6 +698,7 @@ void Endpoint::run_recv_actions(RecvOp& op, const proto::Actions& actions)
 		} else if (auto* v = std::get_if<proto::action::Violation>(&a)) {
 			RCOLL_WARN(FI_LOG_EP_DATA, "rendezvous protocol violation from %s: %s\n",
 				   op.peer->address.to_string().c_str(), v->what);
+			schedule_failure(*op.peer, -FI_EOTHER);
 		}
 	}
 }
@@ -683,6 +706,11 @@ void Endpoint::run_recv_actions(RecvOp& op, const proto::Actions& actions)
 // The GET data, in chunks of at most rma_chunk bytes, one after the other.
 void Endpoint::issue_read(RecvOp& op)
 {
+	if (op.peer->state == Peer::State::failed) {
+		op.read_retry = false; // as in issue_write
+		run_recv_actions(op, op.machine->on_read_failed());
+		return;
+	}
 	const uint64_t n = std::min<uint64_t>(op.read.length - op.done_reading, config().rma_chunk);
 	ssize_t ret = fi_read(op.peer->conn.get(), op.buf + op.done_reading, n, op.core_desc, 0,
 			      op.read.source.addr + op.done_reading, op.read.source.key,
@@ -870,6 +898,7 @@ void Endpoint::on_core_completion(const fi_cq_data_entry& e)
 	}
 	case CoreContext::Kind::tx_buffer: {
 		auto* r = static_cast<BufferRecord*>(cc->owner);
+		r->in_core = false;
 		if (r->count)
 			report_tx(r->context, r->cq_flags, r->header.size, 0, r->report, send_cntr);
 		release_tx_buffer(r);
@@ -911,6 +940,7 @@ void Endpoint::on_core_error(const fi_cq_err_entry& e)
 	case CoreContext::Kind::tx_buffer: {
 		auto* r = static_cast<BufferRecord*>(cc->owner);
 		Peer* peer = r->peer;
+		r->in_core = false;
 		if (r->count)
 			report_tx(r->context, r->cq_flags, 0, err, true, send_cntr);
 		release_tx_buffer(r);
@@ -1087,6 +1117,8 @@ ssize_t Endpoint::rma(bool write, const void* buf, size_t len, void* desc, fi_ad
 
 ssize_t Endpoint::issue_rma(RmaOp& op)
 {
+	if (op.peer->state == Peer::State::failed)
+		return -FI_ENOTCONN; // failed between two chunks
 	const uint64_t n = std::min<uint64_t>(op.len - op.done, config().rma_chunk);
 	fid_ep* conn = op.peer->conn.get();
 	ssize_t ret = op.write ? fi_write(conn, op.local + op.done, n, op.core_desc, 0,
@@ -1141,25 +1173,7 @@ int Endpoint::progress()
 	// set up, else every kCmPollInterval calls.
 	if (cm_busy || progress_calls % kCmPollInterval == 0)
 		handled += poll_cm();
-	ssize_t ret;
-	fi_cq_data_entry batch[kCompletionBatch];
-	for (int round = 0; round < 8; round++) {
-		ret = fi_cq_read(core_cq.get(), batch, kCompletionBatch);
-		if (ret > 0) {
-			for (ssize_t i = 0; i < ret; i++)
-				on_core_completion(batch[i]);
-			handled += int(ret);
-			if (size_t(ret) < kCompletionBatch)
-				break;
-		} else if (ret == -FI_EAVAIL) {
-			fi_cq_err_entry err{};
-			if (fi_cq_readerr(core_cq.get(), &err, 0) > 0)
-				on_core_error(err);
-			handled++;
-		} else {
-			break;
-		}
-	}
+	handled += read_core_cq(8);
 	refill_rx();
 	if (backlogged) {
 		// Only connected peers can drain; the others wait for FI_CONNECTED.
@@ -1178,8 +1192,107 @@ int Endpoint::progress()
 		coll->progress();
 	if (++progress_calls % 1024 == 0)
 		check_connect_timeouts();
-	graveyard.clear();
+	settle_failures();
 	return handled;
+}
+
+// Up to `rounds` batches of core completions; stops early when the core CQ
+// runs dry.
+int Endpoint::read_core_cq(int rounds)
+{
+	int handled = 0;
+	fi_cq_data_entry batch[kCompletionBatch];
+	for (int round = 0; round < rounds; round++) {
+		ssize_t ret = fi_cq_read(core_cq.get(), batch, kCompletionBatch);
+		if (ret > 0) {
+			for (ssize_t i = 0; i < ret; i++)
+				on_core_completion(batch[i]);
+			handled += int(ret);
+			if (size_t(ret) < kCompletionBatch)
+				break;
+		} else if (ret == -FI_EAVAIL) {
+			fi_cq_err_entry err{};
+			if (fi_cq_readerr(core_cq.get(), &err, 0) <= 0)
+				break;
+			on_core_error(err);
+			handled++;
+		} else {
+			break;
+		}
+	}
+	return handled;
+}
+
+void Endpoint::schedule_failure(Peer& peer, int err)
+{
+	failing.push_back({&peer, peer.conn.get(), err});
+}
+
+// Fails the peers scheduled for it, then closes the connections of failed
+// peers. fi_close discards what a connection still held (fi_endpoint(3)):
+// tcp and net flush those operations into the core CQ during the close, so
+// the CQ is read dry right away and their error handling runs as usual;
+// what still waits for the core after that never hears from it again.
+void Endpoint::settle_failures()
+{
+	while (!failing.empty() || !graveyard.empty()) {
+		for (const PendingFailure& f : std::exchange(failing, {}))
+			if (f.peer->conn.get() == f.conn)
+				fail_peer(*f.peer, f.err);
+		if (graveyard.empty())
+			continue;
+		graveyard.clear();
+		while (read_core_cq(8) > 0) {
+		}
+		complete_orphans();
+	}
+}
+
+// Everything of a failed peer still waiting for a core completion, once its
+// connection is closed and the core CQ read dry: a verbs QP, say, is
+// destroyed without flushing its work requests. Without this, such an
+// operation would never complete.
+void Endpoint::complete_orphans()
+{
+	auto orphaned = [](const Peer* peer) { return peer && peer->state == Peer::State::failed; };
+	for (BufferRecord& r : tx_records) {
+		if (r.in_core && orphaned(r.peer)) {
+			r.in_core = false;
+			if (r.count)
+				report_tx(r.context, r.cq_flags, 0, FI_EIO, true, send_cntr);
+			release_tx_buffer(&r);
+		}
+	}
+	// Transfers waiting for a retry belong to the closed connection too: a
+	// later connection to the same peer must not carry them.
+	std::vector<uint32_t> ids;
+	sends.for_each([&](SendOp& op) {
+		if ((op.write_in_flight || op.write_retry) && orphaned(op.peer))
+			ids.push_back(op.cookie);
+	});
+	for (uint32_t id : ids) {
+		if (SendOp* op = sends.find(id)) {
+			op->write_retry = false;
+			on_write_done(*op, FI_EIO);
+		}
+	}
+	ids.clear();
+	recvs.for_each([&](RecvOp& op) {
+		if ((op.read_in_flight || op.read_retry) && orphaned(op.peer))
+			ids.push_back(op.id);
+	});
+	for (uint32_t id : ids) {
+		if (RecvOp* op = recvs.find(id)) {
+			op->read_retry = false;
+			on_read_finished(*op, FI_EIO);
+		}
+	}
+	std::vector<RmaOp*> rma;
+	for (auto& op : rma_ops)
+		if (orphaned(op->peer))
+			rma.push_back(op.get());
+	for (RmaOp* op : rma)
+		on_rma_done(*op, FI_EIO);
 }
 
 // Core operations the core refused with -FI_EAGAIN.
