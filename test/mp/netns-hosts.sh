@@ -1,0 +1,191 @@
+#!/bin/bash
+# Runs the fabtests clients with their ranks spread over several "hosts":
+# network namespaces, each with one NIC (a veth) plugged into a bridge that
+# lives in a namespace of its own. Nothing is added to the machine's own
+# namespace, and the only addresses used are the ones made here, in a
+# private /24; the hosts' loopback has no 127.0.0.1, so a client that would
+# quietly fall back to loopback fails instead.
+#
+# Rank i runs on host i % N (RCOLL_TEST_NETNS, see fabtests/common.hpp).
+# Runs a subset of rcoll_p2p_test and rcoll_coll_test that way, then the
+# rcoll_netns_test cases (placement, a host going silent).
+#
+#   RCOLL_NETNS_HOSTS       number of hosts (default 4)
+#   RCOLL_NETNS_SUBNET      first three octets of their /24 (default 10.77.0)
+#   RCOLL_NETNS_P2P_CASES   rcoll_p2p_test cases (default: a representative subset;
+#                           many-peers puts 17 ranks on the 4 hosts)
+#   RCOLL_NETNS_COLL_CASES  rcoll_coll_test cases (default: a few, 3 to 5 ranks)
+#   RCOLL_NETNS_CASES       rcoll_netns_test cases (default: all)
+#   RCOLL_NETNS_TCP_RETRIES2  net.ipv4.tcp_retries2 of the hosts during the
+#                           silent-host cases (default 4: TCP gives up on
+#                           unacknowledged data after ~6 s instead of ~15 min)
+#   RCOLL_NETNS_WINDOW      seconds a point-to-point case watches a silent
+#                           peer when nothing bounds the wait (default 10)
+#   RCOLL_TEST_PROV, RCOLL_BUILDDIR, RCOLL_TEST_CASE_LIMIT  as in run-p2p.sh
+#
+# Prints one line per case and closes with "N passed, N failed". Needs root
+# (CAP_NET_ADMIN, /run/netns) and iproute2; without them it prints SKIP and
+# exits 77, automake's code for a skipped test.
+set -u
+
+prov=${RCOLL_TEST_PROV:-rcoll}
+builddir=${RCOLL_BUILDDIR:-$(pwd)}
+hosts=${RCOLL_NETNS_HOSTS:-4}
+subnet=${RCOLL_NETNS_SUBNET:-10.77.0}
+case_limit=${RCOLL_TEST_CASE_LIMIT:-300}
+retries2=${RCOLL_NETNS_TCP_RETRIES2:-4}
+window=${RCOLL_NETNS_WINDOW:-10}
+# Set but empty: none of that client's cases.
+p2p_cases=${RCOLL_NETNS_P2P_CASES-pingpong-msg pingpong-tagged stream-msg stream-tagged unexpected-flood many-peers
+    rma-write rma-read rma-writedata peer-killed}
+coll_cases=${RCOLL_NETNS_COLL_CASES-sweep-4 large-3 two-groups-in-flight rank-killed}
+netns_cases=${RCOLL_NETNS_CASES-placement silent-rndv-sender silent-rndv-receiver silent-allreduce silent-barrier}
+
+p2p_client=$builddir/fabtests/rcoll_p2p_test
+coll_client=$builddir/fabtests/rcoll_coll_test
+netns_client=$builddir/fabtests/rcoll_netns_test
+for client in "$p2p_client" "$coll_client" "$netns_client"; do
+    if [ ! -x "$client" ]; then
+        echo "netns-hosts: $client not built" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+done
+if [ "$hosts" -lt 4 ] || [ "$hosts" -gt 250 ]; then
+    echo "netns-hosts: RCOLL_NETNS_HOSTS must be 4..250 (the collective cases need 4 hosts)" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+skip() {
+    echo "SKIP netns-hosts: $*"
+    exit 77
+}
+[ "$(id -u)" = 0 ] || skip "not root: creating network namespaces needs CAP_NET_ADMIN and /run/netns"
+command -v ip >/dev/null 2>&1 || skip "no ip command (iproute2)"
+
+# Names unique to this run, so that parallel runs do not collide.
+prefix=rcoll$$
+switch=$prefix-sw
+names=()
+made=()
+errors=$(mktemp)
+cleanup() {
+    local ns
+    for ns in "${made[@]}"; do
+        ip netns delete "$ns" 2>/dev/null
+    done
+    rm -f "$errors"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# make_namespace NAME: creates it and remembers it for the cleanup.
+make_namespace() {
+    ip netns add "$1" 2>"$errors" || return 1
+    made+=("$1")
+}
+
+make_namespace "$switch" || skip "cannot create a network namespace: $(cat "$errors")"
+{
+    ip -n "$switch" link add br0 type bridge &&
+        ip -n "$switch" link set br0 up
+} 2>"$errors" || skip "cannot create a bridge in a network namespace: $(cat "$errors")"
+for ((i = 0; i < hosts; i++)); do
+    ns=$prefix-h$i
+    {
+        make_namespace "$ns" &&
+            ip -n "$ns" link set lo up &&
+            ip -n "$ns" addr del 127.0.0.1/8 dev lo &&
+            ip link add eth0 netns "$ns" type veth peer name p$i netns "$switch" &&
+            ip -n "$switch" link set p$i master br0 &&
+            ip -n "$switch" link set p$i up &&
+            ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0 &&
+            ip -n "$ns" link set eth0 up
+    } 2>>"$errors" || skip "cannot set up host $ns (veth pair to a bridge): $(cat "$errors")"
+    names+=("$ns")
+done
+
+# Every rank joins host (rank % hosts) and binds to that host's eth0.
+RCOLL_TEST_NETNS=$(
+    IFS=,
+    echo "${names[*]}"
+)
+export RCOLL_TEST_NETNS
+export RCOLL_TEST_IFACE=eth0
+export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$builddir/.libs}
+echo "# provider \"$prov\" on $hosts hosts ${names[*]} ($subnet.1..$subnet.$hosts/24 on one bridge)"
+
+# All links up: a case that pulled a cable and failed before plugging it
+# back in must not take the next case down with it.
+heal_links() {
+    local ns
+    for ns in "${names[@]}"; do
+        ip -n "$ns" link set eth0 up
+    done
+}
+
+# set_tcp_retries2 N: on every host (the sysctl is per network namespace).
+set_tcp_retries2() {
+    local ns
+    for ns in "${names[@]}"; do
+        ip netns exec "$ns" sh -c "echo $1 > /proc/sys/net/ipv4/tcp_retries2"
+    done
+}
+
+passed=0
+failed=0
+not_applicable=0
+started=$(date +%s)
+
+# run_case CLIENT NAME ARGS...: one case in its own process tree.
+run_case() {
+    local client=$1 name=$2
+    shift 2
+    local output status line
+    output=$(timeout -k 5 "$case_limit" "$client" --prov "$prov" "$@" "$name" 2>"$errors")
+    status=$?
+    line=$(printf '%s\n' "$output" | grep -E '^(PASS|FAIL|N/A) ' | head -n 1)
+    case "$line" in
+    PASS*)
+        passed=$((passed + 1))
+        echo "$line"
+        ;;
+    N/A*)
+        not_applicable=$((not_applicable + 1))
+        echo "$line"
+        ;;
+    *)
+        failed=$((failed + 1))
+        if [ -n "$line" ]; then
+            echo "$line"
+        else
+            echo "FAIL $name [$prov]: no result line, exit status $status" \
+                "$([ "$status" = 124 ] && echo "(killed after ${case_limit} s)")"
+        fi
+        sed -e 's/^/    | /' "$errors" | tail -n 20
+        ;;
+    esac
+}
+
+# The placement check first: if ranks do not really sit on separate hosts,
+# the rest proves nothing.
+for name in $netns_cases; do
+    [ "$name" = placement ] && run_case "$netns_client" placement
+done
+for name in $p2p_cases; do
+    run_case "$p2p_client" "$name" --quick
+done
+for name in $coll_cases; do
+    run_case "$coll_client" "$name" --quick
+done
+set_tcp_retries2 "$retries2"
+for name in $netns_cases; do
+    [ "$name" = placement ] && continue
+    run_case "$netns_client" "$name" --window "$window" --coll-timeout-ms 2000
+    heal_links
+done
+
+echo "# $not_applicable case(s) N/A (measurements or not applicable, listed above); $(($(date +%s) - started)) s"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
