@@ -2,7 +2,7 @@
 // "tcp;ofi_rxm" (util_coll) side by side, in one run, with a lower bound
 // computed from point-to-point figures measured in the same run.
 //
-//   rcoll_coll_bench [--quick] [--ranks 2,4,8] [--max-bytes N] [--point-limit S]
+//   rcoll_coll_bench [--quick] [--ranks 2,4,8] [--max-bytes N] [--call-limit S]
 //
 // Methodology (the OSU micro-benchmarks'): per point, one verified call
 // (outputs poisoned first), a calibration call that sets the iteration count,
@@ -10,9 +10,10 @@
 // between calls (outside the timing). A repetition's figure is the slowest
 // rank's average; the point's figure is the median over repetitions.
 //
-// Every point runs under a time limit: a point that does not finish is
-// reported as "hang" (util_coll hangs on some sizes) and the measurement
-// continues with the next point in freshly launched ranks.
+// Every call of a point runs under a time limit: a point with a call (or a
+// barrier between calls) that does not complete in time is reported as
+// "hang" (util_coll hangs on some sizes), and the measurement continues
+// with the next point in freshly launched ranks.
 #include "coll_common.hpp"
 #include "coll_values.hpp"
 
@@ -43,7 +44,7 @@ struct Options {
     bool quick = false;
     std::vector<int> ranks = {2, 4, 8};
     size_t max_bytes = 64u << 20;
-    seconds point_limit{10};
+    seconds call_limit{10};
 };
 
 // ---------------------------------------------------------------- points
@@ -185,20 +186,20 @@ private:
     ProgressingBarrier sync_;
     SharedResults& results_;
     std::unique_ptr<Group> group_;
-    Clock::time_point point_deadline_ = Clock::time_point::max();
 };
 
 void BenchRank::wait(OpContext& ctx, const char* what)
 {
+    const auto deadline = Clock::now() + options_.call_limit;
     unsigned polls = 0;
     while (!ctx.done) {
         if (ep_.progress() == 0)
             sched_yield();
         if (++polls % 256 == 0) {
             boot_.check_abort();
-            if (Clock::now() > point_deadline_)
+            if (Clock::now() > deadline)
                 throw PointHang(strfmt("%s did not complete within %lld s", what,
-                                       static_cast<long long>(options_.point_limit.count())));
+                                       static_cast<long long>(options_.call_limit.count())));
         }
     }
     if (ctx.error)
@@ -335,7 +336,6 @@ void BenchRank::run_points(const std::vector<Point>& points, size_t first)
         if (boot_.rank() == 0)
             std::atomic_ref<uint32_t>(results_.points_started).store(static_cast<uint32_t>(k + 1));
         sync_.wait();
-        point_deadline_ = Clock::now() + options_.point_limit;
         try {
             run_point(k, points[k], result);
         } catch (const PointHang& hang) {
@@ -347,7 +347,6 @@ void BenchRank::run_points(const std::vector<Point>& points, size_t first)
                 set_status(result, Status::error, failure.what());
             throw;
         }
-        point_deadline_ = Clock::time_point::max();
         sync_.wait();
     }
 }
@@ -476,7 +475,8 @@ Measured measure(const std::string& provider, int ranks, const std::vector<Point
     size_t first = 0;
     while (first < points.size()) {
         const bool with_p2p = first == 0;
-        const auto budget = seconds(60) + options.point_limit * static_cast<int>(points.size() - first + 2) * 2;
+        // A safety net only: hangs are caught per call, well before.
+        const auto budget = seconds(120) + options.call_limit * static_cast<int>(points.size() - first) * 10;
         std::vector<std::byte> scratch;
         const LaunchResult launch = launch_ranks(
             ranks, budget,
@@ -630,22 +630,23 @@ void print_how_to_read(const Options& options)
         "                      The larger of the two is shown.\n"
         "  rcoll/rxm           below 1: rcoll is faster.  rcoll/bound: 1 would be optimal.\n"
         "  WRONG               the verified call returned a wrong result (or wrote outside its buffer);\n"
-        "  hang                a point did not finish within %lld s; crash: a rank died; n/a: the provider's\n"
-        "                      fi_query_collective says it lacks the call; error: an error completion.\n"
+        "  hang                a call of the point did not complete within %lld s; crash: a rank died;\n"
+        "  error               an error completion, or a completion for an operation never posted;\n"
+        "  n/a                 the provider's fi_query_collective says it lacks the call.\n"
         "All ranks run on this host over loopback and share its cores (other work on the machine included):\n"
         "with more ranks than cores every busy-polling rank competes for the CPU, so absolute figures at 4\n"
         "and 8 ranks mostly measure scheduling, and ratios matter more than microseconds.\n",
-        static_cast<long long>(options.point_limit.count()));
+        static_cast<long long>(options.call_limit.count()));
 }
 
 void usage(FILE* out)
 {
     std::fprintf(out,
-                 "usage: rcoll_coll_bench [--quick] [--ranks LIST] [--max-bytes N] [--point-limit SECONDS]\n"
+                 "usage: rcoll_coll_bench [--quick] [--ranks LIST] [--max-bytes N] [--call-limit SECONDS]\n"
                  "  --quick          4 sizes, fewer iterations and repetitions\n"
                  "  --ranks LIST     comma-separated rank counts (default 2,4,8)\n"
                  "  --max-bytes N    largest message (default 64 MiB)\n"
-                 "  --point-limit S  time limit of one point (default 10 s); longer is reported as \"hang\"\n"
+                 "  --call-limit S   time limit of one call (default 10 s); a point with a slower call is a \"hang\"\n"
                  "rcoll is found through FI_PROVIDER_PATH (the build tree's .libs).\n");
 }
 
@@ -684,8 +685,8 @@ int main(int argc, char** argv)
                 std::fprintf(stderr, "--max-bytes must be at least 8\n");
                 return 2;
             }
-        } else if (arg == "--point-limit") {
-            options.point_limit = seconds(std::max(1, std::atoi(value())));
+        } else if (arg == "--call-limit") {
+            options.call_limit = seconds(std::max(1, std::atoi(value())));
         } else if (arg == "--help" || arg == "-h") {
             usage(stdout);
             return 0;
