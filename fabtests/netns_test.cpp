@@ -4,9 +4,9 @@
 //
 //   placement             every rank is in its namespace, bound to that
 //                         namespace's NIC, and the bytes really cross it
-//   silent-rndv-sender    a rendezvous receiver's host goes silent (its link
+//   silent-rndv-receiver  a rendezvous receiver's host goes silent (its link
 //                         goes down: no FIN, no reset) mid-transfer
-//   silent-rndv-receiver  the same with the rendezvous sender's host
+//   silent-rndv-sender    the same with the rendezvous sender's host
 //   silent-allreduce      a member's host goes silent inside a 16 MiB allreduce
 //   silent-barrier        a member's host goes silent before it enters a barrier
 //
@@ -461,16 +461,16 @@ void silent_rendezvous(Bootstrap& boot, const Options& options, bool victim_send
 
     // The third rank, on a host of its own, waits for the survivor.
     boot.signal_wait_at_least(kSurvivorDoneSignal, 1, [&] { ep.progress(); },
-                              options.window + seconds(30));
+                              kLongestAssertedWait + options.window + seconds(30));
     exchange_with_third(boot, ep, peers);
 }
 
-void case_silent_rndv_sender(Bootstrap& boot, const Options& options)
+void case_silent_rndv_receiver(Bootstrap& boot, const Options& options)
 {
     silent_rendezvous(boot, options, false);
 }
 
-void case_silent_rndv_receiver(Bootstrap& boot, const Options& options)
+void case_silent_rndv_sender(Bootstrap& boot, const Options& options)
 {
     silent_rendezvous(boot, options, true);
 }
@@ -692,12 +692,12 @@ const NetnsCase kCases[] = {
     {"placement", "one rank per namespace: joined it, bound to its NIC (not loopback), 1 MiB per pair of hosts "
                   "verified and counted on the NIC",
      0, case_placement},
-    {"silent-rndv-sender", "3 hosts: the receiver's link goes down mid-rendezvous; the sender's send ends in error "
-                           "within TCP's give-up time (else measured), then a third host still works",
-     3, case_silent_rndv_sender},
-    {"silent-rndv-receiver", "3 hosts: the sender's link goes down mid-rendezvous; measures what the receiver sees, "
-                             "fi_cancel, then a third host still works",
+    {"silent-rndv-receiver", "3 hosts: the receiver's link goes down mid-rendezvous; the sender's send ends in error "
+                             "within TCP's give-up time (else measured), then a third host still works",
      3, case_silent_rndv_receiver},
+    {"silent-rndv-sender", "3 hosts: the sender's link goes down mid-rendezvous; measures what the receiver sees, "
+                           "fi_cancel, then a third host still works",
+     3, case_silent_rndv_sender},
     {"silent-allreduce", "4 hosts: one goes silent inside a 16 MiB allreduce; the others get errors within 3 x "
                          "FI_RCOLL_COLL_TIMEOUT_MS, the broken group fails further calls, the survivors regroup",
      kCollRanks, case_silent_allreduce},
@@ -781,7 +781,7 @@ int main(int argc, char** argv)
         } else {
             // Collective cases wait up to 3 x the timeout twice; rendezvous
             // cases the window plus a cancel; all of them set up and regroup.
-            const auto budget = seconds(60) + options.window +
+            const auto budget = seconds(60) + kLongestAssertedWait + options.window +
                                 std::chrono::duration_cast<seconds>(options.coll_timeout * 6);
             result = launch_ranks(ranks, budget, [&](Bootstrap& boot) { c->run(boot, options); });
         }
