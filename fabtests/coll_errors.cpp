@@ -163,10 +163,12 @@ void run_invalid_arguments(Bootstrap& boot, const TestOptions& options)
         attr.end_addr = world.back();
         attr.stride = 0;
         expect_refused(fi_av_set(ep.av(), &attr, &raw, nullptr), {-FI_EINVAL}, "fi_av_set with stride 0");
+        // (attr.count is a sizing hint: fi_av_set(3) leaves a range longer
+        // than count to the provider's judgment, so it is not checked.)
         attr.stride = 1;
-        attr.count = world.size() - 1;
+        attr.end_addr = 1000;
         expect_refused(fi_av_set(ep.av(), &attr, &raw, nullptr), {-FI_EINVAL},
-                       "fi_av_set with more addresses than count");
+                       "fi_av_set with a range past the end of the AV");
         expect_refused(fi_av_set_insert(set.get(), world[0]), {-FI_EINVAL}, "fi_av_set_insert of a member");
         AvSetPtr empty = av_set_range(ep, FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL, 0, world.size());
         expect_refused(fi_av_set_remove(empty.get(), world[0]), {-FI_EINVAL}, "fi_av_set_remove of a non-member");
