@@ -223,7 +223,9 @@ void case_placement(Bootstrap& boot, const Options& options)
     }
     expect(!remote.empty(), "rank %d has no peer on another host", me);
 
+    // Everyone samples before anyone sends, so each delta covers all of it.
     const InterfaceCounters before = interface_counters(here.interface);
+    progressing_barrier(boot, ep, boot.size(), kPlacementBarrierSignal);
     RegisteredBuffer outbox(ep, kPlacementBytes);
     RegisteredBuffer inbox(ep, remote.size() * kPlacementBytes);
     fill_pattern(outbox.bytes(), make_seed(0x9E7, me));
