@@ -106,13 +106,14 @@ for ((i = 0; i < hosts; i++)); do
     names+=("$ns")
 done
 
-# Every rank joins host (rank % hosts) and binds to that host's eth0.
+# Every rank joins host (rank % hosts) and binds to that host's only NIC,
+# eth0, found by the launcher (RCOLL_TEST_IFACE would name it instead).
 RCOLL_TEST_NETNS=$(
     IFS=,
     echo "${names[*]}"
 )
 export RCOLL_TEST_NETNS
-export RCOLL_TEST_IFACE=eth0
+unset RCOLL_TEST_IFACE
 export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$builddir/.libs}
 echo "# provider \"$prov\" on $hosts hosts ${names[*]} ($subnet.1..$subnet.$hosts/24 on one bridge)"
 
