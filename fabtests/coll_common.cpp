@@ -189,7 +189,7 @@ long query_info(const EndpointOptions& options, uint64_t caps, InfoPtr& out)
 {
     InfoPtr hints = make_hints(options, caps);
     fi_info* found = nullptr;
-    long rc = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", nullptr, FI_SOURCE, hints.get(), &found);
+    long rc = fi_getinfo(FI_VERSION(1, 17), fabtests::source_node().c_str(), nullptr, FI_SOURCE, hints.get(), &found);
     if (rc == -FI_ENODATA)
         rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &found);
     out.reset(found);
