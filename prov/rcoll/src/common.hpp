@@ -102,4 +102,19 @@ inline fi_ops fid_ops_table = {
 	.ops_set = enosys<decltype(fi_ops::ops_set)>,
 };
 
+// fi_cq_strerror / fi_eq_strerror. rcoll's prov_errno is an fi_errno, of
+// either sign; the text goes into `buf` when the caller gives one.
+template <class Fid>
+const char* prov_strerror(Fid*, int prov_errno, const void*, char* buf, size_t len)
+{
+	const char* text = fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
+	if (!buf || !len)
+		return text;
+	size_t n = 0;
+	for (; n + 1 < len && text[n]; n++)
+		buf[n] = text[n];
+	buf[n] = '\0';
+	return buf;
+}
+
 } // namespace rcoll

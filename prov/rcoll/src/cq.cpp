@@ -183,17 +183,6 @@ int cq_signal(fid_cq* f)
 	});
 }
 
-const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t len)
-{
-	const char* text = fi_strerror(prov_errno);
-	if (buf && len) {
-		strncpy(buf, text, len - 1);
-		buf[len - 1] = '\0';
-		return buf;
-	}
-	return text;
-}
-
 fi_ops_cq cq_ops = {
 	.size = sizeof(fi_ops_cq),
 	.read = cq_read,
@@ -202,7 +191,7 @@ fi_ops_cq cq_ops = {
 	.sread = cq_sread,
 	.sreadfrom = cq_sreadfrom,
 	.signal = cq_signal,
-	.strerror = cq_strerror,
+	.strerror = prov_strerror<fid_cq>,
 };
 
 } // namespace

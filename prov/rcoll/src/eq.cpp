@@ -103,24 +103,13 @@ ssize_t eq_write(fid_eq* f, uint32_t event, const void* buf, size_t len, uint64_
 	});
 }
 
-const char* eq_strerror(fid_eq*, int prov_errno, const void*, char* buf, size_t len)
-{
-	const char* text = fi_strerror(prov_errno);
-	if (buf && len) {
-		strncpy(buf, text, len - 1);
-		buf[len - 1] = '\0';
-		return buf;
-	}
-	return text;
-}
-
 fi_ops_eq eq_ops = {
 	.size = sizeof(fi_ops_eq),
 	.read = eq_read,
 	.readerr = eq_readerr,
 	.write = eq_write,
 	.sread = eq_sread,
-	.strerror = eq_strerror,
+	.strerror = prov_strerror<fid_eq>,
 };
 
 } // namespace
