@@ -628,6 +628,8 @@ void print_how_to_read(const Options& options)
         "                      2 ceil(log2 p) for allreduce); B = bandwidth-bound, the bytes some rank must move\n"
         "                      (broadcast n, allreduce 2(p-1)/p n, Patarasuk and Yuan) over the p2p bandwidth.\n"
         "                      The larger of the two is shown.\n"
+        "                      The allreduce latency term is a reduce-then-broadcast model: recursive doubling\n"
+        "                      needs only ceil(log2 p) exchange rounds, so rcoll/bound can drop below 1 there.\n"
         "  rcoll/rxm           below 1: rcoll is faster.  rcoll/bound: 1 would be optimal.\n"
         "  WRONG               the verified call returned a wrong result (or wrote outside its buffer);\n"
         "  hang                a call of the point did not complete within %lld s; crash: a rank died;\n"
