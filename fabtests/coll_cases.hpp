@@ -54,6 +54,8 @@ public:
     // every member and differ between calls.
     void prepare(const Group& group, const CallSpec& call, uint64_t seed);
     void post(CollEndpoint& ep);
+    // Drives progress until the call completes (successfully or not).
+    void wait(CollEndpoint& ep, std::chrono::milliseconds budget = kDefaultWait);
     OpContext& context() { return ctx_; }
     // Throws CheckFailure describing the first thing that is wrong.
     void verify();

@@ -71,6 +71,17 @@ void CheckedCall::post(CollEndpoint& ep)
     coll::post(ep, *group_, call_, has_input_ ? &input_ : nullptr, has_output_ ? &output_ : nullptr, ctx_);
 }
 
+void CheckedCall::wait(CollEndpoint& ep, std::chrono::milliseconds budget)
+{
+    // Whatever goes wrong while waiting (a timeout, a completion for
+    // something never posted) is reported against this call.
+    try {
+        ep.wait_done(ctx_, "its completion", budget);
+    } catch (const CheckFailure& failure) {
+        throw CheckFailure(strfmt("%s: %s", describe().c_str(), failure.what()));
+    }
+}
+
 void CheckedCall::verify()
 {
     const std::string what = describe();
@@ -143,7 +154,7 @@ bool run_checked(CollEndpoint& ep, CheckedCall& checked, const Group& group, con
         return false;
     checked.prepare(group, call, seed);
     checked.post(ep);
-    ep.wait_done(checked.context(), checked.describe(), budget);
+    checked.wait(ep, budget);
     checked.verify();
     return true;
 }

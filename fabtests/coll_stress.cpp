@@ -70,7 +70,7 @@ void run_two_groups(Bootstrap& boot, const TestOptions& options)
 
     auto retire_oldest = [&](Stream& s) {
         CheckedCall& oldest = *s.in_flight.front();
-        ep.wait_done(oldest.context(), oldest.describe());
+        oldest.wait(ep);
         oldest.verify();
         ++s.verified;
         s.idle.push_back(std::move(s.in_flight.front()));
