@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string_view>
 #include <type_traits>
 
@@ -481,11 +482,22 @@ Measured measure(const std::string& provider, int ranks, const std::vector<Point
         const LaunchResult launch = launch_ranks(
             ranks, budget,
             [&](Bootstrap& boot) {
-                BenchRank rank(boot, options, provider);
-                if (with_p2p)
-                    rank.measure_p2p();
-                rank.run_points(points, first);
-                rank.finish();
+                auto rank = std::make_unique<BenchRank>(boot, options, provider);
+                try {
+                    if (with_p2p)
+                        rank->measure_p2p();
+                    rank->run_points(points, first);
+                    rank->finish();
+                } catch (const std::exception& failure) {
+                    // A provider that failed may never finish closing its
+                    // endpoint (util_coll's spins in fi_close once it has
+                    // leaked an internal completion): leave without closing,
+                    // the kernel reclaims it all. The point's status is set.
+                    boot.note(failure.what());
+                    std::fprintf(stderr, "[rank %d] %s\n", boot.rank(), failure.what());
+                    std::fflush(nullptr);
+                    std::_Exit(1);
+                }
             },
             &scratch);
         // The ranks are gone: the copy of their scratch is ours alone.
