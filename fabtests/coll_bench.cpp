@@ -165,6 +165,11 @@ public:
             members.push_back(r);
         group_ = std::make_unique<Group>(ep_, av_set_range(ep_, world_.front(), world_.back(), 1, world_.size()),
                                          members, world_, boot.rank(), "all ranks");
+        // A member's join can complete while its own join record to a
+        // slower member is still queued behind a connection handshake:
+        // everyone keeps progressing until every join completed, before the
+        // idle ranks sleep through the point-to-point measurement.
+        sync_.wait();
     }
 
     void measure_p2p();
