@@ -2,7 +2,7 @@
 // "tcp;ofi_rxm" (util_coll) side by side, in one run, with a lower bound
 // computed from point-to-point figures measured in the same run.
 //
-//   rcoll_coll_bench [--quick] [--ranks 2,4,8] [--max-bytes N] [--call-limit S]
+//   rcoll_coll_bench [--quick] [--ranks 2,4,8] [--max-bytes N] [--call-limit S] [--yield]
 //
 // Methodology (the OSU micro-benchmarks'): per point, one verified call
 // (outputs poisoned first), a calibration call that sets the iteration count,
@@ -46,6 +46,10 @@ struct Options {
     std::vector<int> ranks = {2, 4, 8};
     size_t max_bytes = 64u << 20;
     seconds call_limit{10};
+    // Waiting ranks call fi_cq_read in a tight loop, as fabtests and MPI
+    // progress loops do; --yield makes them give the core away on an empty
+    // poll instead (Open MPI's mpi_yield_when_idle).
+    bool yield_when_idle = false;
 };
 
 // ---------------------------------------------------------------- points
@@ -199,7 +203,7 @@ void BenchRank::wait(OpContext& ctx, const char* what)
     const auto deadline = Clock::now() + options_.call_limit;
     unsigned polls = 0;
     while (!ctx.done) {
-        if (ep_.progress() == 0)
+        if (ep_.progress() == 0 && options_.yield_when_idle)
             sched_yield();
         if (++polls % 256 == 0) {
             boot_.check_abort();
@@ -654,8 +658,13 @@ void print_how_to_read(const Options& options)
         "  n/a                 the provider's fi_query_collective says it lacks the call.\n"
         "All ranks run on this host over loopback and share its cores (other work on the machine included):\n"
         "with more ranks than cores every busy-polling rank competes for the CPU, so absolute figures at 4\n"
-        "and 8 ranks mostly measure scheduling, and ratios matter more than microseconds.\n",
-        static_cast<long long>(options.call_limit.count()));
+        "and 8 ranks mostly measure scheduling, and ratios matter more than microseconds.\n"
+        "Waiting ranks %s\n",
+        static_cast<long long>(options.call_limit.count()),
+        options.yield_when_idle
+            ? "yield the core after every empty fi_cq_read (--yield), as Open MPI's mpi_yield_when_idle does."
+            : "call fi_cq_read in a tight loop, as fabtests and MPI progress loops do: a provider\n"
+              "that does not give the core away while it waits pays for it at 4 and 8 ranks (--yield changes this).");
 }
 
 void usage(FILE* out)
@@ -666,6 +675,7 @@ void usage(FILE* out)
                  "  --ranks LIST     comma-separated rank counts (default 2,4,8)\n"
                  "  --max-bytes N    largest message (default 64 MiB)\n"
                  "  --call-limit S   time limit of one call (default 10 s); a point with a slower call is a \"hang\"\n"
+                 "  --yield          waiting ranks yield the core on an empty poll (default: they spin on fi_cq_read)\n"
                  "rcoll is found through FI_PROVIDER_PATH (the build tree's .libs).\n");
 }
 
@@ -685,6 +695,8 @@ int main(int argc, char** argv)
         };
         if (arg == "--quick") {
             options.quick = true;
+        } else if (arg == "--yield") {
+            options.yield_when_idle = true;
         } else if (arg == "--ranks") {
             options.ranks.clear();
             std::string list = value();
