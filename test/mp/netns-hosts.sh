@@ -134,40 +134,7 @@ set_tcp_retries2() {
     done
 }
 
-passed=0
-failed=0
-not_applicable=0
-started=$(date +%s)
-
-# run_case CLIENT NAME ARGS...: one case in its own process tree.
-run_case() {
-    local client=$1 name=$2
-    shift 2
-    local output status line
-    output=$(timeout -k 5 "$case_limit" "$client" --prov "$prov" "$@" "$name" 2>"$errors")
-    status=$?
-    line=$(printf '%s\n' "$output" | grep -E '^(PASS|FAIL|N/A) ' | head -n 1)
-    case "$line" in
-    PASS*)
-        passed=$((passed + 1))
-        echo "$line"
-        ;;
-    N/A*)
-        not_applicable=$((not_applicable + 1))
-        echo "$line"
-        ;;
-    *)
-        failed=$((failed + 1))
-        if [ -n "$line" ]; then
-            echo "$line"
-        else
-            echo "FAIL $name [$prov]: no result line, exit status $status" \
-                "$([ "$status" = 124 ] && echo "(killed after ${case_limit} s)")"
-        fi
-        sed -e 's/^/    | /' "$errors" | tail -n 20
-        ;;
-    esac
-}
+. "$(dirname "$0")/cases.sh"
 
 # The placement check first: if ranks do not really sit on separate hosts,
 # the rest proves nothing.
@@ -187,6 +154,4 @@ for name in $netns_cases; do
     heal_links
 done
 
-echo "# $not_applicable case(s) N/A (measurements or not applicable, listed above); $(($(date +%s) - started)) s"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cases_summary "N/A (measurements or not applicable, listed above)"
