@@ -27,13 +27,22 @@ auto with_counter(fid_cntr* f, F&& body)
 	return body(c);
 }
 
+// Applications poll counters in a loop too: an unchanged value is an idle
+// poll (see IdleBackoff).
 uint64_t cntr_read(fid_cntr* f)
 {
-	return with_counter(f, [](Counter* c) {
+	Counter* counter = owner_of<Counter>(f);
+	bool yield = false;
+	const uint64_t value = with_counter(f, [&yield](Counter* c) {
 		for (Endpoint* ep : c->endpoints)
 			ep->progress();
+		yield = c->idle.poll_was_idle(c->value != c->last_read);
+		c->last_read = c->value;
 		return c->value;
 	});
+	if (yield)
+		counter->idle.yield();
+	return value;
 }
 
 uint64_t cntr_readerr(fid_cntr* f)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common.hpp"
+#include "wait.hpp"
 
 #include <rdma/fi_eq.h>
 
@@ -18,6 +19,8 @@ struct Counter {
 	uint64_t value = 0;  // under the domain lock
 	uint64_t errors = 0;
 	std::vector<Endpoint*> endpoints;
+	uint64_t last_read = 0; // what cntr_read returned last
+	IdleBackoff idle;
 
 	static int open(Domain* domain, fi_cntr_attr* attr, fid_cntr** out, void* context);
 };

@@ -26,7 +26,7 @@ const Param params[] = {
 	{"rndv_completion", &Config::rndv_completion, "How a rendezvous PUT is detected at the receiver: imm (write with immediate data) or poll (last-byte polling)"},
 	{"rma_chunk", &Config::rma_chunk, "Largest single core RMA transfer; larger ones are split"},
 	{"progress_thread", &Config::progress_thread, "Drive progress from a thread in every domain, not only under FI_PROGRESS_AUTO"},
-	{"spin_us", &Config::spin_us, "Microseconds to busy-poll before blocking in sread and counter waits"},
+	{"spin_us", &Config::spin_us, "Microseconds to busy-poll before blocking waits sleep, and at most before empty CQ or counter polls yield"},
 	{"connect_timeout_ms", &Config::connect_timeout_ms, "Milliseconds a connection may take before its pending sends fail"},
 	{"linger_ms", &Config::linger_ms, "Milliseconds fi_close of an endpoint keeps progressing so that what it sent reaches its peers (0: close at once)"},
 	{"coll_timeout_ms", &Config::coll_timeout_ms, "Milliseconds a collective group with work pending may see no progress before its operations fail with FI_ETIMEDOUT (0: never)"},

@@ -63,26 +63,6 @@ ssize_t take(CompletionQueue* cq, void* buf, size_t count, fi_addr_t* src)
 	return n ? ssize_t(n) : -FI_EAGAIN;
 }
 
-// Applications poll an empty queue in a tight loop. Once it has stayed
-// empty for spin_us, every further empty poll yields the processor, so that
-// ranks outnumbering cores let the rank that has work run (the busy-polling
-// that makes tcp;ofi_rxm take milliseconds per collective there).
-// Under the domain lock; the caller yields after releasing it.
-bool idle_too_long(CompletionQueue* cq, bool found)
-{
-	using clock = std::chrono::steady_clock;
-	if (found) {
-		cq->idle_since = {};
-		return false;
-	}
-	auto now = clock::now();
-	if (cq->idle_since == clock::time_point{}) {
-		cq->idle_since = now;
-		return false;
-	}
-	return now - cq->idle_since > std::chrono::microseconds(config().spin_us);
-}
-
 ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src)
 {
 	return guarded([&]() -> ssize_t {
@@ -96,10 +76,10 @@ ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src)
 			if (cq->entries.empty() && cq->errors.empty())
 				progress_bound(cq);
 			ret = take(cq, buf, count, src);
-			yield = idle_too_long(cq, ret != -FI_EAGAIN);
+			yield = cq->idle.poll_was_idle(ret != -FI_EAGAIN);
 		}
 		if (yield)
-			sched_yield();
+			cq->idle.yield();
 		return ret;
 	});
 }

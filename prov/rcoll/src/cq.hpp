@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common.hpp"
+#include "wait.hpp"
 
 #include <rdma/fi_eq.h>
 
@@ -34,7 +35,7 @@ struct CompletionQueue {
 	std::deque<Error> errors;
 	std::vector<Endpoint*> endpoints; // bound endpoints, progressed on read
 	bool signaled = false;
-	std::chrono::steady_clock::time_point idle_since{}; // first empty read of a run
+	IdleBackoff idle; // when an application polling it empty should yield
 
 	// Under the domain lock.
 	void push(const fi_cq_tagged_entry& e, fi_addr_t source) { entries.push_back({e, source}); }

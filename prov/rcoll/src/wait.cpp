@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <sched.h>
 #include <thread>
 
 namespace rcoll {
@@ -44,6 +45,37 @@ int wait_with_progress(std::unique_lock<std::mutex>& held, const std::vector<End
 		}
 		held.lock();
 	}
+}
+
+bool IdleBackoff::poll_was_idle(bool found)
+{
+	if (found) {
+		idle_since_ = {};
+		return false;
+	}
+	const auto now = clock::now();
+	if (idle_since_ == clock::time_point{})
+		idle_since_ = now;
+	int64_t budget = budget_us_.load(std::memory_order_relaxed);
+	if (budget < 0)
+		budget = int64_t(config().spin_us);
+	return now - idle_since_ >= std::chrono::microseconds(budget);
+}
+
+void IdleBackoff::yield()
+{
+	// A yield nobody took returns in about a microsecond; one that let
+	// another process run takes at least part of a scheduler slice.
+	constexpr auto kContended = std::chrono::microseconds(10);
+	const auto before = clock::now();
+	sched_yield();
+	const bool contended = clock::now() - before > kContended;
+	const int64_t ceiling = int64_t(config().spin_us);
+	int64_t budget = budget_us_.load(std::memory_order_relaxed);
+	if (budget < 0)
+		budget = ceiling;
+	budget = contended ? 0 : std::min(ceiling, 2 * budget + 1);
+	budget_us_.store(budget, std::memory_order_relaxed);
 }
 
 } // namespace rcoll

@@ -2,6 +2,8 @@
 // then sleep in growing slices (ranks may outnumber cores).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <mutex>
 #include <vector>
@@ -15,5 +17,25 @@ struct Endpoint;
 // blocked. Returns 0, or -FI_EAGAIN on timeout.
 int wait_with_progress(std::unique_lock<std::mutex>& held, const std::vector<Endpoint*>& eps,
 		       const std::function<bool()>& ready, int timeout_ms);
+
+// When an application polling an empty queue (fi_cq_read in a loop, as MPI
+// and fabtests do) should give its core away. Polls spin for a budget of up
+// to spin_us, then every empty poll yields. How long a yield took tells
+// whether other work wanted the core: if it did (ranks outnumber cores) the
+// budget drops to zero, so a waiting rank hands the core to the rank that has
+// work at once; while yields come straight back the budget grows back to
+// spin_us, so a rank alone on its core keeps the lowest latency.
+class IdleBackoff {
+public:
+	// Under the caller's lock, after each poll; true: call yield() next.
+	bool poll_was_idle(bool found);
+	// Outside any lock.
+	void yield();
+
+private:
+	using clock = std::chrono::steady_clock;
+	clock::time_point idle_since_{}; // first empty poll of a run
+	std::atomic<int64_t> budget_us_{-1}; // -1: spin_us, read on first use
+};
 
 } // namespace rcoll

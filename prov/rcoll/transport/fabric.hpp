@@ -18,6 +18,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace rcoll {
@@ -86,6 +87,9 @@ private:
 	struct Region {
 		uint64_t addr = 0, key = 0, len = 0;
 	};
+	static std::optional<uint32_t> immediate_for(const engine::WriteRequest& w, uint32_t target_slot);
+	engine::Errc inject(const engine::WriteRequest& w, fid_ep* conn, uint64_t addr, uint64_t key,
+			    uint32_t target_slot) noexcept;
 	static engine::MemoryKey encode(const Region& r);
 	static Region decode(const engine::MemoryKey& k);
 
@@ -95,6 +99,7 @@ private:
 	std::vector<Member> members_;
 	std::byte* scratch_ = nullptr;
 	size_t scratch_len_ = 0;
+	size_t inject_limit_; // the core's inject_size: writes up to it are injected
 	CoreRegistration scratch_mr_;
 	std::vector<std::unique_ptr<CoreRegistration>> registrations_; // by Registration::handle
 	std::vector<uint64_t> free_registrations_;
