@@ -167,115 +167,26 @@ BufferBytes buffer_bytes(const CallSpec& call, int group_size, int group_rank)
 
 namespace {
 
-// No FI_MR_LOCAL: util_coll (tcp;ofi_rxm) posts its internal sends without
-// descriptors and its joins stall when the domain demands them. The clients
-// pass no descriptors either.
-constexpr uint64_t kMrMode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-
-InfoPtr make_hints(const EndpointOptions& options, uint64_t caps)
+EndpointConfig endpoint_config(const EndpointOptions& options)
 {
-    InfoPtr hints(fi_allocinfo());
-    if (!hints)
-        throw std::bad_alloc();
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = caps;
-    hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    hints->domain_attr->mr_mode = kMrMode;
-    hints->fabric_attr->prov_name = strdup(options.provider.c_str());
-    return hints;
-}
-
-long query_info(const EndpointOptions& options, uint64_t caps, InfoPtr& out)
-{
-    InfoPtr hints = make_hints(options, caps);
-    fi_info* found = nullptr;
-    long rc = fi_getinfo(FI_VERSION(1, 17), fabtests::source_node().c_str(), nullptr, FI_SOURCE, hints.get(), &found);
-    if (rc == -FI_ENODATA)
-        rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &found);
-    out.reset(found);
-    return rc;
+    EndpointConfig config;
+    config.provider = options.provider;
+    config.caps = options.caps;
+    config.bind_eq = options.bind_eq;
+    // No FI_MR_LOCAL: util_coll (tcp;ofi_rxm) posts its internal sends
+    // without descriptors and its joins stall when the domain demands them.
+    // The clients pass no descriptors either.
+    config.mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    config.msg_order = 0;
+    config.secondary_caps = FI_COLLECTIVE;
+    return config;
 }
 
 }  // namespace
 
-CollEndpoint::CollEndpoint(const EndpointOptions& options) : provider_(options.provider)
+CollEndpoint::CollEndpoint(const EndpointOptions& options)
+    : provider_(options.provider), base_(endpoint_config(options))
 {
-    long rc = query_info(options, options.caps, info_);
-    if (rc == -FI_ENODATA && (options.caps & FI_COLLECTIVE)) {
-        InfoPtr without;
-        if (query_info(options, options.caps & ~FI_COLLECTIVE, without) == 0)
-            throw NotApplicable(strfmt("provider %s offers no FI_COLLECTIVE endpoint", provider_.c_str()));
-    }
-    if (rc == -FI_ENODATA)
-        throw CheckFailure(
-            strfmt("fi_getinfo found no FI_EP_RDM endpoint of provider \"%s\" with %s "
-                   "(is it loaded? FI_PROVIDER_PATH=%s)",
-                   provider_.c_str(), describe_flags(options.caps).c_str(),
-                   std::getenv("FI_PROVIDER_PATH") ? std::getenv("FI_PROVIDER_PATH") : "(unset)"));
-    check_rc(rc, "fi_getinfo");
-
-    fid_fabric* fabric = nullptr;
-    FT_CHECK(fi_fabric(info_->fabric_attr, &fabric, nullptr));
-    fabric_.reset(fabric);
-
-    fid_domain* domain = nullptr;
-    FT_CHECK(fi_domain(fabric_.get(), info_.get(), &domain, nullptr));
-    domain_.reset(domain);
-
-    fi_cq_attr cq_attr{};
-    cq_attr.format = FI_CQ_FORMAT_TAGGED;
-    cq_attr.wait_obj = FI_WAIT_NONE;
-    fid_cq* cq = nullptr;
-    FT_CHECK(fi_cq_open(domain_.get(), &cq_attr, &cq, nullptr));
-    cq_.reset(cq);
-
-    fi_av_attr av_attr{};
-    av_attr.type = FI_AV_TABLE;
-    fid_av* av = nullptr;
-    FT_CHECK(fi_av_open(domain_.get(), &av_attr, &av, nullptr));
-    av_.reset(av);
-
-    fid_ep* ep = nullptr;
-    FT_CHECK(fi_endpoint(domain_.get(), info_.get(), &ep, nullptr));
-    ep_.reset(ep);
-    FT_CHECK(fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV));
-    FT_CHECK(fi_ep_bind(ep_.get(), &av_->fid, 0));
-    if (options.bind_eq) {
-        fi_eq_attr eq_attr{};
-        eq_attr.wait_obj = FI_WAIT_NONE;
-        fid_eq* eq = nullptr;
-        FT_CHECK(fi_eq_open(fabric_.get(), &eq_attr, &eq, nullptr));
-        eq_.reset(eq);
-        FT_CHECK(fi_ep_bind(ep_.get(), &eq_->fid, 0));
-    }
-    FT_CHECK(fi_enable(ep_.get()));
-}
-
-// The endpoint closes before the EQ, CQ and AV bound to it (members are
-// destroyed in reverse order of declaration).
-CollEndpoint::~CollEndpoint() = default;
-
-std::vector<fi_addr_t> CollEndpoint::exchange_addresses(Bootstrap& boot)
-{
-    size_t length = 0;
-    const int probe = fi_getname(&ep_->fid, nullptr, &length);
-    if (probe != -FI_ETOOSMALL)
-        check_rc(probe, "fi_getname(ep, NULL, &length)");
-    std::vector<uint8_t> name(length);
-    FT_CHECK(fi_getname(&ep_->fid, name.data(), &length));
-    name.resize(length);
-
-    const auto names = boot.allgather(name);
-    std::vector<fi_addr_t> addresses;
-    for (const auto& peer : names) {
-        fi_addr_t fi_addr = FI_ADDR_NOTAVAIL;
-        const int inserted = fi_av_insert(av_.get(), peer.data(), 1, &fi_addr, 0, nullptr);
-        if (inserted != 1)
-            throw FabricError("fi_av_insert(av, name, 1, &fi_addr, 0, NULL)", inserted,
-                              std::source_location::current());
-        addresses.push_back(fi_addr);
-    }
-    return addresses;
 }
 
 void CollEndpoint::track(OpContext& ctx)
@@ -295,13 +206,13 @@ OpContext& CollEndpoint::claim(void* op_context, uint64_t flags)
 void CollEndpoint::dispatch_error()
 {
     fi_cq_err_entry err{};
-    const ssize_t rc = fi_cq_readerr(cq_.get(), &err, 0);
+    const ssize_t rc = fi_cq_readerr(base_.cq(), &err, 0);
     if (rc == -FI_EAGAIN)
         return;
     if (rc < 0)
         throw FabricError("fi_cq_readerr(cq, &err, 0)", rc, std::source_location::current());
     char buffer[256] = {};
-    const char* text = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, buffer, sizeof buffer);
+    const char* text = fi_cq_strerror(base_.cq(), err.prov_errno, err.err_data, buffer, sizeof buffer);
     if (err.op_context == nullptr) {
         UnsolicitedEvent event;
         event.entry.flags = err.flags;
@@ -321,7 +232,7 @@ size_t CollEndpoint::progress()
 {
     constexpr size_t kBatch = 32;
     fi_cq_tagged_entry entries[kBatch];
-    const ssize_t n = fi_cq_read(cq_.get(), entries, kBatch);
+    const ssize_t n = fi_cq_read(base_.cq(), entries, kBatch);
     if (n > 0) {
         for (ssize_t i = 0; i < n; ++i) {
             const auto& entry = entries[i];
@@ -370,16 +281,16 @@ void CollEndpoint::wait_done(OpContext& ctx, const std::string& what, std::chron
 
 bool CollEndpoint::read_eq_event()
 {
-    if (!eq_)
+    if (!base_.eq())
         throw CheckFailure("no event queue is bound to the endpoint");
     uint32_t event = 0;
     fi_eq_entry entry{};
-    const ssize_t rc = fi_eq_read(eq_.get(), &event, &entry, sizeof entry, 0);
+    const ssize_t rc = fi_eq_read(base_.eq(), &event, &entry, sizeof entry, 0);
     if (rc == -FI_EAGAIN)
         return false;
     if (rc == -FI_EAVAIL) {
         fi_eq_err_entry err{};
-        const ssize_t got = fi_eq_readerr(eq_.get(), &err, 0);
+        const ssize_t got = fi_eq_readerr(base_.eq(), &err, 0);
         if (got < 0)
             throw FabricError("fi_eq_readerr", got, std::source_location::current());
         join_events_.push_back({err.fid, err.context, err.err != 0 ? err.err : FI_EOTHER});

@@ -103,27 +103,24 @@ struct JoinEvent {
     int error = 0;  // fi_eq_err_entry::err, 0 on success
 };
 
-// fabric, domain, CQ (transmit and receive), AV, EQ and an enabled RDM
-// endpoint with FI_COLLECTIVE. Completions are dispatched to the OpContext
-// named by op_context, as fabtests::Endpoint does.
+// fabtests::Endpoint's objects (fabric, domain, CQ, AV, EQ, enabled RDM
+// endpoint) with FI_COLLECTIVE. Completions are dispatched to the OpContext
+// named by op_context, and only to operations the client tracks.
 class CollEndpoint {
 public:
     // Throws NotApplicable when the provider exists but offers no
     // FI_COLLECTIVE endpoint.
     explicit CollEndpoint(const EndpointOptions& options);
-    CollEndpoint(const CollEndpoint&) = delete;
-    CollEndpoint& operator=(const CollEndpoint&) = delete;
-    ~CollEndpoint();
 
-    fid_ep* ep() const { return ep_.get(); }
-    fid_domain* domain() const { return domain_.get(); }
-    fid_av* av() const { return av_.get(); }
-    const fi_info& info() const { return *info_; }
+    fid_ep* ep() const { return base_.ep(); }
+    fid_domain* domain() const { return base_.domain(); }
+    fid_av* av() const { return base_.av(); }
+    const fi_info& info() const { return base_.info(); }
     const std::string& provider() const { return provider_; }
 
     // allgather of endpoint names through the bootstrap; each rank's
     // fi_addr_t, in rank order (own rank included).
-    std::vector<fi_addr_t> exchange_addresses(Bootstrap& boot);
+    std::vector<fi_addr_t> exchange_addresses(Bootstrap& boot) { return base_.exchange_addresses(boot); }
 
     // Records an operation just posted with `ctx` as its context. Only
     // recorded contexts are dereferenced on completion: a completion that
@@ -154,13 +151,7 @@ private:
     bool read_eq_event();
 
     std::string provider_;
-    InfoPtr info_;
-    FidPtr<fid_fabric> fabric_;
-    FidPtr<fid_domain> domain_;
-    FidPtr<fid_cq> cq_;
-    FidPtr<fid_av> av_;
-    FidPtr<fid_eq> eq_;
-    FidPtr<fid_ep> ep_;
+    Endpoint base_;  // the objects; completions are dispatched here, not by base_
     std::deque<UnsolicitedEvent> unsolicited_;
     std::vector<JoinEvent> join_events_;
     std::unordered_set<const OpContext*> pending_;

@@ -725,9 +725,6 @@ void OpContext::rearm()
 
 namespace {
 
-constexpr uint64_t kStrictMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-constexpr uint64_t kSecondaryCaps = FI_SOURCE | FI_DIRECTED_RECV | FI_SOURCE_ERR;
-
 InfoPtr make_hints(const EndpointConfig& config, uint64_t caps)
 {
     InfoPtr hints(fi_allocinfo());
@@ -736,11 +733,10 @@ InfoPtr make_hints(const EndpointConfig& config, uint64_t caps)
     hints->ep_attr->type = FI_EP_RDM;
     hints->caps = caps;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    hints->domain_attr->mr_mode = kStrictMrMode;
+    hints->domain_attr->mr_mode = config.mr_mode;
     hints->domain_attr->av_type = config.av_type;
-    // Per-peer send-after-send ordering: MPI needs it, the tests check it.
-    hints->tx_attr->msg_order = FI_ORDER_SAS;
-    hints->rx_attr->msg_order = FI_ORDER_SAS;
+    hints->tx_attr->msg_order = config.msg_order;
+    hints->rx_attr->msg_order = config.msg_order;
     hints->fabric_attr->prov_name = strdup(config.provider.c_str());
     return hints;
 }
@@ -763,11 +759,11 @@ long query_info(const EndpointConfig& config, uint64_t caps, InfoPtr& out)
 Endpoint::Endpoint(const EndpointConfig& config)
 {
     long rc = query_info(config, config.caps, info_);
-    if (rc == -FI_ENODATA && (config.caps & kSecondaryCaps) != 0) {
+    if (rc == -FI_ENODATA && (config.caps & config.secondary_caps) != 0) {
         InfoPtr without;
-        if (query_info(config, config.caps & ~kSecondaryCaps, without) == 0)
+        if (query_info(config, config.caps & ~config.secondary_caps, without) == 0)
             throw NotApplicable(strfmt("provider %s does not offer %s", config.provider.c_str(),
-                                       describe_flags(config.caps & kSecondaryCaps).c_str()));
+                                       describe_flags(config.caps & config.secondary_caps).c_str()));
     }
     if (rc == -FI_ENODATA)
         throw CheckFailure(strfmt("fi_getinfo found no FI_EP_RDM endpoint of provider \"%s\" with %s "

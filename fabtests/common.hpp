@@ -270,6 +270,13 @@ struct EndpointConfig {
     fi_av_type av_type = FI_AV_TABLE;
     size_t cq_size = 0;                        // 0: provider default
     bool bind_eq = false;                      // an EQ for fi_join and connection events
+    // The verbs rules, so that tcp runs exercise what verbs demands.
+    uint64_t mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    // Per-peer send-after-send ordering: MPI needs it, the tests check it.
+    uint64_t msg_order = FI_ORDER_SAS;
+    // Capabilities whose absence makes a case not applicable (N/A) rather
+    // than failed, when the provider offers the rest.
+    uint64_t secondary_caps = FI_SOURCE | FI_DIRECTED_RECV | FI_SOURCE_ERR;
 };
 
 // A completion that matched no posted operation: remote CQ data from
