@@ -11,7 +11,6 @@ namespace rcoll::engine {
 
 namespace {
 
-constexpr size_t event_batch = 64;
 
 // Builds the recycle barrier of `half`: dissemination over the monotone
 // recycle counters, epoch = number of recycles of that half.
@@ -264,6 +263,7 @@ Errc Group::post(const Request& req) noexcept
 	} catch (const std::bad_alloc&) {
 		return Errc::no_memory;
 	}
+	settled_ = false;
 	return Errc::ok;
 }
 
@@ -458,8 +458,10 @@ bool Group::run(Operation& op) noexcept
 		switch (st.kind) {
 		case Step::Kind::write: {
 			Errc e = execute_write(op, st);
-			if (e == Errc::would_block)
+			if (e == Errc::would_block) {
+				transport_blocked_ = true;
 				return false;
+			}
 			if (e != Errc::ok) {
 				op.status = e;
 				return true;
@@ -526,6 +528,7 @@ Group::Operation* Group::owner_of_cookie(uint64_t cookie) noexcept
 
 void Group::handle_event(const TransportEvent& ev) noexcept
 {
+	settled_ = false;
 	switch (ev.kind) {
 	case TransportEvent::Kind::arrival:
 		if (ev.immediate < counters_.size())
@@ -617,14 +620,20 @@ bool Group::start_recycles() noexcept
 
 void Group::progress() noexcept
 {
-	TransportEvent events[event_batch];
+	size_t handled = 0;
 	for (;;) {
-		size_t n = transport_.poll(events);
+		size_t n = transport_.poll(event_buffer_);
 		for (size_t i = 0; i < n; ++i)
-			handle_event(events[i]);
-		if (n < event_batch)
+			handle_event(event_buffer_[i]);
+		handled += n;
+		if (n < event_buffer_.size())
 			break;
 	}
+	// Applications poll in tight loops: with no event and no post since a
+	// pass that moved nothing, another pass would move nothing either.
+	if (!handled && settled_)
+		return;
+	transport_blocked_ = false;
 
 	// Each pass may unblock the next (a finished operation lets a queued
 	// one start, a finished recycle lets an operation be placed), so loop
@@ -676,6 +685,9 @@ void Group::progress() noexcept
 		if (start_recycles())
 			moved = true;
 	}
+	// A write the transport refused must be retried on the next call: no
+	// event announces that it would now be accepted.
+	settled_ = !transport_blocked_;
 }
 
 bool Group::next_completion(Completion& out) noexcept

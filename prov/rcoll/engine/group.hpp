@@ -20,6 +20,7 @@
 // operation: a counter is reused only after such a recycle.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -158,6 +159,9 @@ private:
 	Limits limits_;
 	MonotoneCounters monotone_;
 	std::vector<uint64_t> counters_;
+	std::array<TransportEvent, 64> event_buffer_; // one poll's events
+	bool settled_ = false;		 // the last pass moved nothing; no event or post since
+	bool transport_blocked_ = false; // a write of this pass met would_block
 	Half halves_[2];
 	unsigned cursor_half_ = 0;
 	uint64_t cursor_bytes_ = 0;
