@@ -10,16 +10,20 @@
 //   silent-allreduce      a member's host goes silent inside a 16 MiB allreduce
 //   silent-barrier        a member's host goes silent before it enters a barrier
 //
-//   rcoll_netns_test [--prov NAME] [--window S] [--coll-timeout-ms MS] CASE... | all
+//   rcoll_netns_test [--prov NAME] [--window S] [--coll-timeout-ms MS] [--probe-interval-ms MS]
+//                    CASE... | all
 //   rcoll_netns_test --list
 //
 // A silent host is the failure loopback cannot show: a killed process's
 // kernel resets its connections at once, a host that lost its link sends
 // nothing, and TCP notices only when it has unacknowledged data of its own,
-// after tcp_retries2 retransmissions (about 15 minutes by default). The
-// collective cases hold rcoll to FI_RCOLL_COLL_TIMEOUT_MS; the
-// point-to-point ones measure what the survivor sees (rcoll has no
-// point-to-point timeout) and assert what must hold regardless.
+// after tcp_retries2 retransmissions (about 15 minutes by default). A side
+// that only waits has nothing unacknowledged until rcoll probes the silent
+// peer (FI_RCOLL_PROBE_INTERVAL_MS). The collective cases hold rcoll to
+// FI_RCOLL_COLL_TIMEOUT_MS; the point-to-point ones to TCP's give-up time
+// (plus the probe interval on the waiting side) when it fits
+// kLongestAssertedWait, and otherwise measure what the survivor sees and
+// assert what must hold regardless.
 //
 // The victim pulls its own cable (clears IFF_UP on its interface); the
 // survivor kills it once the case is decided and plugs the cable back in, so
@@ -53,6 +57,7 @@ struct Options {
     std::string provider = "rcoll";
     seconds window{10};              // how long the point-to-point cases watch a silent peer
     milliseconds coll_timeout{2000};  // FI_RCOLL_COLL_TIMEOUT_MS for the collective cases
+    milliseconds probe_interval{1000};  // FI_RCOLL_PROBE_INTERVAL_MS for the rendezvous cases (0: no probes)
 };
 
 struct NetnsCase {
@@ -287,10 +292,12 @@ void pull_own_cable(Bootstrap& boot, const HostPlacement& here)
 }
 
 // What the survivor's pending operation did after the victim's host went
-// silent. An error completion within TCP's give-up time (plus slack) passes.
-// No completion at all passes only as a measurement (N/A) when the survivor
-// had nothing for TCP to retransmit or TCP would give up after the window; a
-// successful completion of a transfer that cannot have finished fails.
+// silent. An error completion within TCP's give-up time (plus the probe
+// interval when the survivor only waits, plus slack) passes. No completion
+// at all passes only as a measurement (N/A) when the survivor had nothing
+// for TCP to retransmit (probes disabled) or TCP would give up after the
+// window; a successful completion of a transfer that cannot have finished
+// fails.
 struct SilentOutcome {
     bool ended = false;
     int error = 0;
@@ -340,6 +347,8 @@ void exchange_with_third(Bootstrap& boot, Endpoint& ep, const std::vector<fi_add
 // rendezvous goes silent.
 void silent_rendezvous(Bootstrap& boot, const Options& options, bool victim_sends)
 {
+    // Set before the provider reads its configuration (first fi_getinfo).
+    setenv("FI_RCOLL_PROBE_INTERVAL_MS", std::to_string(options.probe_interval.count()).c_str(), 1);
     const int me = boot.rank();
     Endpoint ep({options.provider, FI_MSG | FI_TAGGED});
     const auto peers = ep.exchange_addresses(boot);
@@ -402,12 +411,15 @@ void silent_rendezvous(Bootstrap& boot, const Options& options, bool victim_send
 
         boot.signal_wait_at_least(kCablePulledSignal, 1, [&] { ep.progress(); });
         const uint64_t pulled_at = boot.signal_get(kCablePulledSignal);
-        // Only the side with unacknowledged data (the rendezvous sender) has a
-        // retransmission timer running. Its give-up time is asserted when it
+        // The rendezvous sender has unacknowledged data of its own, so a
+        // retransmission timer runs at once. The receiver only waits: its
+        // timer starts with its first probe, at most 1.25 probe intervals
+        // after the last bytes arrived. The give-up time is asserted when it
         // fits kLongestAssertedWait, else the window measures what happens.
         const TcpGiveUp tcp = tcp_give_up();
-        const bool tcp_will_notice = sender;
-        const double bound = tcp.seconds * 1.5 + 5.0;
+        const double probe_seconds = static_cast<double>(options.probe_interval.count()) / 1000.0;
+        const bool tcp_will_notice = sender || probe_seconds > 0;
+        const double bound = tcp.seconds * 1.5 + 5.0 + (sender ? 0.0 : 2.0 * probe_seconds);
         const bool asserted = tcp_will_notice && bound <= static_cast<double>(kLongestAssertedWait.count());
         const seconds watch = asserted ? seconds(static_cast<long long>(std::ceil(bound))) : options.window;
         const SilentOutcome outcome = watch_silent_peer(ep, op, watch, pulled_at);
@@ -422,21 +434,26 @@ void silent_rendezvous(Bootstrap& boot, const Options& options, bool victim_send
         }
         if (outcome.ended) {
             expect(!asserted || outcome.after_seconds <= bound,
-                   "%serror only after %.2f s, beyond %.1f s (tcp_retries2=%d gives up after ~%.1f s)", note.c_str(),
-                   outcome.after_seconds, bound, tcp.retries2, tcp.seconds);
-            note += strfmt("error completion after %.2f s (%s; tcp_retries2=%d: TCP gives up after ~%.1f s)",
-                           outcome.after_seconds, outcome.text.c_str(), tcp.retries2, tcp.seconds);
+                   "%serror only after %.2f s, beyond %.1f s (tcp_retries2=%d gives up after ~%.1f s, probe "
+                   "interval %lld ms)",
+                   note.c_str(), outcome.after_seconds, bound, tcp.retries2, tcp.seconds,
+                   static_cast<long long>(options.probe_interval.count()));
+            note += strfmt("error completion after %.2f s (%s; tcp_retries2=%d: TCP gives up after ~%.1f s; "
+                           "FI_RCOLL_PROBE_INTERVAL_MS=%lld)",
+                           outcome.after_seconds, outcome.text.c_str(), tcp.retries2, tcp.seconds,
+                           static_cast<long long>(options.probe_interval.count()));
         } else {
             expect(!asserted, "%sno completion %.1f s after the victim's link went down, though tcp_retries2=%d gives up "
-                              "after ~%.1f s",
-                   note.c_str(), outcome.after_seconds, tcp.retries2, tcp.seconds);
+                              "after ~%.1f s (probe interval %lld ms)",
+                   note.c_str(), outcome.after_seconds, tcp.retries2, tcp.seconds,
+                   static_cast<long long>(options.probe_interval.count()));
             measured = note + strfmt("MEASURED: no completion within %.1f s (%s)", outcome.after_seconds,
                                      tcp_will_notice
                                          ? strfmt("tcp_retries2=%d: TCP gives up only after ~%.0f s", tcp.retries2,
                                                   tcp.seconds)
                                                .c_str()
-                                         : "this side has nothing unacknowledged, so no TCP timer runs, and rcoll has "
-                                           "no point-to-point timeout");
+                                         : "this side has nothing unacknowledged, so no TCP timer runs, and "
+                                           "FI_RCOLL_PROBE_INTERVAL_MS=0 sends it no probe");
             // The application's way out would be fi_cancel. A provider may
             // refuse (-FI_ENOENT) to cancel an operation whose data is
             // already moving; one it accepts must complete.
@@ -697,8 +714,9 @@ const NetnsCase kCases[] = {
     {"silent-rndv-receiver", "3 hosts: the receiver's link goes down mid-rendezvous; the sender's send ends in error "
                              "within TCP's give-up time (else measured), then a third host still works",
      3, case_silent_rndv_receiver},
-    {"silent-rndv-sender", "3 hosts: the sender's link goes down mid-rendezvous; measures what the receiver sees, "
-                           "fi_cancel, then a third host still works",
+    {"silent-rndv-sender", "3 hosts: the sender's link goes down mid-rendezvous; the receiver probes it and its "
+                           "receive ends in error within TCP's give-up time + 2 probe intervals (else measured), "
+                           "then a third host still works",
      3, case_silent_rndv_sender},
     {"silent-allreduce", "4 hosts: one goes silent inside a 16 MiB allreduce; the others get errors within 3 x "
                          "FI_RCOLL_COLL_TIMEOUT_MS, the broken group fails further calls, the survivors regroup",
@@ -711,11 +729,15 @@ const NetnsCase kCases[] = {
 void usage(FILE* out)
 {
     std::fprintf(out,
-                 "usage: rcoll_netns_test [--prov NAME] [--window S] [--coll-timeout-ms MS] CASE... | all\n"
+                 "usage: rcoll_netns_test [--prov NAME] [--window S] [--coll-timeout-ms MS]\n"
+                 "                        [--probe-interval-ms MS] CASE... | all\n"
                  "       rcoll_netns_test --list\n"
                  "  --prov NAME           libfabric provider, default \"rcoll\"\n"
                  "  --window S            seconds the point-to-point cases watch a silent peer (default 10)\n"
                  "  --coll-timeout-ms MS  FI_RCOLL_COLL_TIMEOUT_MS of the collective cases (default 2000)\n"
+                 "  --probe-interval-ms MS\n"
+                 "                        FI_RCOLL_PROBE_INTERVAL_MS of the rendezvous cases (default 1000;\n"
+                 "                        0 turns the silent sender's case into a measurement)\n"
                  "Needs RCOLL_TEST_NETNS naming one namespace per host (3 for the rendezvous cases, 4 for the\n"
                  "collective ones); test/mp/netns-hosts.sh creates them. Runs as root: the victim sets its\n"
                  "link down and the survivor sets it up again.\n");
@@ -742,6 +764,8 @@ int main(int argc, char** argv)
             options.window = seconds(std::atoi(value()));
         } else if (arg == "--coll-timeout-ms") {
             options.coll_timeout = milliseconds(std::atoi(value()));
+        } else if (arg == "--probe-interval-ms") {
+            options.probe_interval = milliseconds(std::atoi(value()));
         } else if (arg == "--list") {
             for (const auto& c : kCases)
                 std::printf("%-22.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
@@ -764,7 +788,8 @@ int main(int argc, char** argv)
             selected.push_back(found);
         }
     }
-    if (selected.empty() || options.window.count() <= 0 || options.coll_timeout.count() <= 0) {
+    if (selected.empty() || options.window.count() <= 0 || options.coll_timeout.count() <= 0 ||
+        options.probe_interval.count() < 0) {
         usage(stderr);
         return 2;
     }
