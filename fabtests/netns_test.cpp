@@ -7,6 +7,9 @@
 //   silent-rndv-receiver  a rendezvous receiver's host goes silent (its link
 //                         goes down: no FIN, no reset) mid-transfer
 //   silent-rndv-sender    the same with the rendezvous sender's host
+//   busy-peer             a rendezvous receiver computes for several probe
+//                         intervals without calling into libfabric: it is
+//                         probed, not declared dead, and the transfer ends well
 //   silent-allreduce      a member's host goes silent inside a 16 MiB allreduce
 //   silent-barrier        a member's host goes silent before it enters a barrier
 //
@@ -38,6 +41,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <sstream>
 #include <net/if.h>
 #include <rdma/fi_collective.h>
 #include <sched.h>
@@ -149,6 +153,24 @@ TcpGiveUp tcp_give_up()
                           ? ((2 << give_up.retries2) - 1) * kRtoMin
                           : ((2 << doublings) - 1) * kRtoMin + (give_up.retries2 - doublings) * kRtoMax;
     return give_up;
+}
+
+// TCP segments this rank's network namespace has received (InSegs in
+// /proc/self/net/snmp, which follows the calling thread's namespace).
+uint64_t tcp_segments_received()
+{
+    std::ifstream snmp("/proc/self/net/snmp");
+    std::string names, values;
+    while (std::getline(snmp, names) && std::getline(snmp, values)) {
+        if (names.rfind("Tcp:", 0) != 0)
+            continue;
+        std::istringstream name_fields(names), value_fields(values);
+        std::string name, value;
+        while (name_fields >> name && value_fields >> value)
+            if (name == "InSegs")
+                return std::stoull(value);
+    }
+    throw CheckFailure("no Tcp InSegs in /proc/self/net/snmp");
 }
 
 // Every rank's placement, in rank order.
@@ -343,6 +365,26 @@ void exchange_with_third(Bootstrap& boot, Endpoint& ep, const std::vector<fi_add
     expect_pattern(inbox.bytes(), make_seed(0x7E1D, other), what);
 }
 
+// One byte each way between every pair of ranks, so that later waits do not
+// include connection set-up.
+void connect_every_pair(Bootstrap& boot, Endpoint& ep, const std::vector<fi_addr_t>& peers)
+{
+    const int me = boot.rank();
+    RegisteredBuffer hello(ep, 2 * static_cast<size_t>(boot.size()));
+    std::vector<OpContext> recvs(static_cast<size_t>(boot.size())), sends(recvs.size());
+    for (int r = 0; r < boot.size(); ++r)
+        if (r != me) {
+            FT_POST(ep, fi_trecv(ep.ep(), hello.data() + r, 1, hello.desc(), peers[r], kAfterTag, 0, &recvs[r]));
+            FT_POST(ep, fi_tsend(ep.ep(), hello.data() + boot.size() + r, 1, hello.desc(), peers[r], kAfterTag,
+                                 &sends[r]));
+        }
+    for (int r = 0; r < boot.size(); ++r)
+        if (r != me) {
+            ep.wait_ok(sends[r], "connection set-up send");
+            ep.wait_ok(recvs[r], "connection set-up receive");
+        }
+}
+
 // Shared by both rendezvous cases: `victim_sends` picks which side of the
 // rendezvous goes silent.
 void silent_rendezvous(Bootstrap& boot, const Options& options, bool victim_sends)
@@ -356,21 +398,7 @@ void silent_rendezvous(Bootstrap& boot, const Options& options, bool victim_send
     expect_separate_hosts(placements, {kSurvivor, kVictim, kThird});
 
     // Connect every pair that will talk before anyone goes silent.
-    {
-        RegisteredBuffer hello(ep, 2 * static_cast<size_t>(boot.size()));
-        std::vector<OpContext> recvs(static_cast<size_t>(boot.size())), sends(recvs.size());
-        for (int r = 0; r < boot.size(); ++r)
-            if (r != me) {
-                FT_POST(ep, fi_trecv(ep.ep(), hello.data() + r, 1, hello.desc(), peers[r], kAfterTag, 0, &recvs[r]));
-                FT_POST(ep, fi_tsend(ep.ep(), hello.data() + boot.size() + r, 1, hello.desc(), peers[r], kAfterTag,
-                                     &sends[r]));
-            }
-        for (int r = 0; r < boot.size(); ++r)
-            if (r != me) {
-                ep.wait_ok(sends[r], "connection set-up send");
-                ep.wait_ok(recvs[r], "connection set-up receive");
-            }
-    }
+    connect_every_pair(boot, ep, peers);
     progressing_barrier(boot, ep, boot.size(), kRendezvousBarrierSignal);
 
     const bool sender = (me == kVictim) == victim_sends;
@@ -492,6 +520,77 @@ void case_silent_rndv_receiver(Bootstrap& boot, const Options& options)
 void case_silent_rndv_sender(Bootstrap& boot, const Options& options)
 {
     silent_rendezvous(boot, options, true);
+}
+
+// ---------------------------------------------------------------- busy peer
+
+constexpr int kBusySender = 0;
+constexpr int kBusyReceiver = 1;
+constexpr int kBusyIntervals = 6;
+constexpr size_t kBusyBytes = 1 << 20;  // rendezvous: the sender waits until the receiver takes it
+constexpr int kBusyStartSignal = 0;
+constexpr int kBusyOverSignal = 1;
+constexpr int kBusyBarrierSignal = 2;
+
+// The receiver stops calling into libfabric for kBusyIntervals probe
+// intervals while the sender's rendezvous send waits on it. The sender
+// probes it; the receiver's kernel acknowledges the probes (its namespace
+// counts their TCP segments: rcoll is the only TCP user there, the ranks'
+// bootstrap is shared memory), so the connection stays up and the transfer
+// completes once the receiver progresses again. A ping/pong timeout would
+// have failed it.
+void case_busy_peer(Bootstrap& boot, const Options& options)
+{
+    if (options.probe_interval.count() == 0)
+        throw NotApplicable("--probe-interval-ms 0: nothing probes the busy peer");
+    setenv("FI_RCOLL_PROBE_INTERVAL_MS", std::to_string(options.probe_interval.count()).c_str(), 1);
+    const int me = boot.rank();
+    Endpoint ep({options.provider, FI_MSG | FI_TAGGED});
+    const auto peers = ep.exchange_addresses(boot);
+    const auto placements = gather_placements(boot);
+    expect_separate_hosts(placements, {kBusySender, kBusyReceiver});
+    connect_every_pair(boot, ep, peers);
+    progressing_barrier(boot, ep, boot.size(), kBusyBarrierSignal);
+
+    const milliseconds busy = options.probe_interval * kBusyIntervals;
+    const uint64_t seed = make_seed(0xB05, 0);
+    RegisteredBuffer buffer(ep, kBusyBytes);
+    OpContext op;
+    if (me == kBusyReceiver) {
+        const uint64_t segments_before = tcp_segments_received();
+        boot.signal_set(kBusyStartSignal, 1);
+        std::this_thread::sleep_for(busy);  // computing: no libfabric call at all
+        const uint64_t segments = tcp_segments_received() - segments_before;
+        boot.signal_set(kBusyOverSignal, 1);
+        FT_POST(ep, fi_trecv(ep.ep(), buffer.data(), kBusyBytes, buffer.desc(), peers[kBusySender], kRendezvousTag,
+                             0, &op));
+        ep.wait_ok(op, "the 1 MiB receive after computing");
+        expect_pattern(buffer.bytes(), seed, "1 MiB received after computing");
+        // Probes start 1 to 1.25 intervals after the send began waiting and
+        // follow every 1 to 1.25 intervals: at least 4 in 6 intervals, each in
+        // a segment of its own, after the one of the rendezvous request.
+        constexpr uint64_t kLeastProbes = 3;
+        expect(segments >= 1 + kLeastProbes,
+               "the busy receiver's host received %llu TCP segments in %lld ms: the request and fewer than %llu "
+               "probes of the waiting sender",
+               static_cast<unsigned long long>(segments), static_cast<long long>(busy.count()),
+               static_cast<unsigned long long>(kLeastProbes));
+        boot.note(strfmt("receiver computed %lld ms (%d probe intervals) with the sender's 1 MiB send waiting on it: "
+                         "its host received %llu TCP segments meanwhile (the request, then the sender's probes), "
+                         "then the transfer completed, verified",
+                         static_cast<long long>(busy.count()), kBusyIntervals,
+                         static_cast<unsigned long long>(segments)));
+    } else {
+        fill_pattern(buffer.bytes(), seed);
+        boot.signal_wait_at_least(kBusyStartSignal, 1, [&] { ep.progress(); });
+        FT_POST(ep, fi_tsend(ep.ep(), buffer.data(), kBusyBytes, buffer.desc(), peers[kBusyReceiver], kRendezvousTag,
+                             &op));
+        boot.signal_wait_at_least(kBusyOverSignal, 1, [&] { ep.progress(); }, busy + seconds(30));
+        expect(!op.done, "the 1 MiB send to a receiver that was computing ended (%s) before it received anything",
+               op.error ? describe_error(op).c_str() : "success");
+        ep.wait_ok(op, "the 1 MiB send to the receiver that computed");
+    }
+    progressing_barrier(boot, ep, boot.size(), kBusyBarrierSignal);
 }
 
 // ---------------------------------------------------------------- silent collectives
@@ -718,6 +817,10 @@ const NetnsCase kCases[] = {
                            "receive ends in error within TCP's give-up time + 2 probe intervals (else measured), "
                            "then a third host still works",
      3, case_silent_rndv_sender},
+    {"busy-peer", "2 hosts: a rendezvous receiver computes for 6 probe intervals without calling into libfabric; "
+                  "the waiting sender probes it (the receiver's host counts them), does not fail it, and the 1 MiB "
+                  "transfer completes, verified",
+     2, case_busy_peer},
     {"silent-allreduce", "4 hosts: one goes silent inside a 16 MiB allreduce; the others get errors within 3 x "
                          "FI_RCOLL_COLL_TIMEOUT_MS, the broken group fails further calls, the survivors regroup",
      kCollRanks, case_silent_allreduce},
