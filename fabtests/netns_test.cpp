@@ -7,19 +7,26 @@
 //   silent-rndv-receiver  a rendezvous receiver's host goes silent (its link
 //                         goes down: no FIN, no reset) mid-transfer
 //   silent-rndv-sender    the same with the rendezvous sender's host
+//   busy-peer             a rendezvous receiver computes for several probe
+//                         intervals without calling into libfabric: it is
+//                         probed, not declared dead, and the transfer ends well
 //   silent-allreduce      a member's host goes silent inside a 16 MiB allreduce
 //   silent-barrier        a member's host goes silent before it enters a barrier
 //
-//   rcoll_netns_test [--prov NAME] [--window S] [--coll-timeout-ms MS] CASE... | all
+//   rcoll_netns_test [--prov NAME] [--window S] [--coll-timeout-ms MS] [--probe-interval-ms MS]
+//                    CASE... | all
 //   rcoll_netns_test --list
 //
 // A silent host is the failure loopback cannot show: a killed process's
 // kernel resets its connections at once, a host that lost its link sends
 // nothing, and TCP notices only when it has unacknowledged data of its own,
-// after tcp_retries2 retransmissions (about 15 minutes by default). The
-// collective cases hold rcoll to FI_RCOLL_COLL_TIMEOUT_MS; the
-// point-to-point ones measure what the survivor sees (rcoll has no
-// point-to-point timeout) and assert what must hold regardless.
+// after tcp_retries2 retransmissions (about 15 minutes by default). A side
+// that only waits has nothing unacknowledged until rcoll probes the silent
+// peer (FI_RCOLL_PROBE_INTERVAL_MS). The collective cases hold rcoll to
+// FI_RCOLL_COLL_TIMEOUT_MS; the point-to-point ones to TCP's give-up time
+// (plus the probe interval on the waiting side) when it fits
+// kLongestAssertedWait, and otherwise measure what the survivor sees and
+// assert what must hold regardless.
 //
 // The victim pulls its own cable (clears IFF_UP on its interface); the
 // survivor kills it once the case is decided and plugs the cable back in, so
@@ -34,6 +41,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <sstream>
 #include <net/if.h>
 #include <rdma/fi_collective.h>
 #include <sched.h>
@@ -53,6 +61,7 @@ struct Options {
     std::string provider = "rcoll";
     seconds window{10};              // how long the point-to-point cases watch a silent peer
     milliseconds coll_timeout{2000};  // FI_RCOLL_COLL_TIMEOUT_MS for the collective cases
+    milliseconds probe_interval{1000};  // FI_RCOLL_PROBE_INTERVAL_MS for the rendezvous cases (0: no probes)
 };
 
 struct NetnsCase {
@@ -144,6 +153,24 @@ TcpGiveUp tcp_give_up()
                           ? ((2 << give_up.retries2) - 1) * kRtoMin
                           : ((2 << doublings) - 1) * kRtoMin + (give_up.retries2 - doublings) * kRtoMax;
     return give_up;
+}
+
+// TCP segments this rank's network namespace has received (InSegs in
+// /proc/self/net/snmp, which follows the calling thread's namespace).
+uint64_t tcp_segments_received()
+{
+    std::ifstream snmp("/proc/self/net/snmp");
+    std::string names, values;
+    while (std::getline(snmp, names) && std::getline(snmp, values)) {
+        if (names.rfind("Tcp:", 0) != 0)
+            continue;
+        std::istringstream name_fields(names), value_fields(values);
+        std::string name, value;
+        while (name_fields >> name && value_fields >> value)
+            if (name == "InSegs")
+                return std::stoull(value);
+    }
+    throw CheckFailure("no Tcp InSegs in /proc/self/net/snmp");
 }
 
 // Every rank's placement, in rank order.
@@ -287,10 +314,12 @@ void pull_own_cable(Bootstrap& boot, const HostPlacement& here)
 }
 
 // What the survivor's pending operation did after the victim's host went
-// silent. An error completion within TCP's give-up time (plus slack) passes.
-// No completion at all passes only as a measurement (N/A) when the survivor
-// had nothing for TCP to retransmit or TCP would give up after the window; a
-// successful completion of a transfer that cannot have finished fails.
+// silent. An error completion within TCP's give-up time (plus the probe
+// interval when the survivor only waits, plus slack) passes. No completion
+// at all passes only as a measurement (N/A) when the survivor had nothing
+// for TCP to retransmit (probes disabled) or TCP would give up after the
+// window; a successful completion of a transfer that cannot have finished
+// fails.
 struct SilentOutcome {
     bool ended = false;
     int error = 0;
@@ -336,10 +365,32 @@ void exchange_with_third(Bootstrap& boot, Endpoint& ep, const std::vector<fi_add
     expect_pattern(inbox.bytes(), make_seed(0x7E1D, other), what);
 }
 
+// One byte each way between every pair of ranks, so that later waits do not
+// include connection set-up.
+void connect_every_pair(Bootstrap& boot, Endpoint& ep, const std::vector<fi_addr_t>& peers)
+{
+    const int me = boot.rank();
+    RegisteredBuffer hello(ep, 2 * static_cast<size_t>(boot.size()));
+    std::vector<OpContext> recvs(static_cast<size_t>(boot.size())), sends(recvs.size());
+    for (int r = 0; r < boot.size(); ++r)
+        if (r != me) {
+            FT_POST(ep, fi_trecv(ep.ep(), hello.data() + r, 1, hello.desc(), peers[r], kAfterTag, 0, &recvs[r]));
+            FT_POST(ep, fi_tsend(ep.ep(), hello.data() + boot.size() + r, 1, hello.desc(), peers[r], kAfterTag,
+                                 &sends[r]));
+        }
+    for (int r = 0; r < boot.size(); ++r)
+        if (r != me) {
+            ep.wait_ok(sends[r], "connection set-up send");
+            ep.wait_ok(recvs[r], "connection set-up receive");
+        }
+}
+
 // Shared by both rendezvous cases: `victim_sends` picks which side of the
 // rendezvous goes silent.
 void silent_rendezvous(Bootstrap& boot, const Options& options, bool victim_sends)
 {
+    // Set before the provider reads its configuration (first fi_getinfo).
+    setenv("FI_RCOLL_PROBE_INTERVAL_MS", std::to_string(options.probe_interval.count()).c_str(), 1);
     const int me = boot.rank();
     Endpoint ep({options.provider, FI_MSG | FI_TAGGED});
     const auto peers = ep.exchange_addresses(boot);
@@ -347,21 +398,7 @@ void silent_rendezvous(Bootstrap& boot, const Options& options, bool victim_send
     expect_separate_hosts(placements, {kSurvivor, kVictim, kThird});
 
     // Connect every pair that will talk before anyone goes silent.
-    {
-        RegisteredBuffer hello(ep, 2 * static_cast<size_t>(boot.size()));
-        std::vector<OpContext> recvs(static_cast<size_t>(boot.size())), sends(recvs.size());
-        for (int r = 0; r < boot.size(); ++r)
-            if (r != me) {
-                FT_POST(ep, fi_trecv(ep.ep(), hello.data() + r, 1, hello.desc(), peers[r], kAfterTag, 0, &recvs[r]));
-                FT_POST(ep, fi_tsend(ep.ep(), hello.data() + boot.size() + r, 1, hello.desc(), peers[r], kAfterTag,
-                                     &sends[r]));
-            }
-        for (int r = 0; r < boot.size(); ++r)
-            if (r != me) {
-                ep.wait_ok(sends[r], "connection set-up send");
-                ep.wait_ok(recvs[r], "connection set-up receive");
-            }
-    }
+    connect_every_pair(boot, ep, peers);
     progressing_barrier(boot, ep, boot.size(), kRendezvousBarrierSignal);
 
     const bool sender = (me == kVictim) == victim_sends;
@@ -402,12 +439,15 @@ void silent_rendezvous(Bootstrap& boot, const Options& options, bool victim_send
 
         boot.signal_wait_at_least(kCablePulledSignal, 1, [&] { ep.progress(); });
         const uint64_t pulled_at = boot.signal_get(kCablePulledSignal);
-        // Only the side with unacknowledged data (the rendezvous sender) has a
-        // retransmission timer running. Its give-up time is asserted when it
+        // The rendezvous sender has unacknowledged data of its own, so a
+        // retransmission timer runs at once. The receiver only waits: its
+        // timer starts with its first probe, at most 1.25 probe intervals
+        // after the last bytes arrived. The give-up time is asserted when it
         // fits kLongestAssertedWait, else the window measures what happens.
         const TcpGiveUp tcp = tcp_give_up();
-        const bool tcp_will_notice = sender;
-        const double bound = tcp.seconds * 1.5 + 5.0;
+        const double probe_seconds = static_cast<double>(options.probe_interval.count()) / 1000.0;
+        const bool tcp_will_notice = sender || probe_seconds > 0;
+        const double bound = tcp.seconds * 1.5 + 5.0 + (sender ? 0.0 : 2.0 * probe_seconds);
         const bool asserted = tcp_will_notice && bound <= static_cast<double>(kLongestAssertedWait.count());
         const seconds watch = asserted ? seconds(static_cast<long long>(std::ceil(bound))) : options.window;
         const SilentOutcome outcome = watch_silent_peer(ep, op, watch, pulled_at);
@@ -422,21 +462,26 @@ void silent_rendezvous(Bootstrap& boot, const Options& options, bool victim_send
         }
         if (outcome.ended) {
             expect(!asserted || outcome.after_seconds <= bound,
-                   "%serror only after %.2f s, beyond %.1f s (tcp_retries2=%d gives up after ~%.1f s)", note.c_str(),
-                   outcome.after_seconds, bound, tcp.retries2, tcp.seconds);
-            note += strfmt("error completion after %.2f s (%s; tcp_retries2=%d: TCP gives up after ~%.1f s)",
-                           outcome.after_seconds, outcome.text.c_str(), tcp.retries2, tcp.seconds);
+                   "%serror only after %.2f s, beyond %.1f s (tcp_retries2=%d gives up after ~%.1f s, probe "
+                   "interval %lld ms)",
+                   note.c_str(), outcome.after_seconds, bound, tcp.retries2, tcp.seconds,
+                   static_cast<long long>(options.probe_interval.count()));
+            note += strfmt("error completion after %.2f s (%s; tcp_retries2=%d: TCP gives up after ~%.1f s; "
+                           "FI_RCOLL_PROBE_INTERVAL_MS=%lld)",
+                           outcome.after_seconds, outcome.text.c_str(), tcp.retries2, tcp.seconds,
+                           static_cast<long long>(options.probe_interval.count()));
         } else {
             expect(!asserted, "%sno completion %.1f s after the victim's link went down, though tcp_retries2=%d gives up "
-                              "after ~%.1f s",
-                   note.c_str(), outcome.after_seconds, tcp.retries2, tcp.seconds);
+                              "after ~%.1f s (probe interval %lld ms)",
+                   note.c_str(), outcome.after_seconds, tcp.retries2, tcp.seconds,
+                   static_cast<long long>(options.probe_interval.count()));
             measured = note + strfmt("MEASURED: no completion within %.1f s (%s)", outcome.after_seconds,
                                      tcp_will_notice
                                          ? strfmt("tcp_retries2=%d: TCP gives up only after ~%.0f s", tcp.retries2,
                                                   tcp.seconds)
                                                .c_str()
-                                         : "this side has nothing unacknowledged, so no TCP timer runs, and rcoll has "
-                                           "no point-to-point timeout");
+                                         : "this side has nothing unacknowledged, so no TCP timer runs, and "
+                                           "FI_RCOLL_PROBE_INTERVAL_MS=0 sends it no probe");
             // The application's way out would be fi_cancel. A provider may
             // refuse (-FI_ENOENT) to cancel an operation whose data is
             // already moving; one it accepts must complete.
@@ -475,6 +520,77 @@ void case_silent_rndv_receiver(Bootstrap& boot, const Options& options)
 void case_silent_rndv_sender(Bootstrap& boot, const Options& options)
 {
     silent_rendezvous(boot, options, true);
+}
+
+// ---------------------------------------------------------------- busy peer
+
+constexpr int kBusySender = 0;
+constexpr int kBusyReceiver = 1;
+constexpr int kBusyIntervals = 6;
+constexpr size_t kBusyBytes = 1 << 20;  // rendezvous: the sender waits until the receiver takes it
+constexpr int kBusyStartSignal = 0;
+constexpr int kBusyOverSignal = 1;
+constexpr int kBusyBarrierSignal = 2;
+
+// The receiver stops calling into libfabric for kBusyIntervals probe
+// intervals while the sender's rendezvous send waits on it. The sender
+// probes it; the receiver's kernel acknowledges the probes (its namespace
+// counts their TCP segments: rcoll is the only TCP user there, the ranks'
+// bootstrap is shared memory), so the connection stays up and the transfer
+// completes once the receiver progresses again. A ping/pong timeout would
+// have failed it.
+void case_busy_peer(Bootstrap& boot, const Options& options)
+{
+    if (options.probe_interval.count() == 0)
+        throw NotApplicable("--probe-interval-ms 0: nothing probes the busy peer");
+    setenv("FI_RCOLL_PROBE_INTERVAL_MS", std::to_string(options.probe_interval.count()).c_str(), 1);
+    const int me = boot.rank();
+    Endpoint ep({options.provider, FI_MSG | FI_TAGGED});
+    const auto peers = ep.exchange_addresses(boot);
+    const auto placements = gather_placements(boot);
+    expect_separate_hosts(placements, {kBusySender, kBusyReceiver});
+    connect_every_pair(boot, ep, peers);
+    progressing_barrier(boot, ep, boot.size(), kBusyBarrierSignal);
+
+    const milliseconds busy = options.probe_interval * kBusyIntervals;
+    const uint64_t seed = make_seed(0xB05, 0);
+    RegisteredBuffer buffer(ep, kBusyBytes);
+    OpContext op;
+    if (me == kBusyReceiver) {
+        const uint64_t segments_before = tcp_segments_received();
+        boot.signal_set(kBusyStartSignal, 1);
+        std::this_thread::sleep_for(busy);  // computing: no libfabric call at all
+        const uint64_t segments = tcp_segments_received() - segments_before;
+        boot.signal_set(kBusyOverSignal, 1);
+        FT_POST(ep, fi_trecv(ep.ep(), buffer.data(), kBusyBytes, buffer.desc(), peers[kBusySender], kRendezvousTag,
+                             0, &op));
+        ep.wait_ok(op, "the 1 MiB receive after computing");
+        expect_pattern(buffer.bytes(), seed, "1 MiB received after computing");
+        // Probes start 1 to 1.25 intervals after the send began waiting and
+        // follow every 1 to 1.25 intervals: at least 4 in 6 intervals, each in
+        // a segment of its own, after the one of the rendezvous request.
+        constexpr uint64_t kLeastProbes = 3;
+        expect(segments >= 1 + kLeastProbes,
+               "the busy receiver's host received %llu TCP segments in %lld ms: the request and fewer than %llu "
+               "probes of the waiting sender",
+               static_cast<unsigned long long>(segments), static_cast<long long>(busy.count()),
+               static_cast<unsigned long long>(kLeastProbes));
+        boot.note(strfmt("receiver computed %lld ms (%d probe intervals) with the sender's 1 MiB send waiting on it: "
+                         "its host received %llu TCP segments meanwhile (the request, then the sender's probes), "
+                         "then the transfer completed, verified",
+                         static_cast<long long>(busy.count()), kBusyIntervals,
+                         static_cast<unsigned long long>(segments)));
+    } else {
+        fill_pattern(buffer.bytes(), seed);
+        boot.signal_wait_at_least(kBusyStartSignal, 1, [&] { ep.progress(); });
+        FT_POST(ep, fi_tsend(ep.ep(), buffer.data(), kBusyBytes, buffer.desc(), peers[kBusyReceiver], kRendezvousTag,
+                             &op));
+        boot.signal_wait_at_least(kBusyOverSignal, 1, [&] { ep.progress(); }, busy + seconds(30));
+        expect(!op.done, "the 1 MiB send to a receiver that was computing ended (%s) before it received anything",
+               op.error ? describe_error(op).c_str() : "success");
+        ep.wait_ok(op, "the 1 MiB send to the receiver that computed");
+    }
+    progressing_barrier(boot, ep, boot.size(), kBusyBarrierSignal);
 }
 
 // ---------------------------------------------------------------- silent collectives
@@ -697,9 +813,14 @@ const NetnsCase kCases[] = {
     {"silent-rndv-receiver", "3 hosts: the receiver's link goes down mid-rendezvous; the sender's send ends in error "
                              "within TCP's give-up time (else measured), then a third host still works",
      3, case_silent_rndv_receiver},
-    {"silent-rndv-sender", "3 hosts: the sender's link goes down mid-rendezvous; measures what the receiver sees, "
-                           "fi_cancel, then a third host still works",
+    {"silent-rndv-sender", "3 hosts: the sender's link goes down mid-rendezvous; the receiver probes it and its "
+                           "receive ends in error within TCP's give-up time + 2 probe intervals (else measured), "
+                           "then a third host still works",
      3, case_silent_rndv_sender},
+    {"busy-peer", "2 hosts: a rendezvous receiver computes for 6 probe intervals without calling into libfabric; "
+                  "the waiting sender probes it (the receiver's host counts them), does not fail it, and the 1 MiB "
+                  "transfer completes, verified",
+     2, case_busy_peer},
     {"silent-allreduce", "4 hosts: one goes silent inside a 16 MiB allreduce; the others get errors within 3 x "
                          "FI_RCOLL_COLL_TIMEOUT_MS, the broken group fails further calls, the survivors regroup",
      kCollRanks, case_silent_allreduce},
@@ -711,11 +832,15 @@ const NetnsCase kCases[] = {
 void usage(FILE* out)
 {
     std::fprintf(out,
-                 "usage: rcoll_netns_test [--prov NAME] [--window S] [--coll-timeout-ms MS] CASE... | all\n"
+                 "usage: rcoll_netns_test [--prov NAME] [--window S] [--coll-timeout-ms MS]\n"
+                 "                        [--probe-interval-ms MS] CASE... | all\n"
                  "       rcoll_netns_test --list\n"
                  "  --prov NAME           libfabric provider, default \"rcoll\"\n"
                  "  --window S            seconds the point-to-point cases watch a silent peer (default 10)\n"
                  "  --coll-timeout-ms MS  FI_RCOLL_COLL_TIMEOUT_MS of the collective cases (default 2000)\n"
+                 "  --probe-interval-ms MS\n"
+                 "                        FI_RCOLL_PROBE_INTERVAL_MS of the rendezvous cases (default 1000;\n"
+                 "                        0 turns the silent sender's case into a measurement)\n"
                  "Needs RCOLL_TEST_NETNS naming one namespace per host (3 for the rendezvous cases, 4 for the\n"
                  "collective ones); test/mp/netns-hosts.sh creates them. Runs as root: the victim sets its\n"
                  "link down and the survivor sets it up again.\n");
@@ -742,6 +867,8 @@ int main(int argc, char** argv)
             options.window = seconds(std::atoi(value()));
         } else if (arg == "--coll-timeout-ms") {
             options.coll_timeout = milliseconds(std::atoi(value()));
+        } else if (arg == "--probe-interval-ms") {
+            options.probe_interval = milliseconds(std::atoi(value()));
         } else if (arg == "--list") {
             for (const auto& c : kCases)
                 std::printf("%-22.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
@@ -764,7 +891,8 @@ int main(int argc, char** argv)
             selected.push_back(found);
         }
     }
-    if (selected.empty() || options.window.count() <= 0 || options.coll_timeout.count() <= 0) {
+    if (selected.empty() || options.window.count() <= 0 || options.coll_timeout.count() <= 0 ||
+        options.probe_interval.count() < 0) {
         usage(stderr);
         return 2;
     }

@@ -53,6 +53,13 @@ Bytes write_data(std::uint64_t cq_data)
 	return out;
 }
 
+Bytes probe()
+{
+	Bytes out(kHeaderSize);
+	encode_header(header(Opcode::Probe), out.data());
+	return out;
+}
+
 RtsBody sample_rts() { return {0x1122334455667788, 0x7f00deadbeef0000, 0xfedcba9876543210}; }
 CtsBody sample_cts(CompletionMode mode = CompletionMode::PollLastByte)
 {
@@ -74,6 +81,7 @@ std::vector<Bytes> valid_messages()
 	rts.tag = 3;
 	return {eager(header(Opcode::Eager, 0), 0),
 		write_data(0x0123456789abcdef),
+		probe(),
 		eager(tagged, 5),
 		eager(header(Opcode::Eager, kLimits.eager_limit), kLimits.eager_limit),
 		control(rts, sample_rts()),
@@ -133,6 +141,12 @@ void assert_invariants(const Bytes& input, const ParsedMessage& m)
 		cr_assert_eq(h.flags, kFlagRemoteCqData);
 		cr_assert_eq(h.tag, 0u);
 		cr_assert_eq(h.size, 0u);
+	}
+	if (h.opcode == Opcode::Probe) {
+		cr_assert_eq(input.size(), kHeaderSize);
+		cr_assert_eq(h.flags, 0);
+		cr_assert_eq(h.tag | h.cq_data | h.size, 0u);
+		cr_assert(std::holds_alternative<std::monostate>(m.body));
 	}
 	if (h.opcode == Opcode::Rts) {
 		cr_assert(h.size > 0 && h.size <= kLimits.max_message_size);
@@ -295,7 +309,7 @@ Test(wire, header_fields_are_checked)
 	};
 	for (std::uint8_t v : {0, 2, 255})
 		cr_assert_eq(with(0, v), WireStatus::BadVersion);
-	for (std::uint8_t v : {0, 7, 8, 128, 255})
+	for (std::uint8_t v : {0, 8, 128, 255})
 		cr_assert_eq(with(1, v), WireStatus::BadOpcode, "opcode %u", v);
 	cr_assert_eq(with(3, 1), WireStatus::ReservedNotZero);
 	cr_assert_eq(with(2, kFlagTagged), WireStatus::BadFlags, "flags on a control message");
@@ -334,6 +348,33 @@ Test(wire, write_data_is_header_only_with_cq_data)
 	b.push_back(std::byte{0});
 	cr_assert_eq(check(b), WireStatus::BadBodyLength);
 	cr_assert_eq(check(write_data(0)), WireStatus::Ok, "zero is valid CQ data");
+}
+
+// A probe carries nothing: any flag, field or body byte is a sender bug.
+Test(wire, probe_is_header_only)
+{
+	ParsedMessage m;
+	const Bytes good = probe();
+	cr_assert_eq(validate_message(good.data(), good.size(), kLimits, m), WireStatus::Ok);
+	cr_assert_eq(m.header.opcode, Opcode::Probe);
+	cr_assert_eq(m.header.src_conn, 7u);
+	cr_assert(m.payload.empty());
+	cr_assert(std::holds_alternative<std::monostate>(m.body));
+	auto with = [&good](std::size_t offset, std::uint8_t value) {
+		Bytes b = good;
+		b[offset] = std::byte{value};
+		return check(b);
+	};
+	for (std::uint8_t flag : {kFlagTagged, kFlagRemoteCqData, kFlagCollective})
+		cr_assert_eq(with(2, flag), WireStatus::BadFlags, "flag %#x on a probe", flag);
+	cr_assert_eq(with(3, 1), WireStatus::ReservedNotZero);
+	cr_assert_eq(with(8, 1), WireStatus::BadField, "no tag");
+	cr_assert_eq(with(16, 1), WireStatus::BadField, "no cq_data");
+	cr_assert_eq(with(24, 1), WireStatus::BadField, "no size");
+	cr_assert_eq(with(4, static_cast<std::uint8_t>(kLimits.connection_count)), WireStatus::BadConnection);
+	Bytes longer = good;
+	longer.push_back(std::byte{0});
+	cr_assert_eq(check(longer), WireStatus::BadBodyLength);
 }
 
 Test(wire, sizes_are_checked_per_opcode)

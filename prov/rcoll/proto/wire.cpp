@@ -133,6 +133,7 @@ std::size_t body_size(Opcode opcode) noexcept
 		return ReadDoneBody::kWireSize;
 	case Opcode::Eager:
 	case Opcode::WriteData:
+	case Opcode::Probe:
 		break;
 	}
 	return 0;
@@ -308,6 +309,7 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 	case Opcode::ReadDone:
 		return accept(out, h, {}, ReadDoneBody{load_le<std::uint64_t>(body)});
 	case Opcode::WriteData:
+	case Opcode::Probe:
 		return accept(out, h, {}, std::monostate{});
 	case Opcode::Eager:
 		break;

@@ -90,7 +90,7 @@ const char* describe(WireStatus status) noexcept;
 //
 // EAGER and RTS carry a user message and may set both flags. WRITE_DATA is
 // header only and sets exactly REMOTE_CQ_DATA. CTS, FIN and READ_DONE set
-// no flag and carry their body.
+// no flag and carry their body. PROBE is header only and sets no flag.
 
 enum class Opcode : std::uint8_t {
 	Eager = 1,     // payload follows the header
@@ -102,9 +102,13 @@ enum class Opcode : std::uint8_t {
 		       // fi_writedata on the same connection (so it arrives after
 		       // the data): cq_data is the application's remote CQ data,
 		       // which the core's 4-byte immediate cannot carry
+	Probe = 7,     // either side, while it waits on a silent peer: gives the
+		       // peer's kernel (TCP ACK) or HCA (RC ACK) something to
+		       // acknowledge, so a dead host fails the connection. The
+		       // receiver only counts it as an arrival.
 };
 inline constexpr std::uint8_t kMinOpcode = 1;
-inline constexpr std::uint8_t kMaxOpcode = 6;
+inline constexpr std::uint8_t kMaxOpcode = 7;
 
 enum HeaderFlags : std::uint8_t {
 	kFlagTagged = 1u << 0,
@@ -231,13 +235,14 @@ struct ParsedMessage {
 	MsgHeader header;
 	// EAGER only: the payload inside the caller's buffer (header.size bytes).
 	std::span<const std::byte> payload;
-	// The decoded body for RTS, CTS, FIN, READ_DONE; monostate for EAGER.
+	// The decoded body for RTS, CTS, FIN, READ_DONE; monostate for EAGER,
+	// WRITE_DATA and PROBE.
 	std::variant<std::monostate, RtsBody, CtsBody, FinBody, ReadDoneBody> body;
 };
 
 // Checks everything before anything is trusted: length >= header, version,
 // opcode, flags allowed for the opcode, reserved bytes, src_conn, exact
-// body length per opcode (0 for WRITE_DATA),
+// body length per opcode (0 for WRITE_DATA and PROBE),
 // eager size == len - header <= eager_limit, nonzero lengths within
 // max_message_size, enum fields, and that tag/cq_data are zero unless
 // flagged. `out` is written only when the result is Ok.

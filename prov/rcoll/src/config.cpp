@@ -30,6 +30,7 @@ const Param params[] = {
 	{"connect_timeout_ms", &Config::connect_timeout_ms, "Milliseconds a connection may take before its pending sends fail"},
 	{"linger_ms", &Config::linger_ms, "Milliseconds fi_close of an endpoint keeps progressing so that what it sent reaches its peers (0: close at once)"},
 	{"coll_timeout_ms", &Config::coll_timeout_ms, "Milliseconds a collective group with work pending may see no progress before its operations fail with FI_ETIMEDOUT (0: never)"},
+	{"probe_interval_ms", &Config::probe_interval_ms, "Milliseconds a peer that operations wait on may send nothing before it gets a probe, which its kernel or NIC acknowledges; a dead host leaves it unacknowledged and the connection fails (0: never probe)"},
 	{"coll_alpha_us", &Config::coll_alpha_us, "Collective cost model: latency of one message, in microseconds"},
 	{"coll_beta_us_per_byte", &Config::coll_beta_us_per_byte, "Collective cost model: transfer time per byte, in microseconds"},
 	{"coll_gamma_us_per_byte", &Config::coll_gamma_us_per_byte, "Collective cost model: reduction time per byte, in microseconds"},

@@ -4,6 +4,7 @@
 // key wins). A peer whose connection fails turns its pending operations
 // into error completions; the endpoint keeps working with the others.
 #include "av.hpp"
+#include "coll.hpp"
 #include "config.hpp"
 #include "domain.hpp"
 #include "ep.hpp"
@@ -311,6 +312,86 @@ void Endpoint::check_connect_timeouts()
 				   peer->address.to_string().c_str());
 			fail_peer(*peer, -FI_ETIMEDOUT);
 		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Silent hosts. A host that lost its link sends no reset: TCP notices only
+// when it has unacknowledged data of its own (after tcp_retries2
+// retransmissions), an RC queue pair only when a work request runs out of
+// retries. A side that merely waits on the peer (a rendezvous receive whose
+// data stopped coming, a send waiting for READ_DONE, an RMA read) has
+// nothing outstanding and would wait forever. So a peer that operations
+// wait on and that sent nothing for FI_RCOLL_PROBE_INTERVAL_MS gets a PROBE.
+// The peer's kernel or HCA acknowledges it, not its application: a peer
+// busy computing without calling into libfabric is never taken for dead, as
+// a ping/pong timeout would take it under manual progress. A dead host
+// leaves the probe unacknowledged, the core fails the connection, and
+// fail_peer completes the peer's operations with FI_EIO.
+
+// Stamps every peer an operation waits on with a new scan number, returned.
+uint64_t Endpoint::mark_awaited_peers()
+{
+	const uint64_t scan = ++probe_scans;
+	auto mark = [scan](Peer* peer) {
+		if (peer)
+			peer->awaited_in_scan = scan;
+	};
+	sends.for_each([&](SendOp& op) { mark(op.peer); });
+	recvs.for_each([&](RecvOp& op) {
+		if (op.machine) // matched a rendezvous request: waits on its sender
+			mark(op.peer);
+	});
+	for (const auto& op : rma_ops)
+		mark(op->peer);
+	// A member waiting for another's collective write has nothing
+	// outstanding either. Groups do not say here which members they wait
+	// on, so while any group has work pending every peer counts.
+	if (coll && coll->busy())
+		for (const auto& peer : peers)
+			mark(peer.get());
+	return scan;
+}
+
+// Called from progress every kCmPollInterval calls; reads the clock there,
+// and scans four times per interval, so a peer is probed between one and
+// one and a quarter intervals after its last arrival.
+void Endpoint::probe_silent_peers()
+{
+	const size_t interval_ms = config().probe_interval_ms;
+	if (!interval_ms)
+		return;
+	const auto now = std::chrono::steady_clock::now();
+	if (now < next_probe_scan)
+		return;
+	const auto interval = std::chrono::milliseconds(interval_ms);
+	next_probe_scan = now + interval / 4;
+	const uint64_t scan = mark_awaited_peers();
+	for (const auto& p : peers) {
+		Peer& peer = *p;
+		if (peer.awaited_in_scan != scan || peer.state != Peer::State::connected) {
+			peer.watched = false;
+			continue;
+		}
+		if (!peer.watched || peer.arrivals != peer.arrivals_seen) {
+			// Newly awaited, or heard from since the last scan.
+			peer.watched = true;
+			peer.arrivals_seen = peer.arrivals;
+			peer.quiet_since = now;
+			continue;
+		}
+		// At most one probe per interval. A control message still waiting
+		// for a transmit buffer goes out before a probe queued now would,
+		// and gives the peer as much to acknowledge.
+		if (now - peer.quiet_since < interval || !peer.controls.empty())
+			continue;
+		RCOLL_DBG(FI_LOG_EP_CTRL, "probing %s: awaited, silent for %lld ms\n",
+			  peer.address.to_string().c_str(),
+			  (long long)std::chrono::duration_cast<std::chrono::milliseconds>(now - peer.quiet_since).count());
+		peer.quiet_since = now;
+		proto::MsgHeader probe;
+		probe.opcode = proto::Opcode::Probe;
+		send_control(peer, probe, nullptr, 0);
 	}
 }
 

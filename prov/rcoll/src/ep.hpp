@@ -110,6 +110,14 @@ struct Peer {
 	std::deque<BufferRecord*> backlog; // waiting for the connection or for core queue space
 	std::deque<QueuedControl> controls; // waiting for a transmit buffer
 	std::chrono::steady_clock::time_point connect_started;
+	// Silent-host detection (Endpoint::probe_silent_peers): a message
+	// count, so the data path reads no clock; the scans turn it into a
+	// coarse time of last arrival.
+	uint64_t arrivals = 0;
+	uint64_t arrivals_seen = 0;       // `arrivals` when a scan last looked
+	uint64_t awaited_in_scan = 0;     // the last scan that found an operation waiting on it
+	bool watched = false;             // awaited at the previous scan too: quiet_since is valid
+	std::chrono::steady_clock::time_point quiet_since; // last arrival or probe, as scans saw it
 };
 
 // One application send above the eager limit (takagi2013 rendezvous).
@@ -229,6 +237,8 @@ struct Endpoint {
 	size_t backlogged = 0;  // > 0: some peer may hold queued sends
 	size_t stalled = 0;     // > 0: some rendezvous transfer waits to be retried
 	bool cm_busy = false;   // a connection is being set up: read the core EQ often
+	uint64_t probe_scans = 0;
+	std::chrono::steady_clock::time_point next_probe_scan;
 	std::unique_ptr<Collectives> coll; // with FI_COLLECTIVE
 
 	static int open(Domain* domain, fi_info* info, fid_ep** out, void* context);
@@ -268,6 +278,8 @@ struct Endpoint {
 	void handle_cm_error(const fi_eq_err_entry& err);
 	int poll_cm();
 	void check_connect_timeouts();
+	void probe_silent_peers();
+	uint64_t mark_awaited_peers();
 	void fail_peer(Peer& peer, int err);
 	void schedule_failure(Peer& peer, int err);
 	void settle_failures();

@@ -762,6 +762,7 @@ void Endpoint::on_receive(BufferRecord* r, size_t len)
 							   : "unknown or closed connection");
 		return;
 	}
+	peer->arrivals++; // proof of life for probe_silent_peers
 	switch (m.header.opcode) {
 	case Opcode::Eager:
 	case Opcode::Rts: deliver(*peer, m); break;
@@ -790,6 +791,8 @@ void Endpoint::on_receive(BufferRecord* r, size_t len)
 		report_rx(nullptr, FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA, 0, nullptr,
 			  m.header.cq_data, 0, source_of(peer), 0, 0, true);
 		break;
+	case Opcode::Probe:
+		break; // counted above; its sender only wanted our kernel's ACK
 	case Opcode::ReadDone: {
 		SendOp* op = sends.find(std::get<proto::ReadDoneBody>(m.body).sender_cookie);
 		if (!op || op->peer != peer) {
@@ -1190,6 +1193,8 @@ int Endpoint::progress()
 		poll_last_bytes();
 	if (coll)
 		coll->progress();
+	if (progress_calls % kCmPollInterval == 0)
+		probe_silent_peers(); // reads the clock: not on every call
 	if (++progress_calls % 1024 == 0)
 		check_connect_timeouts();
 	settle_failures();
