@@ -1251,6 +1251,9 @@ int Endpoint::read_core_cq(int rounds)
 		if (ret > 0) {
 			for (ssize_t i = 0; i < ret; i++)
 				on_core_completion(batch[i]);
+			// A stream of eager messages can use up the few posted
+			// buffers within one call: restock before the core reads on.
+			refill_rx();
 			handled += int(ret);
 			if (size_t(ret) < kCompletionBatch)
 				break;
