@@ -322,6 +322,10 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->eager_limit = cfg.eager_size;
+	if (const fi_tx_attr* core_tx = domain->core_info->tx_attr) {
+		ep->core_inject_size = core_tx->inject_size;
+		ep->core_iov_limit = core_tx->iov_limit;
+	}
 
 	std::random_device seed;
 	std::mt19937_64 rng((uint64_t(seed()) << 32) ^ seed() ^ uint64_t(reinterpret_cast<uintptr_t>(ep.get())));

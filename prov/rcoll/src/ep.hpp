@@ -69,6 +69,14 @@ struct BufferRecord {
 	bool report = false;       // write a CQ entry
 	bool count = false;        // bump the send counter
 	bool in_core = false;      // posted to the core, completion pending
+	// The send may complete once rcoll holds the data (FI_INJECT_COMPLETE):
+	// small ones are then injected into the core, which reports nothing.
+	bool may_inject = true;
+	// A direct eager send: the buffer holds only the header, the payload
+	// goes from the application's registered memory (a two-entry gather).
+	const std::byte* payload = nullptr;
+	void* payload_desc = nullptr;
+	size_t payload_len = 0;
 	explicit BufferRecord(CoreContext::Kind k) : cc(k, this) {}
 };
 
@@ -225,6 +233,8 @@ struct Endpoint {
 	std::unique_ptr<proto::TransmitPool> tx_pool;
 	std::deque<BufferRecord> rx_records, tx_records; // by buffer index; stable addresses
 	size_t eager_limit = 0;
+	size_t core_inject_size = 0; // the core's tx_attr: largest fi_inject
+	size_t core_iov_limit = 1;   // ... and most gather entries of a send
 
 	proto::MatchQueue msg_queue, tagged_queue;
 	std::vector<std::unique_ptr<Unexpected>> spare_unexpected;
@@ -291,6 +301,7 @@ struct Endpoint {
 	void refill_rx();
 	void release_rx(BufferRecord* r);
 	ssize_t post_tx(BufferRecord* r);
+	ssize_t transmit(Peer& peer, BufferRecord* r);
 	void flush_backlog(Peer& peer);
 	ssize_t send_buffered(Peer& peer, const proto::MsgHeader& header, const void* body,
 			      size_t body_len);

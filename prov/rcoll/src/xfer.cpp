@@ -24,6 +24,10 @@ namespace {
 
 constexpr size_t kCompletionBatch = 32;
 constexpr uint64_t kCmPollInterval = 64;
+// Eager payloads from this size on go from the application's registered
+// buffer (when it passed a descriptor) instead of being copied into the
+// bounce buffer: the copy costs more than the core's second gather entry.
+constexpr size_t kDirectSendMin = 2048;
 
 int outcome_errno(proto::Outcome o)
 {
@@ -148,6 +152,10 @@ BufferRecord* Endpoint::get_tx_buffer()
 	r->context = nullptr;
 	r->cq_flags = 0;
 	r->report = r->count = r->in_core = false;
+	r->may_inject = true;
+	r->payload = nullptr;
+	r->payload_desc = nullptr;
+	r->payload_len = 0;
 	return r;
 }
 
@@ -196,10 +204,7 @@ ssize_t Endpoint::post_tx(BufferRecord* r)
 		backlogged++;
 		return 0;
 	}
-	r->header.src_conn = peer.remote_id;
-	proto::encode_header(r->header, r->buffer->data());
-	ssize_t ret = fi_send(peer.conn.get(), r->buffer->data(), r->len, r->buffer->desc(), 0,
-			      &r->cc.space);
+	ssize_t ret = transmit(peer, r);
 	if (ret == -FI_EAGAIN) {
 		peer.backlog.push_back(r);
 		backlogged++;
@@ -208,12 +213,48 @@ ssize_t Endpoint::post_tx(BufferRecord* r)
 	if (ret) {
 		// The connection is unusable: fail it rather than let operations
 		// wait for messages that never left.
-		RCOLL_WARN(FI_LOG_EP_DATA, "core fi_send: %s\n", fi_strerror(int(-ret)));
+		RCOLL_WARN(FI_LOG_EP_DATA, "core send: %s\n", fi_strerror(int(-ret)));
 		schedule_failure(peer, int(ret));
-		return ret;
 	}
-	r->in_core = true;
-	return 0;
+	return ret;
+}
+
+// Hands one message to the core connection. One that fits the core's
+// inject size is injected: the core then writes no completion, which on tcp
+// also spares the wait-fd signal it raises per completion and the CQ poll
+// that would fetch it, so the buffer and the send it carries complete here.
+// A direct send gathers the header and the application's payload.
+ssize_t Endpoint::transmit(Peer& peer, BufferRecord* r)
+{
+	r->header.src_conn = peer.remote_id;
+	proto::encode_header(r->header, r->buffer->data());
+	ssize_t ret;
+	if (r->payload_len) {
+		iovec iov[2] = {{r->buffer->data(), r->len},
+				{const_cast<std::byte*>(r->payload), r->payload_len}};
+		void* descs[2] = {r->buffer->desc(), r->payload_desc};
+		fi_msg msg{};
+		msg.msg_iov = iov;
+		msg.desc = descs;
+		msg.iov_count = 2;
+		msg.context = &r->cc.space;
+		ret = fi_sendmsg(peer.conn.get(), &msg, FI_COMPLETION);
+	} else if (r->may_inject && r->len <= core_inject_size) {
+		ret = fi_inject(peer.conn.get(), r->buffer->data(), r->len, 0);
+		if (ret == 0) {
+			if (r->count)
+				report_tx(r->context, r->cq_flags, r->header.size, 0, r->report, send_cntr);
+			release_tx_buffer(r);
+			return 0;
+		}
+		return ret;
+	} else {
+		ret = fi_send(peer.conn.get(), r->buffer->data(), r->len, r->buffer->desc(), 0,
+			      &r->cc.space);
+	}
+	if (ret == 0)
+		r->in_core = true;
+	return ret;
 }
 
 void Endpoint::flush_backlog(Peer& peer)
@@ -229,21 +270,17 @@ void Endpoint::flush_backlog(Peer& peer)
 			release_tx_buffer(r);
 			continue;
 		}
-		r->header.src_conn = peer.remote_id;
-		proto::encode_header(r->header, r->buffer->data());
-		ssize_t ret = fi_send(peer.conn.get(), r->buffer->data(), r->len, r->buffer->desc(), 0,
-				      &r->cc.space);
+		ssize_t ret = transmit(peer, r);
 		if (ret == -FI_EAGAIN)
 			return;
 		peer.backlog.pop_front();
 		if (ret) {
-			RCOLL_WARN(FI_LOG_EP_DATA, "core fi_send: %s\n", fi_strerror(int(-ret)));
+			RCOLL_WARN(FI_LOG_EP_DATA, "core send: %s\n", fi_strerror(int(-ret)));
 			report_tx(r->context, r->cq_flags, 0, int(-ret), true, r->count ? send_cntr : nullptr);
 			release_tx_buffer(r);
 			schedule_failure(peer, int(ret));
 			return;
 		}
-		r->in_core = true;
 	}
 	// Control messages go after the buffered ones, which already hold
 	// buffers: waiting for them could only hold those buffers longer.
@@ -343,13 +380,20 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 		h.size = len;
 		r->peer = peer;
 		r->header = h;
-		if (len)
+		r->len = proto::kHeaderSize;
+		if (desc && !inject && len >= kDirectSendMin && core_iov_limit >= 2) {
+			r->payload = static_cast<const std::byte*>(buf);
+			r->payload_desc = core_desc_of(desc);
+			r->payload_len = len;
+		} else if (len) {
 			memcpy(r->buffer->data() + proto::kHeaderSize, buf, len);
-		r->len = proto::kHeaderSize + len;
+			r->len += len;
+		}
 		r->context = context;
 		r->cq_flags = cq_flags;
 		r->report = report;
 		r->count = true;
+		r->may_inject = !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
 		ssize_t ret = post_tx(r);
 		if (ret)
 			release_tx_buffer(r);
@@ -1212,6 +1256,9 @@ int Endpoint::read_core_cq(int rounds)
 		if (ret > 0) {
 			for (ssize_t i = 0; i < ret; i++)
 				on_core_completion(batch[i]);
+			// A stream of eager messages can use up the few posted
+			// buffers within one call: restock before the core reads on.
+			refill_rx();
 			handled += int(ret);
 			if (size_t(ret) < kCompletionBatch)
 				break;
