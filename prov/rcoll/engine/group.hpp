@@ -125,6 +125,7 @@ public:
 
 private:
 	struct Operation;
+	struct Landing;
 	struct Half {
 		bool ready = true;	// may be allocated from
 		bool closed = false;	// the cursor left it in this generation
@@ -140,6 +141,9 @@ private:
 	// Registers buffers and sets up the operation's memory.
 	Errc acquire(Operation&) noexcept;
 	bool place(Operation&) noexcept;
+	Errc take_landing(uint64_t bytes, std::unique_ptr<Landing>& out) noexcept;
+	void give_back_landing(std::unique_ptr<Landing>) noexcept;
+	void free_landing(Landing&) noexcept;
 	// Runs as many steps as possible; true when the schedule is finished.
 	bool run(Operation&) noexcept;
 	Errc execute_write(Operation&, const Step&) noexcept;
@@ -168,6 +172,7 @@ private:
 	bool failed_ = false;
 	std::deque<std::unique_ptr<Operation>> queue_; // posted, in order
 	std::vector<std::unique_ptr<Operation>> recycles_;
+	std::vector<std::unique_ptr<Landing>> spare_landings_; // see Group::Landing
 	std::deque<Completion> done_;
 	GroupStats stats_;
 	MemoryObserver* observer_ = nullptr;
