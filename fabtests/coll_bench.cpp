@@ -2,7 +2,8 @@
 // "tcp;ofi_rxm" (util_coll) side by side, in one run, with a lower bound
 // computed from point-to-point figures measured in the same run.
 //
-//   rcoll_coll_bench [--quick] [--ranks 2,4,8] [--max-bytes N] [--call-limit S] [--yield]
+//   rcoll_coll_bench [--quick] [--ranks 2,4,8] [--max-bytes N] [--sizes LIST] [--colls LIST]
+//                    [--call-limit S] [--yield] [--rcoll-only]
 //
 // Methodology (the OSU micro-benchmarks'): per point, one verified call
 // (outputs poisoned first), a calibration call that sets the iteration count,
@@ -45,7 +46,10 @@ struct Options {
     bool quick = false;
     std::vector<int> ranks = {2, 4, 8};
     size_t max_bytes = 64u << 20;
+    std::vector<size_t> sizes;  // explicit message sizes; empty: the x4 series up to max_bytes
+    std::vector<fi_collective_op> colls = {FI_BARRIER, FI_BROADCAST, FI_ALLREDUCE};
     seconds call_limit{10};
+    bool with_rxm = true;  // --rcoll-only: skip tcp;ofi_rxm (its columns show "-")
     // Waiting ranks call fi_cq_read in a tight loop, as fabtests and MPI
     // progress loops do; --yield makes them give the core away on an empty
     // poll instead (Open MPI's mpi_yield_when_idle).
@@ -61,17 +65,22 @@ struct Point {
 
 std::vector<Point> make_points(const Options& options)
 {
-    std::vector<Point> points = {{FI_BARRIER, 0}};
-    // 8 B .. max in x4 steps, and the maximum itself.
-    std::vector<size_t> sizes;
-    for (size_t bytes = 8; bytes <= options.max_bytes; bytes *= 4)
-        if (!options.quick || bytes == 8 || bytes == 2048 || bytes == (512u << 10) || bytes == (8u << 20))
-            sizes.push_back(bytes);
-    if (!options.quick && sizes.back() != options.max_bytes)
-        sizes.push_back(options.max_bytes);
+    std::vector<Point> points;
+    if (std::ranges::find(options.colls, FI_BARRIER) != options.colls.end())
+        points.push_back({FI_BARRIER, 0});
+    // 8 B .. max in x4 steps, and the maximum itself, unless sizes are given.
+    std::vector<size_t> sizes = options.sizes;
+    if (sizes.empty()) {
+        for (size_t bytes = 8; bytes <= options.max_bytes; bytes *= 4)
+            if (!options.quick || bytes == 8 || bytes == 2048 || bytes == (512u << 10) || bytes == (8u << 20))
+                sizes.push_back(bytes);
+        if (!options.quick && sizes.back() != options.max_bytes)
+            sizes.push_back(options.max_bytes);
+    }
     for (fi_collective_op coll : {FI_BROADCAST, FI_ALLREDUCE})
-        for (size_t bytes : sizes)
-            points.push_back({coll, bytes});
+        if (std::ranges::find(options.colls, coll) != options.colls.end())
+            for (size_t bytes : sizes)
+                points.push_back({coll, bytes});
     return points;
 }
 
@@ -125,6 +134,7 @@ struct SharedResults {
     uint32_t points_started;  // index + 1 of the point being measured
     double latency_us;        // one-way, 8 B, best repetition
     double bandwidth_bps;     // 4 MiB messages, best repetition
+    double exchange_bandwidth_bps;  // the same, both directions at once: bytes per direction
     PointResult points[kMaxPoints];
     double rank_average_us[kMaxReps][kMaxBenchRanks];  // the current point's repetitions
 };
@@ -268,6 +278,7 @@ void BenchRank::tagged_recv(void* buf, size_t len, fi_addr_t from, OpContext& ct
 void BenchRank::measure_p2p()
 {
     constexpr int kReceivesPostedSignal = 1;
+    constexpr int kExchangePostedSignal = 2;  // + rank
     const int me = boot_.rank();
     if (me <= 1) {
         const fi_addr_t peer = world_[static_cast<size_t>(1 - me)];
@@ -328,9 +339,43 @@ void BenchRank::measure_p2p()
                 wait(ack_ctx, "bandwidth acknowledgement");
             }
         }
+
+        // Both directions at once, as in a ring or pairwise exchange: each
+        // side sends the window to the other while receiving the other's.
+        // On loopback both kernel copies of every byte run on the ranks'
+        // own cores, so this is the ceiling of a rank that sends and
+        // receives at the same time. Rank 0 stops its clock once its own
+        // receives and sends completed and rank 1 acknowledged its receives.
+        std::vector<uint8_t> incoming(kMessage * window);
+        std::vector<OpContext> receives(window);
+        double best_exchange = 0;
+        for (int rep = 0; rep < 3; ++rep) {
+            const int posted_signal = kExchangePostedSignal + me;
+            // One tag for all: receives match in posting order, data first.
+            for (size_t k = 0; k < window; ++k)
+                tagged_recv(incoming.data() + k * kMessage, kMessage, peer, receives[k]);
+            tagged_recv(&ack, 1, peer, ack_ctx);
+            boot_.signal_set(posted_signal, static_cast<uint64_t>(rep) + 1);
+            boot_.signal_wait_at_least(kExchangePostedSignal + (1 - me), static_cast<uint64_t>(rep) + 1,
+                                       [&] { ep_.progress(); });
+            const auto start = Clock::now();
+            for (size_t k = 0; k < window; ++k)
+                tagged_send(data.data() + k * kMessage, kMessage, peer, ops[k]);
+            for (size_t k = 0; k < window; ++k) {
+                wait(receives[k], "exchange receive");
+                wait(ops[k], "exchange send");
+            }
+            OpContext ack_send;
+            tagged_send(&ack, 1, peer, ack_send);
+            wait(ack_ctx, "exchange acknowledgement");
+            wait(ack_send, "exchange acknowledgement");
+            const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+            best_exchange = std::max(best_exchange, static_cast<double>(kMessage * window) / seconds);
+        }
         if (me == 0) {
             results_.latency_us = best_latency;
             results_.bandwidth_bps = best_bandwidth;
+            results_.exchange_bandwidth_bps = best_exchange;
             std::atomic_ref<uint32_t>(results_.p2p_done).store(1, std::memory_order_release);
         }
     }
@@ -469,6 +514,7 @@ void BenchRank::run_point(size_t index, const Point& point, PointResult& result)
 struct Measured {
     double latency_us = 0;
     double bandwidth_bps = 0;
+    double exchange_bandwidth_bps = 0;
     std::vector<Status> status;
     std::vector<double> median_us;
     std::vector<std::string> detail;
@@ -515,6 +561,7 @@ Measured measure(const std::string& provider, int ranks, const std::vector<Point
         if (with_p2p && shared.p2p_done) {
             m.latency_us = shared.latency_us;
             m.bandwidth_bps = shared.bandwidth_bps;
+            m.exchange_bandwidth_bps = shared.exchange_bandwidth_bps;
         }
         for (size_t k = first; k < points.size(); ++k) {
             m.status[k] = static_cast<Status>(shared.points[k].status);
@@ -603,6 +650,19 @@ Bound bound_of(const Point& point, int p, double latency_us, double bandwidth_bp
     return latency >= bandwidth ? Bound{latency, 'L'} : Bound{bandwidth, 'B'};
 }
 
+// Allreduce only: the bandwidth term of the bound over the bandwidth of a
+// two-way exchange. Every rank of a ring or pairwise allreduce sends and
+// receives its 2 (p - 1) / p n bytes at the same time, which on loopback
+// puts both kernel copies of each byte on the ranks' own cores. Not a
+// lower bound in general (a NIC moves both directions at full rate), but
+// the ceiling this host offers. 0 when not applicable.
+double exchange_bound_us(const Point& point, int p, double exchange_bps)
+{
+    if (point.coll != FI_ALLREDUCE || exchange_bps <= 0)
+        return 0;
+    return 2.0 * (p - 1) / p * static_cast<double>(point.bytes) / exchange_bps * 1e6;
+}
+
 void print_table(fi_collective_op coll, const std::vector<Point>& points, const Options& options,
                  std::map<std::pair<std::string, int>, Measured>& results)
 {
@@ -610,8 +670,8 @@ void print_table(fi_collective_op coll, const std::vector<Point>& points, const 
                        : coll == FI_BROADCAST ? "fi_broadcast, root 0, FI_UINT8"
                                               : "fi_allreduce, FI_SUM of FI_INT64";
     std::printf("\n## %s (median of repetitions, slowest rank, microseconds per call)\n\n", what);
-    std::printf("%-9s %5s %11s %11s %12s %10s %11s  %s\n", "size", "ranks", "rcoll", "tcp;ofi_rxm", "bound",
-                "rcoll/rxm", "rcoll/bound", "notes");
+    std::printf("%-9s %5s %11s %11s %12s %10s %11s %11s  %s\n", "size", "ranks", "rcoll", "tcp;ofi_rxm", "bound",
+                "rcoll/rxm", "rcoll/bound", "rcoll/bidir", "notes");
     for (size_t k = 0; k < points.size(); ++k) {
         if (points[k].coll != coll)
             continue;
@@ -626,12 +686,14 @@ void print_table(fi_collective_op coll, const std::vector<Point>& points, const 
                 if (m->status[k] != Status::ok && !m->detail[k].empty())
                     notes += strfmt("%s%s: %.100s", notes.empty() ? "" : "; ", m == &r ? kRcoll : kRxm,
                                     m->detail[k].c_str());
-            std::printf("%-9s %5d %11s %11s %10s %c %10s %11s  %s\n",
+            const double bidir_us = exchange_bound_us(points[k], p, r.exchange_bandwidth_bps);
+            std::printf("%-9s %5d %11s %11s %10s %c %10s %11s %11s  %s\n",
                         coll == FI_BARRIER ? "-" : size_text(points[k].bytes).c_str(), p,
                         time_text(r.status[k], r.median_us[k]).c_str(), time_text(x.status[k], x.median_us[k]).c_str(),
                         r.latency_us > 0 ? strfmt("%.2f", bound.us).c_str() : "?", bound.kind,
                         r_ok && x_ok ? strfmt("%.2f", r.median_us[k] / x.median_us[k]).c_str() : "-",
                         r_ok && r.latency_us > 0 ? strfmt("%.2f", r.median_us[k] / bound.us).c_str() : "-",
+                        r_ok && bidir_us > 0 ? strfmt("%.2f", r.median_us[k] / bidir_us).c_str() : "-",
                         notes.c_str());
         }
     }
@@ -652,6 +714,11 @@ void print_how_to_read(const Options& options)
         "                      The allreduce latency term is a reduce-then-broadcast model: recursive doubling\n"
         "                      needs only ceil(log2 p) exchange rounds, so rcoll/bound can drop below 1 there.\n"
         "  rcoll/rxm           below 1: rcoll is faster.  rcoll/bound: 1 would be optimal.\n"
+        "  rcoll/bidir         allreduce: rcoll against 2(p-1)/p n over the two-way exchange bandwidth (both\n"
+        "                      ranks sending to each other at once, as every rank of a ring does). On loopback\n"
+        "                      each byte costs a kernel copy on the sender and one on the receiver, so a rank\n"
+        "                      that sends and receives at once does twice the copying of the one-way test:\n"
+        "                      this is what the host allows, not a lower bound in general.\n"
         "  WRONG               the verified call returned a wrong result (or wrote outside its buffer);\n"
         "  hang                a call of the point did not complete within %lld s; crash: a rank died;\n"
         "  error               an error completion, or a completion for an operation never posted;\n"
@@ -667,14 +734,29 @@ void print_how_to_read(const Options& options)
               "that does not give the core away while it waits pays for it at 4 and 8 ranks (--yield changes this).");
 }
 
+std::vector<std::string> split_list(const std::string& list)
+{
+    std::vector<std::string> items;
+    for (size_t pos = 0; pos <= list.size();) {
+        const size_t comma = std::min(list.find(',', pos), list.size());
+        items.push_back(list.substr(pos, comma - pos));
+        pos = comma + 1;
+    }
+    return items;
+}
+
 void usage(FILE* out)
 {
     std::fprintf(out,
-                 "usage: rcoll_coll_bench [--quick] [--ranks LIST] [--max-bytes N] [--call-limit SECONDS]\n"
+                 "usage: rcoll_coll_bench [--quick] [--ranks LIST] [--max-bytes N] [--sizes LIST] [--colls LIST]\n"
+                 "                        [--call-limit SECONDS] [--yield] [--rcoll-only]\n"
                  "  --quick          4 sizes, fewer iterations and repetitions\n"
                  "  --ranks LIST     comma-separated rank counts (default 2,4,8)\n"
                  "  --max-bytes N    largest message (default 64 MiB)\n"
+                 "  --sizes LIST     comma-separated message sizes instead of the x4 series (suffixes k, m: KiB, MiB)\n"
+                 "  --colls LIST     comma-separated subset of barrier,broadcast,allreduce (default all)\n"
                  "  --call-limit S   time limit of one call (default 10 s); a point with a slower call is a \"hang\"\n"
+                 "  --rcoll-only     measure rcoll alone (the tcp;ofi_rxm columns show \"-\")\n"
                  "  --yield          waiting ranks yield the core on an empty poll (default: they spin on fi_cq_read)\n"
                  "rcoll is found through FI_PROVIDER_PATH (the build tree's .libs).\n");
 }
@@ -695,26 +777,54 @@ int main(int argc, char** argv)
         };
         if (arg == "--quick") {
             options.quick = true;
+        } else if (arg == "--rcoll-only") {
+            options.with_rxm = false;
         } else if (arg == "--yield") {
             options.yield_when_idle = true;
         } else if (arg == "--ranks") {
             options.ranks.clear();
-            std::string list = value();
-            for (size_t pos = 0; pos <= list.size();) {
-                const size_t comma = std::min(list.find(',', pos), list.size());
-                const int p = std::atoi(list.substr(pos, comma - pos).c_str());
+            for (const std::string& item : split_list(value())) {
+                const int p = std::atoi(item.c_str());
                 if (p < 2 || p > kMaxBenchRanks) {
                     std::fprintf(stderr, "--ranks: each count must be 2..%d\n", kMaxBenchRanks);
                     return 2;
                 }
                 options.ranks.push_back(p);
-                pos = comma + 1;
             }
         } else if (arg == "--max-bytes") {
             options.max_bytes = std::strtoull(value(), nullptr, 0);
             if (options.max_bytes < 8) {
                 std::fprintf(stderr, "--max-bytes must be at least 8\n");
                 return 2;
+            }
+        } else if (arg == "--sizes") {
+            options.sizes.clear();
+            for (const std::string& item : split_list(value())) {
+                char* end = nullptr;
+                size_t bytes = std::strtoull(item.c_str(), &end, 0);
+                if (end && (*end == 'k' || *end == 'K'))
+                    bytes <<= 10, ++end;
+                else if (end && (*end == 'm' || *end == 'M'))
+                    bytes <<= 20, ++end;
+                if (item.empty() || !end || *end || bytes < 8) {
+                    std::fprintf(stderr, "--sizes: '%s' is not a size of at least 8 bytes\n", item.c_str());
+                    return 2;
+                }
+                options.sizes.push_back(bytes);
+            }
+        } else if (arg == "--colls") {
+            options.colls.clear();
+            for (const std::string& item : split_list(value())) {
+                if (item == "barrier")
+                    options.colls.push_back(FI_BARRIER);
+                else if (item == "broadcast")
+                    options.colls.push_back(FI_BROADCAST);
+                else if (item == "allreduce")
+                    options.colls.push_back(FI_ALLREDUCE);
+                else {
+                    std::fprintf(stderr, "--colls: unknown collective '%s'\n", item.c_str());
+                    return 2;
+                }
             }
         } else if (arg == "--call-limit") {
             options.call_limit = seconds(std::max(1, std::atoi(value())));
@@ -742,16 +852,24 @@ int main(int argc, char** argv)
     std::printf("# point-to-point, ranks 0 and 1, best of the repetitions:\n");
     for (int p : options.ranks) {
         for (const char* provider : {kRcoll, kRxm}) {
+            if (provider == kRxm && !options.with_rxm) {
+                Measured& skipped = results[{provider, p}];
+                skipped.status.assign(points.size(), Status::pending);
+                skipped.median_us.assign(points.size(), 0);
+                skipped.detail.assign(points.size(), "");
+                continue;
+            }
             const auto started = Clock::now();
             results[{provider, p}] = measure(provider, p, points, options);
             const Measured& m = results[{provider, p}];
-            std::printf("#   %d ranks, %-12s one-way 8 B latency %7.2f us, bandwidth %6.2f GB/s  (%.0f s)\n", p,
-                        provider, m.latency_us, m.bandwidth_bps / 1e9,
+            std::printf("#   %d ranks, %-12s one-way 8 B latency %7.2f us, bandwidth %6.2f GB/s, two-way exchange "
+                        "%6.2f GB/s each way  (%.0f s)\n",
+                        p, provider, m.latency_us, m.bandwidth_bps / 1e9, m.exchange_bandwidth_bps / 1e9,
                         std::chrono::duration<double>(Clock::now() - started).count());
             std::fflush(stdout);
         }
     }
-    for (fi_collective_op coll : {FI_BARRIER, FI_BROADCAST, FI_ALLREDUCE})
+    for (fi_collective_op coll : options.colls)
         print_table(coll, points, options, results);
     print_how_to_read(options);
 

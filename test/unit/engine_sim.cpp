@@ -259,6 +259,28 @@ Test(engine_sim, in_place_allreduce)
 		}
 }
 
+// A rendezvous landing area is the group's own memory: the next operation
+// reuses it, registration included; only the user's buffers are
+// registered per call.
+Test(engine_sim, rendezvous_landing_is_reused)
+{
+	const uint32_t p = 4;
+	Cluster cluster(p, small_cluster(p, 11));
+	const OpSpec op = spec({Collective::allreduce, Algorithm::rabenseifner}, 1 << 16);
+	cr_assert_eq(cluster.run({op}), "");
+	std::vector<uint64_t> first(p);
+	for (uint32_t r = 0; r < p; ++r)
+		first[r] = cluster.fabric().stats(r).registrations;
+	for (int call = 0; call < 3; ++call)
+		cr_assert_eq(cluster.run({op}), "");
+	for (uint32_t r = 0; r < p; ++r) {
+		// Input and output per call; the landing area only the first time.
+		cr_assert_eq(first[r], 3u, "rank %u registered %llu buffers", r,
+			     (unsigned long long)first[r]);
+		cr_assert_eq(cluster.fabric().stats(r).registrations - first[r], 3u * 2u);
+	}
+}
+
 Test(engine_sim, automatic_selection)
 {
 	for (unsigned c = 0; c < collective_count; ++c)

@@ -309,6 +309,9 @@ Errc build_allreduce_recursive_doubling(ScheduleBuilder& b, const Limits& limits
 	fold.key_slot = dims;
 	b.set_counters(3 + 2 * uint64_t(dims));
 	b.choose_landing((2 + uint64_t(dims)) * nb, 0, dims + 1, limits);
+	// In rendezvous the result goes straight into the extra's output.
+	if (!b.eager())
+		b.layout().landing_bytes = fold.result_offset;
 
 	if (fold.run_extra(b))
 		return Errc::ok;
@@ -372,6 +375,9 @@ Errc build_allreduce_rabenseifner(ScheduleBuilder& b, const Limits& limits)
 	fold.key_slot = 2 * dims;
 	b.set_counters(3 + 4 * uint64_t(dims));
 	b.choose_landing(ag_offset + 2 * nb, 0, 2 * dims + 1, limits);
+	// In rendezvous the allgather and the result go straight into outputs.
+	if (!b.eager())
+		b.layout().landing_bytes = ag_offset;
 
 	if (fold.run_extra(b))
 		return Errc::ok;

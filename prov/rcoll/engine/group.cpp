@@ -70,6 +70,9 @@ struct AlignedBuffer {
 	}
 };
 
+// Spare rendezvous landing areas a group keeps between operations.
+constexpr size_t spare_landings = 2;
+
 bool overlaps(const void* a, size_t na, const void* b, size_t nb) noexcept
 {
 	if (na == 0 || nb == 0)
@@ -79,6 +82,17 @@ bool overlaps(const void* a, size_t na, const void* b, size_t nb) noexcept
 }
 
 } // namespace
+
+// A rendezvous landing area and its registration. Both are the group's own
+// memory, never the application's, so keeping them for the next operation
+// is safe: it saves the allocation, the page faults of first touch (large
+// blocks come from mmap and go back at free) and the registration (pinning
+// on verbs) on every call.
+struct Group::Landing {
+	AlignedBuffer memory;
+	Registration registration;
+	bool registered = false;
+};
 
 struct Group::Operation {
 	uint64_t sequence = 0;
@@ -102,9 +116,9 @@ struct Group::Operation {
 	const std::byte* input = nullptr;
 	std::byte* output = nullptr;
 	AlignedBuffer input_copy;
-	AlignedBuffer landing;
-	Registration input_reg, output_reg, landing_reg;
-	bool has_input_reg = false, has_output_reg = false, has_landing_reg = false;
+	std::unique_ptr<Landing> landing; // rendezvous landing, when not in scratch
+	Registration input_reg, output_reg;
+	bool has_input_reg = false, has_output_reg = false;
 
 	uint64_t first_cookie = 0;
 	uint32_t writes_posted = 0;
@@ -181,6 +195,8 @@ Group::~Group()
 {
 	for (auto& op : queue_)
 		release_resources(*op);
+	for (auto& landing : spare_landings_)
+		free_landing(*landing);
 }
 
 Errc Group::create(uint32_t rank, uint32_t size, Transport& transport, const GroupConfig& config,
@@ -351,23 +367,81 @@ Errc Group::acquire(Operation& op) noexcept
 		op.has_output_reg = true;
 	}
 	if (!s.layout.landing_in_scratch && s.layout.landing_bytes) {
-		if (!op.landing.allocate(s.layout.landing_bytes))
-			return Errc::no_memory;
-		auto span = std::span<std::byte>(op.landing.data, op.landing.size);
-		if (Errc e = transport_.register_memory(span, Access::read_write, op.landing_reg);
-		    e != Errc::ok)
+		if (Errc e = take_landing(s.layout.landing_bytes, op.landing); e != Errc::ok)
 			return e;
-		op.has_landing_reg = true;
 	}
 	if (op.placed) {
 		std::byte* keys = transport_.scratch().data() + op.scratch_offset +
 				  ScheduleLayout::own_keys_offset;
-		std::memcpy(keys, op.landing_reg.key.bytes.data(), memory_key_bytes);
+		const MemoryKey none;
+		const MemoryKey& landing_key = op.landing ? op.landing->registration.key : none;
+		std::memcpy(keys, landing_key.bytes.data(), memory_key_bytes);
 		std::memcpy(keys + memory_key_bytes, op.output_reg.key.bytes.data(), memory_key_bytes);
 		if (observer_)
 			observer_->on_local_write(keys, 2 * memory_key_bytes);
 	}
 	return Errc::ok;
+}
+
+// The smallest spare that holds `bytes`, else a new area. A spare larger
+// than needed is fine: peers are given its key, and a key only bounds writes.
+Errc Group::take_landing(uint64_t bytes, std::unique_ptr<Landing>& out) noexcept
+{
+	auto best = spare_landings_.end();
+	for (auto it = spare_landings_.begin(); it != spare_landings_.end(); ++it)
+		if ((*it)->memory.size >= bytes &&
+		    (best == spare_landings_.end() || (*it)->memory.size < (*best)->memory.size))
+			best = it;
+	if (best != spare_landings_.end()) {
+		out = std::move(*best);
+		spare_landings_.erase(best);
+		return Errc::ok;
+	}
+	std::unique_ptr<Landing> landing(new (std::nothrow) Landing);
+	if (!landing || !landing->memory.allocate(bytes))
+		return Errc::no_memory;
+	auto span = std::span<std::byte>(landing->memory.data, landing->memory.size);
+	if (Errc e = transport_.register_memory(span, Access::read_write, landing->registration);
+	    e != Errc::ok)
+		return e;
+	landing->registered = true;
+	out = std::move(landing);
+	return Errc::ok;
+}
+
+// Keeps the largest few areas for later operations; frees the rest.
+void Group::give_back_landing(std::unique_ptr<Landing> landing) noexcept
+{
+	if (failed_ || !landing->registered) {
+		free_landing(*landing);
+		return;
+	}
+	if (spare_landings_.size() == spare_landings) {
+		auto smallest = std::min_element(spare_landings_.begin(), spare_landings_.end(),
+						 [](const auto& x, const auto& y) {
+							 return x->memory.size < y->memory.size;
+						 });
+		if ((*smallest)->memory.size >= landing->memory.size) {
+			free_landing(*landing);
+			return;
+		}
+		free_landing(**smallest);
+		*smallest = std::move(landing);
+		return;
+	}
+	try {
+		spare_landings_.push_back(std::move(landing));
+	} catch (const std::bad_alloc&) {
+		free_landing(*landing);
+	}
+}
+
+void Group::free_landing(Landing& landing) noexcept
+{
+	if (landing.registered)
+		transport_.deregister_memory(landing.registration);
+	landing.registered = false;
+	landing.memory.reset();
 }
 
 uint64_t& Group::counter(const Operation& op, uint32_t c) noexcept
@@ -388,7 +462,7 @@ std::byte* Group::buffer(Operation& op, Buf b) noexcept
 		if (op.schedule.layout.landing_in_scratch)
 			return transport_.scratch().data() + op.scratch_offset +
 			       op.schedule.layout.landing_offset();
-		return op.landing.data;
+		return op.landing ? op.landing->memory.data : nullptr;
 	case Buf::own_keys:
 		return transport_.scratch().data() + op.scratch_offset + ScheduleLayout::own_keys_offset;
 	}
@@ -403,7 +477,7 @@ const Registration* Group::registration(const Operation& op, Buf b) const noexce
 	case Buf::output:
 		return &op.output_reg;
 	case Buf::landing:
-		return op.schedule.layout.landing_in_scratch ? nullptr : &op.landing_reg;
+		return op.landing ? &op.landing->registration : nullptr;
 	case Buf::own_keys:
 		return nullptr;
 	}
@@ -560,10 +634,9 @@ void Group::release_resources(Operation& op) noexcept
 		transport_.deregister_memory(op.input_reg);
 	if (op.has_output_reg)
 		transport_.deregister_memory(op.output_reg);
-	if (op.has_landing_reg)
-		transport_.deregister_memory(op.landing_reg);
-	op.has_input_reg = op.has_output_reg = op.has_landing_reg = false;
-	op.landing.reset();
+	op.has_input_reg = op.has_output_reg = false;
+	if (op.landing)
+		give_back_landing(std::move(op.landing));
 	op.input_copy.reset();
 }
 

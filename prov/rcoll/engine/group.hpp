@@ -37,7 +37,7 @@ struct GroupConfig {
 	uint64_t scratch_half_bytes = 0; // 0: auto, see Group::resolve
 	uint32_t counters_per_half = 0;	 // 0: auto
 	uint64_t eager_bytes = 16 * 1024;
-	uint64_t chunk_bytes = 64 * 1024;
+	uint64_t chunk_bytes = 256 * 1024; // see Limits::chunk_bytes
 	uint32_t radix = 3;
 	uint32_t bcast_blocks = 8;
 	uint32_t max_active = 16; // operations executed concurrently
@@ -126,6 +126,7 @@ public:
 
 private:
 	struct Operation;
+	struct Landing;
 	struct Half {
 		bool ready = true;	// may be allocated from
 		bool closed = false;	// the cursor left it in this generation
@@ -141,6 +142,9 @@ private:
 	// Registers buffers and sets up the operation's memory.
 	Errc acquire(Operation&) noexcept;
 	bool place(Operation&) noexcept;
+	Errc take_landing(uint64_t bytes, std::unique_ptr<Landing>& out) noexcept;
+	void give_back_landing(std::unique_ptr<Landing>) noexcept;
+	void free_landing(Landing&) noexcept;
 	// Runs as many steps as possible; true when the schedule is finished.
 	bool run(Operation&) noexcept;
 	Errc execute_write(Operation&, const Step&) noexcept;
@@ -172,6 +176,7 @@ private:
 	bool failed_ = false;
 	std::deque<std::unique_ptr<Operation>> queue_; // posted, in order
 	std::vector<std::unique_ptr<Operation>> recycles_;
+	std::vector<std::unique_ptr<Landing>> spare_landings_; // see Group::Landing
 	std::deque<Completion> done_;
 	GroupStats stats_;
 	MemoryObserver* observer_ = nullptr;

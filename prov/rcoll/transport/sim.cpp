@@ -135,6 +135,7 @@ Errc SimTransport::register_memory(std::span<std::byte> buffer, engine::Access,
 		out.handle = r.id;
 		out.key = encode_key(rank_, r.id);
 		fabric_.regions_[rank_].push_back(std::move(r));
+		fabric_.stats_[rank_].registrations++;
 	} catch (const std::bad_alloc&) {
 		return Errc::no_memory;
 	}

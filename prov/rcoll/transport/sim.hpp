@@ -47,6 +47,7 @@ struct Options {
 struct RankStats {
 	uint64_t writes = 0;
 	uint64_t bytes = 0;
+	uint64_t registrations = 0; // register_memory() calls that succeeded
 	double finish_time = 0; // modelled time of the rank's last completion
 };
 
