@@ -58,6 +58,14 @@ void run_rank_killed(Bootstrap& boot, const TestOptions& options)
         boot.kill_rank(kVictim);
     const auto killed_at = Clock::now();
 
+    // While the survivors fail the big allreduce, a large one on the group
+    // without the victim runs over the same connections: failing one group
+    // must not disturb them (a late write into a buffer the failing group
+    // released makes the core close the connection it came on).
+    CheckedCall alongside;
+    alongside.prepare(*survivors, {FI_ALLREDUCE, 1u << 20, FI_INT32, FI_SUM}, make_seed(0xDEAD, 2));
+    alongside.post(ep);
+
     ep.wait_done(big.context(), "the allreduce the killed rank was part of", kFailureBound);
     const double ended_after = std::chrono::duration<double>(Clock::now() - killed_at).count();
     // A survivor whose result did not depend on the victim's later steps may
@@ -78,12 +86,15 @@ void run_rank_killed(Bootstrap& boot, const TestOptions& options)
     }
     expect(full->close() == 0, "fi_close of the broken group failed");
 
+    alongside.wait(ep);
+    alongside.verify();
+
     // The group without the dead rank still works, and so does a new one.
     ProgressingBarrier survivors_sync(ep, boot, kRanks - 1, kSurvivorSyncSignal);
     survivors_sync.wait();
     expect(boot.signal_get(kErrorsSeenSignal) > 0,
            "no survivor got an error completion for the allreduce rank %d was killed in", kVictim);
-    uint64_t k = 2;
+    uint64_t k = 3;
     for (const CallSpec& call :
          {CallSpec{FI_ALLREDUCE, 4099, FI_INT64, FI_SUM}, CallSpec{FI_BROADCAST, 70000, FI_UINT8, FI_SUM, 2},
           CallSpec{FI_BARRIER}, CallSpec{FI_ALLGATHER, 513, FI_DOUBLE}})
@@ -103,7 +114,8 @@ void add_failure_cases(std::vector<CollCase>& cases)
 {
     cases.push_back({"rank-killed",
                      "4 ranks: SIGKILL one inside a 16 MiB allreduce; the others get error completions within "
-                     "10 s, further calls on that group fail, groups without it keep working",
+                     "10 s, further calls on that group fail, a 4 MiB allreduce of the group without it "
+                     "posted during the failure succeeds, and that group and a new one keep working",
                      kRanks, seconds(120), "", run_rank_killed});
 }
 

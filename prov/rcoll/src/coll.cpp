@@ -516,6 +516,8 @@ void Collectives::progress()
 			check_timeout(*g, now);
 			continue;
 		}
+		if (!g->failure && g->transport->write_error())
+			begin_failure(*g, FI_EIO);
 		if (g->failure)
 			check_quiet(*g, now);
 		if (!g->group || (!g->group->outstanding() && !g->transport->writes_in_flight()))

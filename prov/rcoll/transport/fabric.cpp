@@ -270,11 +270,19 @@ void FabricTransport::on_write_done(WriteContext* ctx, int err)
 {
 	in_flight_--;
 	activity_++;
-	engine::TransportEvent ev;
-	ev.kind = err ? engine::TransportEvent::Kind::error : engine::TransportEvent::Kind::write_complete;
-	ev.cookie = ctx->cookie;
-	ev.error = err ? Errc::io_error : Errc::ok;
 	free_contexts_.push_back(ctx);
+	if (err) {
+		// Typically a write to a member that died, flushed when its
+		// connection closed. The live members may still be writing into
+		// this rank's buffers; the engine must not end the operations
+		// owning them before fail().
+		if (!write_error_)
+			write_error_ = err;
+		return;
+	}
+	engine::TransportEvent ev;
+	ev.kind = engine::TransportEvent::Kind::write_complete;
+	ev.cookie = ctx->cookie;
 	events_.push_back(ev);
 }
 

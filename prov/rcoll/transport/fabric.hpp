@@ -63,14 +63,21 @@ public:
 
 	// From the endpoint's progress.
 	void on_arrival(uint32_t counter);
+	// A failed write is not handed to the engine, which would end the
+	// group's operations (deregistering their buffers) at once; it is kept
+	// for the glue, which fails the group in two steps (see fail()).
 	void on_write_done(WriteContext* ctx, int err);
 	// Failing a group takes two steps. stop(): no new write starts (the
 	// engine sees would_block), so its operations wait. fail(): every later
 	// poll reports the error and the engine ends them. In between, the glue
 	// makes sure no member still writes into buffers of those operations.
+	// Only fail() lets the engine see an error.
 	void stop() { stopped_ = true; }
 	void fail(int err);
 	bool failed() const { return failed_ != 0; }
+	// fi_errno of the first write the core failed (0: none): the group must
+	// fail.
+	int write_error() const { return write_error_; }
 	bool has_member(const Peer* peer) const;
 	uint32_t slot() const { return slot_; }
 	// Writes the core still holds (their contexts must outlive them).
@@ -110,6 +117,7 @@ private:
 	std::deque<engine::TransportEvent> events_;
 	bool stopped_ = false;
 	int failed_ = 0;
+	int write_error_ = 0;
 };
 
 } // namespace rcoll
