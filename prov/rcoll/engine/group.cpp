@@ -100,7 +100,7 @@ struct Group::Operation {
 	Request request;
 	OpDescriptor desc;
 	BufferSizes sizes;
-	Schedule schedule;
+	std::shared_ptr<const Schedule> plan; // shared with Group::plans_
 	ReduceKernel kernel = nullptr;
 	uint64_t epoch = 0; // barriers and recycles: compared with monotone counters
 
@@ -243,22 +243,10 @@ Errc Group::post(const Request& req) noexcept
 	const BufferSizes sizes = buffer_sizes(d, rank_);
 	if ((sizes.input && !req.input) || (sizes.output && !req.output))
 		return Errc::invalid_argument;
-	if (d.algorithm == Algorithm::automatic) {
-		Choice c;
-		try {
-			c = config_.selector.choose(d, limits_);
-		} catch (const std::bad_alloc&) {
-			return Errc::no_memory;
-		}
-		d.algorithm = c.algorithm;
-		d.params = c.params;
-		if (!algorithm_supports(d.coll, d.algorithm))
-			return Errc::invalid_argument;
-	}
 	std::unique_ptr<Operation> op(new (std::nothrow) Operation);
 	if (!op)
 		return Errc::no_memory;
-	if (Errc e = build_schedule(d, rank_, limits_, op->schedule); e != Errc::ok)
+	if (Errc e = plan(d, op->plan); e != Errc::ok)
 		return e;
 	if (is_reduction(d.coll))
 		op->kernel = reduction_kernel(d.dtype, d.op);
@@ -266,12 +254,12 @@ Errc Group::post(const Request& req) noexcept
 	op->request = req;
 	op->desc = d;
 	op->sizes = sizes;
-	switch (op->schedule.epoch) {
+	switch (op->plan->epoch) {
 	case EpochClass::none:
 		break;
 	case EpochClass::pairwise:
 	case EpochClass::dissemination:
-		op->epoch = ++barrier_epoch_[static_cast<unsigned>(op->schedule.epoch)];
+		op->epoch = ++barrier_epoch_[static_cast<unsigned>(op->plan->epoch)];
 		break;
 	}
 	try {
@@ -283,12 +271,45 @@ Errc Group::post(const Request& req) noexcept
 	return Errc::ok;
 }
 
+// Applications repeat a few calls, and choosing an algorithm and building
+// its schedule costs more than running a small one: recent plans are kept,
+// keyed by the call as posted. `d` becomes the call as chosen.
+Errc Group::plan(OpDescriptor& d, std::shared_ptr<const Schedule>& out) noexcept
+{
+	for (const Plan& p : plans_) {
+		if (p.schedule && p.posted == d) {
+			d = p.chosen;
+			out = p.schedule;
+			return Errc::ok;
+		}
+	}
+	const OpDescriptor posted = d;
+	try {
+		if (d.algorithm == Algorithm::automatic) {
+			const Choice c = config_.selector.choose(d, limits_);
+			d.algorithm = c.algorithm;
+			d.params = c.params;
+			if (!algorithm_supports(d.coll, d.algorithm))
+				return Errc::invalid_argument;
+		}
+		auto schedule = std::make_shared<Schedule>();
+		if (Errc e = build_schedule(d, rank_, limits_, *schedule); e != Errc::ok)
+			return e;
+		out = std::move(schedule);
+	} catch (const std::bad_alloc&) {
+		return Errc::no_memory;
+	}
+	plans_[next_plan_] = {posted, d, out};
+	next_plan_ = (next_plan_ + 1) % plans_.size();
+	return Errc::ok;
+}
+
 bool Group::place(Operation& op) noexcept
 {
-	const uint32_t counters = op.schedule.layout.counters;
+	const uint32_t counters = op.plan->layout.counters;
 	if (counters == 0)
 		return true;
-	const uint64_t bytes = op.schedule.layout.scratch_bytes();
+	const uint64_t bytes = op.plan->layout.scratch_bytes();
 	unsigned half = cursor_half_;
 	uint64_t at_bytes = cursor_bytes_;
 	uint32_t at_counters = cursor_counters_;
@@ -328,14 +349,14 @@ bool Group::try_start(Operation& op) noexcept
 		return false;
 	op.started = true;
 	op.first_cookie = next_cookie_;
-	next_cookie_ += op.schedule.writes;
+	next_cookie_ += op.plan->writes;
 	op.status = acquire(op);
 	return true;
 }
 
 Errc Group::acquire(Operation& op) noexcept
 {
-	const Schedule& s = op.schedule;
+	const Schedule& s = *op.plan;
 	try {
 		op.write_done.assign(s.writes, false);
 	} catch (const std::bad_alloc&) {
@@ -459,9 +480,9 @@ std::byte* Group::buffer(Operation& op, Buf b) noexcept
 	case Buf::output:
 		return op.output;
 	case Buf::landing:
-		if (op.schedule.layout.landing_in_scratch)
+		if (op.plan->layout.landing_in_scratch)
 			return transport_.scratch().data() + op.scratch_offset +
-			       op.schedule.layout.landing_offset();
+			       op.plan->layout.landing_offset();
 		return op.landing ? op.landing->memory.data : nullptr;
 	case Buf::own_keys:
 		return transport_.scratch().data() + op.scratch_offset + ScheduleLayout::own_keys_offset;
@@ -492,7 +513,7 @@ Errc Group::execute_write(Operation& op, const Step& st) noexcept
 	w.length = st.length;
 	w.source_registration = registration(op, st.src);
 	const std::byte* scratch = transport_.scratch().data();
-	const ScheduleLayout& layout = op.schedule.layout;
+	const ScheduleLayout& layout = op.plan->layout;
 	MemoryKey key;
 	bool by_key = st.dest == Dest::output || (st.dest == Dest::landing && !layout.landing_in_scratch);
 	if (by_key) {
@@ -526,7 +547,7 @@ Errc Group::execute_write(Operation& op, const Step& st) noexcept
 
 bool Group::run(Operation& op) noexcept
 {
-	const auto& steps = op.schedule.steps;
+	const auto& steps = op.plan->steps;
 	while (op.pc < steps.size() && op.status == Errc::ok) {
 		const Step& st = steps[op.pc];
 		switch (st.kind) {
@@ -589,7 +610,7 @@ Group::Operation* Group::owner_of_cookie(uint64_t cookie) noexcept
 {
 	auto owns = [cookie](const std::unique_ptr<Operation>& op) {
 		return op->started && cookie >= op->first_cookie &&
-		       cookie < op->first_cookie + op->schedule.writes;
+		       cookie < op->first_cookie + op->plan->writes;
 	};
 	for (auto& op : queue_)
 		if (owns(op))
@@ -675,10 +696,12 @@ bool Group::start_recycles() noexcept
 		op->recycle_half = h;
 		op->epoch = half.recycles;
 		try {
-			op->schedule = recycle_schedule(rank_, size_, h);
-			op->write_done.assign(op->schedule.writes, false);
+			if (!recycle_plans_[h])
+				recycle_plans_[h] = std::make_shared<const Schedule>(recycle_schedule(rank_, size_, h));
+			op->plan = recycle_plans_[h];
+			op->write_done.assign(op->plan->writes, false);
 			op->first_cookie = next_cookie_;
-			next_cookie_ += op->schedule.writes;
+			next_cookie_ += op->plan->writes;
 			op->started = true;
 			recycles_.push_back(std::move(op));
 		} catch (const std::bad_alloc&) {
@@ -717,7 +740,7 @@ void Group::progress() noexcept
 		// Recycle barriers first: operations may be waiting for them.
 		for (size_t i = 0; i < recycles_.size();) {
 			Operation& op = *recycles_[i];
-			if (run(op) && op.writes_completed == op.schedule.writes) {
+			if (run(op) && op.writes_completed == op.plan->writes) {
 				Half& half = halves_[op.recycle_half];
 				half.recycling = false;
 				half.closed = false;

@@ -142,6 +142,7 @@ private:
 	// Registers buffers and sets up the operation's memory.
 	Errc acquire(Operation&) noexcept;
 	bool place(Operation&) noexcept;
+	Errc plan(OpDescriptor& d, std::shared_ptr<const Schedule>& out) noexcept;
 	Errc take_landing(uint64_t bytes, std::unique_ptr<Landing>& out) noexcept;
 	void give_back_landing(std::unique_ptr<Landing>) noexcept;
 	void free_landing(Landing&) noexcept;
@@ -173,6 +174,14 @@ private:
 	uint64_t next_sequence_ = 0;
 	uint64_t next_cookie_ = 1;
 	uint64_t barrier_epoch_[3] = {0, 0, 0};
+	struct Plan {
+		OpDescriptor posted; // as the application posted it
+		OpDescriptor chosen; // with the algorithm chosen
+		std::shared_ptr<const Schedule> schedule;
+	};
+	std::array<Plan, 8> plans_; // recent plans, replaced round robin
+	size_t next_plan_ = 0;
+	std::shared_ptr<const Schedule> recycle_plans_[2]; // one per scratch half
 	bool failed_ = false;
 	std::deque<std::unique_ptr<Operation>> queue_; // posted, in order
 	std::vector<std::unique_ptr<Operation>> recycles_;

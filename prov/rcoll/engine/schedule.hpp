@@ -50,6 +50,7 @@ std::vector<Algorithm> algorithms_for(Collective);
 struct AlgorithmParams {
 	uint32_t radix = 0;	  // k of the degree-k tree; 0: Limits::radix
 	uint64_t chunk_bytes = 0; // pipeline chunk; 0: Limits::chunk_bytes
+	friend bool operator==(const AlgorithmParams&, const AlgorithmParams&) = default;
 };
 
 // Everything every member of the group agrees on for one operation. Counts
@@ -66,6 +67,7 @@ struct OpDescriptor {
 	uint64_t count = 0;
 	Datatype dtype = Datatype::uint8;
 	ReduceOp op = ReduceOp::sum;
+	friend bool operator==(const OpDescriptor&, const OpDescriptor&) = default;
 };
 
 // Per-operation resources of the group, identical on every member.

@@ -186,12 +186,8 @@ Errc FabricTransport::write(const engine::WriteRequest& w) noexcept
 		ret = fi_write(peer->conn.get(), w.source, w.length, desc, 0, addr + w.offset, key,
 			       &ctx->cc.space);
 	}
-	if (ret == -FI_EAGAIN)
-		return Errc::would_block;
-	if (ret) {
-		RCOLL_WARN(FI_LOG_EP_DATA, "collective write: %s\n", fi_strerror(int(-ret)));
-		return Errc::io_error;
-	}
+	if (ret)
+		return refused(ret);
 	free_contexts_.pop_back();
 	in_flight_++;
 	return Errc::ok;
@@ -225,21 +221,34 @@ Errc FabricTransport::inject(const engine::WriteRequest& w, fid_ep* conn, uint64
 	ssize_t ret;
 	if (w.has_immediate) {
 		auto imm = immediate_for(w, target_slot);
-		ret = imm ? fi_inject_writedata(conn, w.source, w.length, *imm, 0, addr, key) : -FI_EINVAL;
+		if (!imm) {
+			events_.pop_back();
+			return Errc::invalid_argument;
+		}
+		ret = fi_inject_writedata(conn, w.source, w.length, *imm, 0, addr, key);
 	} else {
 		ret = fi_inject_write(conn, w.source, w.length, 0, addr, key);
 	}
 	if (ret) {
 		events_.pop_back();
-		if (ret == -FI_EAGAIN)
-			return Errc::would_block;
-		if (ret == -FI_EINVAL)
-			return Errc::invalid_argument;
-		RCOLL_WARN(FI_LOG_EP_DATA, "collective inject write: %s\n", fi_strerror(int(-ret)));
-		return Errc::io_error;
+		return refused(ret);
 	}
 	activity_++;
 	return Errc::ok;
+}
+
+// The core refused a write. Anything but a full queue is a connection
+// failure, handled like a failed write (on_write_done): the operation waits,
+// and the group fails in two steps, so that its buffers outlive the other
+// members' writes into them.
+Errc FabricTransport::refused(ssize_t ret) noexcept
+{
+	if (ret == -FI_EAGAIN)
+		return Errc::would_block;
+	RCOLL_WARN(FI_LOG_EP_DATA, "collective write refused: %s\n", fi_strerror(int(-ret)));
+	if (!write_error_)
+		write_error_ = int(-ret);
+	return Errc::would_block;
 }
 
 size_t FabricTransport::poll(std::span<engine::TransportEvent> out) noexcept

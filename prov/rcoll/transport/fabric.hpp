@@ -95,6 +95,7 @@ private:
 		uint64_t addr = 0, key = 0, len = 0;
 	};
 	static std::optional<uint32_t> immediate_for(const engine::WriteRequest& w, uint32_t target_slot);
+	engine::Errc refused(ssize_t ret) noexcept;
 	engine::Errc inject(const engine::WriteRequest& w, fid_ep* conn, uint64_t addr, uint64_t key,
 			    uint32_t target_slot) noexcept;
 	static engine::MemoryKey encode(const Region& r);
