@@ -547,9 +547,9 @@ Measured measure(const std::string& provider, int ranks, const std::vector<Point
                     // A provider that failed may never finish closing its
                     // endpoint (util_coll's spins in fi_close once it has
                     // leaked an internal completion): leave without closing,
-                    // the kernel reclaims it all. The point's status is set.
+                    // the kernel reclaims it all. The point's status and
+                    // its note in the table say what failed.
                     boot.note(failure.what());
-                    std::fprintf(stderr, "[rank %d] %s\n", boot.rank(), failure.what());
                     std::fflush(nullptr);
                     std::_Exit(1);
                 }
@@ -686,7 +686,9 @@ void print_table(fi_collective_op coll, const std::vector<Point>& points, const 
                 if (m->status[k] != Status::ok && !m->detail[k].empty())
                     notes += strfmt("%s%s: %.100s", notes.empty() ? "" : "; ", m == &r ? kRcoll : kRxm,
                                     m->detail[k].c_str());
-            const double bidir_us = exchange_bound_us(points[k], p, r.exchange_bandwidth_bps);
+            // Only where bandwidth, not latency, bounds the call.
+            const double bidir_us =
+                bound.kind == 'B' ? exchange_bound_us(points[k], p, r.exchange_bandwidth_bps) : 0;
             std::printf("%-9s %5d %11s %11s %10s %c %10s %11s %11s  %s\n",
                         coll == FI_BARRIER ? "-" : size_text(points[k].bytes).c_str(), p,
                         time_text(r.status[k], r.median_us[k]).c_str(), time_text(x.status[k], x.median_us[k]).c_str(),
@@ -714,8 +716,9 @@ void print_how_to_read(const Options& options)
         "                      The allreduce latency term is a reduce-then-broadcast model: recursive doubling\n"
         "                      needs only ceil(log2 p) exchange rounds, so rcoll/bound can drop below 1 there.\n"
         "  rcoll/rxm           below 1: rcoll is faster.  rcoll/bound: 1 would be optimal.\n"
-        "  rcoll/bidir         allreduce: rcoll against 2(p-1)/p n over the two-way exchange bandwidth (both\n"
-        "                      ranks sending to each other at once, as every rank of a ring does). On loopback\n"
+        "  rcoll/bidir         bandwidth-bound allreduce: rcoll against 2(p-1)/p n over the two-way exchange\n"
+        "                      bandwidth (both ranks sending to each other at once, as every rank of a ring\n"
+        "                      does). On loopback\n"
         "                      each byte costs a kernel copy on the sender and one on the receiver, so a rank\n"
         "                      that sends and receives at once does twice the copying of the one-way test:\n"
         "                      this is what the host allows, not a lower bound in general.\n"
