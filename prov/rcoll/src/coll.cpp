@@ -620,10 +620,15 @@ void Collectives::on_stop_notice(Peer& peer, uint64_t join_id, uint32_t rank)
 	}
 }
 
+bool Collectives::group_busy(const CollGroup& g)
+{
+	return g.group && (g.group->outstanding() || g.transport->writes_in_flight());
+}
+
 bool Collectives::busy() const
 {
 	for (const auto& g : slots_)
-		if (g && g->group && (g->group->outstanding() || g->transport->writes_in_flight()))
+		if (g && group_busy(*g))
 			return true;
 	return false;
 }

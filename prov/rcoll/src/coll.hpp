@@ -76,8 +76,20 @@ public:
 	void on_peer_failed(Peer& peer);
 	// Operations or writes still in flight in some group.
 	bool busy() const;
+	// Calls fn(Peer&) for every member of a group with work in flight: the
+	// peers this endpoint's collectives may be waiting on.
+	template <class F>
+	void for_each_awaited_peer(F&& fn) const
+	{
+		for (const auto& g : slots_)
+			if (g && group_busy(*g))
+				for (Peer* peer : g->peers)
+					if (peer)
+						fn(*peer);
+	}
 
 private:
+	static bool group_busy(const CollGroup& g);
 	CollGroup* group_at(fi_addr_t coll_addr);
 	void accept_record(CollGroup& g, uint64_t peer_key, std::span<const std::byte> payload);
 	void finish_join(CollGroup& g, int err);

@@ -345,11 +345,9 @@ uint64_t Endpoint::mark_awaited_peers()
 	for (const auto& op : rma_ops)
 		mark(op->peer);
 	// A member waiting for another's collective write has nothing
-	// outstanding either. Groups do not say here which members they wait
-	// on, so while any group has work pending every peer counts.
-	if (coll && coll->busy())
-		for (const auto& peer : peers)
-			mark(peer.get());
+	// outstanding either: every member of a group with work pending counts.
+	if (coll)
+		coll->for_each_awaited_peer([&](Peer& peer) { mark(&peer); });
 	return scan;
 }
 
