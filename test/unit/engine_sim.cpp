@@ -402,6 +402,73 @@ Test(engine_sim, registration_failure_is_reported)
 	}
 }
 
+// A transport whose writes are accepted and never heard of again, until
+// fail(): from then on every poll reports an error, as FabricTransport does
+// once the glue fails a group.
+class SilentTransport final : public Transport {
+public:
+	explicit SilentTransport(size_t scratch_bytes) : scratch_(scratch_bytes) {}
+	std::span<std::byte> scratch() noexcept override { return scratch_; }
+	Errc register_memory(std::span<std::byte>, Access, Registration&) noexcept override
+	{
+		return Errc::ok;
+	}
+	void deregister_memory(const Registration&) noexcept override {}
+	Errc write(const WriteRequest&) noexcept override
+	{
+		return failed_ ? Errc::io_error : Errc::ok;
+	}
+	size_t poll(std::span<TransportEvent> out) noexcept override
+	{
+		if (!failed_ || out.empty())
+			return 0;
+		out[0].kind = TransportEvent::Kind::error;
+		out[0].error = Errc::io_error;
+		return 1;
+	}
+	void fail() noexcept { failed_ = true; }
+
+private:
+	std::vector<std::byte> scratch_;
+	bool failed_ = false;
+};
+
+// Operations posted behind ones that filled both scratch halves wait for a
+// recycle barrier; when the group fails, that barrier can never complete,
+// and they must still complete (with an error) rather than wait forever.
+Test(engine_sim, failure_ends_operations_waiting_for_scratch)
+{
+	GroupConfig config;
+	config.counters_per_half = 8; // one small allreduce per half
+	SilentTransport transport(Group::scratch_bytes(2, config));
+	std::unique_ptr<Group> group;
+	cr_assert_eq(Group::create(0, 2, transport, config, group), Errc::ok);
+	const size_t posted = 4;
+	int32_t in[posted] = {}, out[posted] = {};
+	for (size_t i = 0; i < posted; ++i) {
+		Request req;
+		req.coll = Collective::allreduce;
+		req.algorithm = Algorithm::recursive_doubling;
+		req.input = &in[i];
+		req.output = &out[i];
+		req.count = 1;
+		req.dtype = Datatype::int32;
+		cr_assert_eq(group->post(req), Errc::ok);
+	}
+	group->progress();
+	Completion c;
+	cr_assert_not(group->next_completion(c), "nothing can complete: no write lands");
+	transport.fail();
+	group->progress();
+	size_t failed = 0;
+	while (group->next_completion(c)) {
+		cr_assert_eq(c.status, Errc::io_error);
+		failed++;
+	}
+	cr_assert_eq(failed, posted, "every operation completes once the group failed");
+	cr_assert_eq(group->outstanding(), 0u);
+}
+
 // The modelled fabric and the cost model agree on a bandwidth-bound ring:
 // the model ignores the overlap of reduction and transfer that chunking
 // buys, so the simulation may be faster, never much slower.

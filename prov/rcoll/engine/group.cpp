@@ -344,13 +344,15 @@ bool Group::place(Operation& op) noexcept
 bool Group::try_start(Operation& op) noexcept
 {
 	// Placement happens at start, in posting order, so that it is the same
-	// on every member whatever the timing.
-	if (!place(op))
+	// on every member whatever the timing. A failed group places nothing:
+	// the recycle barrier that would make a scratch half ready again cannot
+	// complete, and an operation waiting for one would wait forever.
+	if (!failed_ && !place(op))
 		return false;
 	op.started = true;
 	op.first_cookie = next_cookie_;
 	next_cookie_ += op.plan->writes;
-	op.status = acquire(op);
+	op.status = failed_ ? Errc::io_error : acquire(op);
 	return true;
 }
 
