@@ -310,6 +310,10 @@ ssize_t Endpoint::send_buffered(Peer& peer, const MsgHeader& header, const void*
 	if (body_len)
 		memcpy(r->buffer->data() + proto::kHeaderSize, body, body_len);
 	r->len = proto::kHeaderSize + body_len;
+	// A probe exists to fail: it needs a completion. verbs (1.17) drops
+	// the error of an injected send without a trace, and only an error
+	// completion tells us which connection died.
+	r->may_inject = header.opcode != Opcode::Probe;
 	ssize_t ret = post_tx(r);
 	if (ret)
 		release_tx_buffer(r);
