@@ -387,10 +387,18 @@ void Endpoint::probe_silent_peers()
 			  peer.address.to_string().c_str(),
 			  (long long)std::chrono::duration_cast<std::chrono::milliseconds>(now - peer.quiet_since).count());
 		peer.quiet_since = now;
-		proto::MsgHeader probe;
-		probe.opcode = proto::Opcode::Probe;
-		send_control(peer, probe, nullptr, 0);
+		send_probe(peer);
 	}
+}
+
+// A probe carries a completion (never injected): its error fails a dead
+// host's connection, and its success proves that every message injected to
+// the peer before it has left (InjectLedger).
+void Endpoint::send_probe(Peer& peer)
+{
+	proto::MsgHeader probe;
+	probe.opcode = proto::Opcode::Probe;
+	send_control(peer, probe, nullptr, 0);
 }
 
 } // namespace rcoll

@@ -456,20 +456,30 @@ namespace {
 // close. A completed send has only left this process: the core may still
 // hold it in a socket, and a socket closed with unread data in it (a peer's
 // late message) is reset, which drops what was still queued for that peer.
-// So: progress until every send completed locally and nothing arrived for a
-// short quiet period, within FI_RCOLL_LINGER_MS.
+// So: progress until every send completed locally, every injected message
+// is proven to have left (a probe, which carries a completion, follows the
+// unproven ones: InjectLedger) and nothing arrived for a short quiet
+// period, within FI_RCOLL_LINGER_MS.
 void linger(Endpoint& ep)
 {
 	using clock = std::chrono::steady_clock;
 	if (!ep.enabled || !config().linger_ms)
 		return;
+	auto unproven = [&ep](const Peer& peer) {
+		return peer.state == Peer::State::connected && !peer.injects.all_proven();
+	};
+	for (const auto& peer : ep.peers) {
+		if (unproven(*peer))
+			ep.send_probe(*peer);
+	}
 	const auto start = clock::now();
 	const auto deadline = start + std::chrono::milliseconds(config().linger_ms);
 	const auto quiet = std::chrono::milliseconds(std::min<size_t>(20, config().linger_ms));
 	auto last_activity = start;
 	for (auto now = start; now < deadline; now = clock::now()) {
 		bool busy = ep.tx_pool->free_count() < ep.tx_pool->capacity() || !ep.rma_ops.empty() ||
-			    (ep.coll && ep.coll->busy());
+			    (ep.coll && ep.coll->busy()) ||
+			    std::any_of(ep.peers.begin(), ep.peers.end(), [&](const auto& p) { return unproven(*p); });
 		if (ep.progress() > 0 || busy)
 			last_activity = now;
 		else if (now - last_activity > quiet)

@@ -69,6 +69,7 @@ struct BufferRecord {
 	bool report = false;       // write a CQ entry
 	bool count = false;        // bump the send counter
 	bool in_core = false;      // posted to the core, completion pending
+	uint64_t proves = 0;       // the peer's injects posted before it (InjectLedger)
 	// The send may complete once rcoll holds the data (FI_INJECT_COMPLETE):
 	// small ones are then injected into the core, which reports nothing.
 	bool may_inject = true;
@@ -103,6 +104,22 @@ struct QueuedControl {
 	std::vector<std::byte> body;
 };
 
+// Injected messages (small sends, control messages, small collective
+// writes) report no completion: the core may still hold them, unseen. A
+// message posted with a completion proves, when it completes, that all
+// posted before it on the connection left too (the core sends in order).
+// Injection pauses while kWindow injected messages are unproven, so the
+// next ones carry completions: that bounds what the core holds for a slow
+// peer (tcp never refuses an inject), and tells close when all has left.
+struct InjectLedger {
+	static constexpr uint64_t kWindow = 64;
+	uint64_t posted = 0; // messages injected so far
+	uint64_t proven = 0; // of them, known to have left
+	bool may_inject() const { return posted - proven < kWindow; }
+	bool all_proven() const { return posted == proven; }
+	void prove(uint64_t upto) { proven = std::max(proven, upto); }
+};
+
 struct Peer {
 	enum class State { idle, connecting, connected, failed };
 	uint32_t local_id = 0;   // our id for this connection: the peer puts it in src_conn
@@ -126,6 +143,7 @@ struct Peer {
 	uint64_t awaited_in_scan = 0;     // the last scan that found an operation waiting on it
 	bool watched = false;             // awaited at the previous scan too: quiet_since is valid
 	std::chrono::steady_clock::time_point quiet_since; // last arrival or probe, as scans saw it
+	InjectLedger injects;
 };
 
 // One application send above the eager limit (takagi2013 rendezvous).
@@ -289,6 +307,7 @@ struct Endpoint {
 	int poll_cm();
 	void check_connect_timeouts();
 	void probe_silent_peers();
+	void send_probe(Peer& peer);
 	uint64_t mark_awaited_peers();
 	void fail_peer(Peer& peer, int err);
 	void schedule_failure(Peer& peer, int err);

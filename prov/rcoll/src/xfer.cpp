@@ -239,9 +239,10 @@ ssize_t Endpoint::transmit(Peer& peer, BufferRecord* r)
 		msg.iov_count = 2;
 		msg.context = &r->cc.space;
 		ret = fi_sendmsg(peer.conn.get(), &msg, FI_COMPLETION);
-	} else if (r->may_inject && r->len <= core_inject_size) {
+	} else if (r->may_inject && r->len <= core_inject_size && peer.injects.may_inject()) {
 		ret = fi_inject(peer.conn.get(), r->buffer->data(), r->len, 0);
 		if (ret == 0) {
+			peer.injects.posted++;
 			if (r->count)
 				report_tx(r->context, r->cq_flags, r->header.size, 0, r->report, send_cntr);
 			release_tx_buffer(r);
@@ -252,8 +253,10 @@ ssize_t Endpoint::transmit(Peer& peer, BufferRecord* r)
 		ret = fi_send(peer.conn.get(), r->buffer->data(), r->len, r->buffer->desc(), 0,
 			      &r->cc.space);
 	}
-	if (ret == 0)
+	if (ret == 0) {
 		r->in_core = true;
+		r->proves = peer.injects.posted;
+	}
 	return ret;
 }
 
@@ -950,6 +953,8 @@ void Endpoint::on_core_completion(const fi_cq_data_entry& e)
 	case CoreContext::Kind::tx_buffer: {
 		auto* r = static_cast<BufferRecord*>(cc->owner);
 		r->in_core = false;
+		if (r->peer)
+			r->peer->injects.prove(r->proves);
 		if (r->count)
 			report_tx(r->context, r->cq_flags, r->header.size, 0, r->report, send_cntr);
 		release_tx_buffer(r);

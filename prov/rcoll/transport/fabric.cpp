@@ -157,8 +157,8 @@ Errc FabricTransport::write(const engine::WriteRequest& w) noexcept
 			return Errc::invalid_argument;
 	}
 
-	if (w.length <= inject_limit_)
-		return inject(w, peer->conn.get(), addr + w.offset, key, m.slot);
+	if (w.length <= inject_limit_ && peer->injects.may_inject())
+		return inject(w, *peer, addr + w.offset, key, m.slot);
 
 	WriteContext* ctx;
 	try {
@@ -174,6 +174,7 @@ Errc FabricTransport::write(const engine::WriteRequest& w) noexcept
 	ctx = free_contexts_.back();
 	ctx->cookie = w.cookie;
 	ctx->peer = peer;
+	ctx->proves = peer->injects.posted;
 
 	ssize_t ret;
 	if (w.has_immediate) {
@@ -207,9 +208,10 @@ std::optional<uint32_t> FabricTransport::immediate_for(const engine::WriteReques
 // a read and a poll of the CQ's internal wait fd, so a barrier or an 8-byte
 // allreduce step saves three system calls per message; the engine gets its
 // write_complete at once (the source may be reused: it was copied).
-Errc FabricTransport::inject(const engine::WriteRequest& w, fid_ep* conn, uint64_t addr, uint64_t key,
+Errc FabricTransport::inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr, uint64_t key,
 			     uint32_t target_slot) noexcept
 {
+	fid_ep* conn = peer.conn.get();
 	engine::TransportEvent done;
 	done.kind = engine::TransportEvent::Kind::write_complete;
 	done.cookie = w.cookie;
@@ -233,6 +235,7 @@ Errc FabricTransport::inject(const engine::WriteRequest& w, fid_ep* conn, uint64
 		events_.pop_back();
 		return refused(ret);
 	}
+	peer.injects.posted++;
 	activity_++;
 	return Errc::ok;
 }
@@ -289,6 +292,7 @@ void FabricTransport::on_write_done(WriteContext* ctx, int err)
 			write_error_ = err;
 		return;
 	}
+	ctx->peer->injects.prove(ctx->proves);
 	engine::TransportEvent ev;
 	ev.kind = engine::TransportEvent::Kind::write_complete;
 	ev.cookie = ctx->cookie;

@@ -40,6 +40,7 @@ public:
 		FabricTransport* owner;
 		Peer* peer = nullptr;
 		uint64_t cookie = 0;
+		uint64_t proves = 0; // the member's injects posted before it (InjectLedger)
 		explicit WriteContext(FabricTransport* o);
 	};
 
@@ -96,7 +97,7 @@ private:
 	};
 	static std::optional<uint32_t> immediate_for(const engine::WriteRequest& w, uint32_t target_slot);
 	engine::Errc refused(ssize_t ret) noexcept;
-	engine::Errc inject(const engine::WriteRequest& w, fid_ep* conn, uint64_t addr, uint64_t key,
+	engine::Errc inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr, uint64_t key,
 			    uint32_t target_slot) noexcept;
 	static engine::MemoryKey encode(const Region& r);
 	static Region decode(const engine::MemoryKey& k);
