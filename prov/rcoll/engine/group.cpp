@@ -783,9 +783,10 @@ void Group::progress() noexcept
 		if (start_recycles())
 			moved = true;
 	}
-	// A write the transport refused must be retried on the next call: no
-	// event announces that it would now be accepted.
-	settled_ = !transport_blocked_;
+	// A write the transport refused must be retried on the next call (no
+	// event announces that it would now be accepted), and a failed group
+	// must keep ending its operations.
+	settled_ = !transport_blocked_ && !failed_;
 }
 
 bool Group::next_completion(Completion& out) noexcept

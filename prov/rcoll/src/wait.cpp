@@ -54,8 +54,11 @@ bool IdleBackoff::poll_was_idle(bool found)
 		return false;
 	}
 	const auto now = clock::now();
-	if (idle_since_ == clock::time_point{})
+	// A poll long after the previous one starts a new idle run: the
+	// application was busy elsewhere in between, not waiting here.
+	if (idle_since_ == clock::time_point{} || now - last_poll_ > std::chrono::milliseconds(1))
 		idle_since_ = now;
+	last_poll_ = now;
 	int64_t budget = budget_us_.load(std::memory_order_relaxed);
 	if (budget < 0)
 		budget = int64_t(config().spin_us);

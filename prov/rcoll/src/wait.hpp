@@ -35,6 +35,7 @@ public:
 private:
 	using clock = std::chrono::steady_clock;
 	clock::time_point idle_since_{}; // first empty poll of a run
+	clock::time_point last_poll_{};
 	std::atomic<int64_t> budget_us_{-1}; // -1: spin_us, read on first use
 };
 
