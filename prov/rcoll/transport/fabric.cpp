@@ -204,10 +204,11 @@ std::optional<uint32_t> FabricTransport::immediate_for(const engine::WriteReques
 }
 
 // Small writes are injected: the core copies the bytes at once and reports
-// no completion for them. On tcp every reported completion costs a write,
-// a read and a poll of the CQ's internal wait fd, so a barrier or an 8-byte
-// allreduce step saves three system calls per message; the engine gets its
-// write_complete at once (the source may be reused: it was copied).
+// no completion for them. On tcp every reported completion signals the CQ's
+// internal wait fd (a write, later a read and a poll), so a barrier or an
+// 8-byte allreduce step saves that work per message; the engine gets its
+// write_complete at once (the source may be reused: it was copied). The
+// peer's InjectLedger bounds how many injected writes stay unproven.
 Errc FabricTransport::inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr, uint64_t key,
 			     uint32_t target_slot) noexcept
 {
