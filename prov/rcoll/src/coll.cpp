@@ -503,6 +503,9 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 	engine::Errc e = g->group->post(req);
 	if (e != engine::Errc::ok)
 		return g->failure ? -g->failure : -ssize_t(int(e));
+	// Start it now: its first writes leave in this call rather than after
+	// the next read of the core's queue. Completions wait for progress().
+	g->group->progress();
 	return 0;
 }
 
