@@ -179,6 +179,7 @@ EndpointConfig endpoint_config(const EndpointOptions& options)
     config.mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     config.msg_order = 0;
     config.secondary_caps = FI_COLLECTIVE;
+    config.track_contexts = true;
     return config;
 }
 
@@ -187,72 +188,6 @@ EndpointConfig endpoint_config(const EndpointOptions& options)
 CollEndpoint::CollEndpoint(const EndpointOptions& options)
     : provider_(options.provider), base_(endpoint_config(options))
 {
-}
-
-void CollEndpoint::track(OpContext& ctx)
-{
-    pending_.insert(&ctx);
-}
-
-OpContext& CollEndpoint::claim(void* op_context, uint64_t flags)
-{
-    auto* ctx = static_cast<OpContext*>(op_context);
-    expect(pending_.erase(ctx) == 1,
-           "a completion (flags %s) names op_context %p, which is no operation this client has pending",
-           describe_flags(flags).c_str(), op_context);
-    return *ctx;
-}
-
-void CollEndpoint::dispatch_error()
-{
-    fi_cq_err_entry err{};
-    const ssize_t rc = fi_cq_readerr(base_.cq(), &err, 0);
-    if (rc == -FI_EAGAIN)
-        return;
-    if (rc < 0)
-        throw FabricError("fi_cq_readerr(cq, &err, 0)", rc, std::source_location::current());
-    char buffer[256] = {};
-    const char* text = fi_cq_strerror(base_.cq(), err.prov_errno, err.err_data, buffer, sizeof buffer);
-    if (err.op_context == nullptr) {
-        UnsolicitedEvent event;
-        event.entry.flags = err.flags;
-        event.error = err.err;
-        unsolicited_.push_back(event);
-        return;
-    }
-    OpContext* ctx = &claim(err.op_context, err.flags);
-    ctx->err = err;
-    ctx->err.err_data = nullptr;  // only valid until the next CQ read
-    ctx->error = err.err;
-    ctx->err_text = text ? text : "";
-    ctx->done = true;
-}
-
-size_t CollEndpoint::progress()
-{
-    constexpr size_t kBatch = 32;
-    fi_cq_tagged_entry entries[kBatch];
-    const ssize_t n = fi_cq_read(base_.cq(), entries, kBatch);
-    if (n > 0) {
-        for (ssize_t i = 0; i < n; ++i) {
-            const auto& entry = entries[i];
-            if (entry.op_context == nullptr) {
-                unsolicited_.push_back({entry, FI_ADDR_NOTAVAIL, 0});
-                continue;
-            }
-            OpContext& ctx = claim(entry.op_context, entry.flags);
-            ctx.entry = entry;
-            ctx.done = true;
-        }
-        return static_cast<size_t>(n);
-    }
-    if (n == -FI_EAGAIN)
-        return 0;
-    if (n == -FI_EAVAIL) {
-        dispatch_error();
-        return 1;
-    }
-    throw FabricError("fi_cq_read", n, std::source_location::current());
 }
 
 void CollEndpoint::progress_until(const std::function<bool()>& pred, const std::string& what,

@@ -21,7 +21,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 namespace fabtests::coll {
@@ -122,14 +121,12 @@ public:
     // fi_addr_t, in rank order (own rank included).
     std::vector<fi_addr_t> exchange_addresses(Bootstrap& boot) { return base_.exchange_addresses(boot); }
 
-    // Records an operation just posted with `ctx` as its context. Only
-    // recorded contexts are dereferenced on completion: a completion that
-    // names anything else (an operation the provider made up, or one that
-    // completes twice) fails the check instead of corrupting memory.
-    void track(OpContext& ctx);
+    // Records an operation just posted with `ctx` as its context: only
+    // tracked contexts are dereferenced on completion (Endpoint::track).
+    void track(OpContext& ctx) { base_.track(ctx); }
 
     // Reads a batch of completions and marks their OpContexts done.
-    size_t progress();
+    size_t progress() { return base_.progress(); }
     // Polls until pred() holds. Throws CheckFailure naming `what` when the
     // budget runs out, and when `boot` says another rank failed.
     void progress_until(const std::function<bool()>& pred, const std::string& what,
@@ -143,18 +140,14 @@ public:
     size_t stray_join_events() const { return join_events_.size(); }
 
     // Completions that matched no OpContext: error entries without context.
-    std::deque<UnsolicitedEvent>& unsolicited() { return unsolicited_; }
+    std::deque<UnsolicitedEvent>& unsolicited() { return base_.unsolicited(); }
 
 private:
-    OpContext& claim(void* op_context, uint64_t flags);
-    void dispatch_error();
     bool read_eq_event();
 
     std::string provider_;
-    Endpoint base_;  // the objects; completions are dispatched here, not by base_
-    std::deque<UnsolicitedEvent> unsolicited_;
+    Endpoint base_;  // tracks contexts (EndpointConfig::track_contexts)
     std::vector<JoinEvent> join_events_;
-    std::unordered_set<const OpContext*> pending_;
 };
 
 // A bootstrap barrier that keeps driving the endpoint while it waits.

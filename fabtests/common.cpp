@@ -756,7 +756,7 @@ long query_info(const EndpointConfig& config, uint64_t caps, InfoPtr& out)
 
 }  // namespace
 
-Endpoint::Endpoint(const EndpointConfig& config)
+Endpoint::Endpoint(const EndpointConfig& config) : track_contexts_(config.track_contexts)
 {
     long rc = query_info(config, config.caps, info_);
     if (rc == -FI_ENODATA && (config.caps & config.secondary_caps) != 0) {
@@ -863,12 +863,22 @@ void Endpoint::dispatch(const fi_cq_tagged_entry& entry, fi_addr_t source)
         unsolicited_.push_back({entry, source, 0});
         return;
     }
-    auto* ctx = static_cast<OpContext*>(entry.op_context);
+    OpContext* ctx = &context_of(entry.op_context, entry.flags);
     expect(!ctx->done, "second completion for one operation (flags %s)",
            describe_flags(entry.flags).c_str());
     ctx->entry = entry;
     ctx->source = source;
     ctx->done = true;
+}
+
+OpContext& Endpoint::context_of(void* op_context, uint64_t flags)
+{
+    auto* ctx = static_cast<OpContext*>(op_context);
+    if (track_contexts_)
+        expect(pending_.erase(ctx) == 1,
+               "a completion (flags %s) names op_context %p, which is no operation this client has pending",
+               describe_flags(flags).c_str(), op_context);
+    return *ctx;
 }
 
 void Endpoint::dispatch_error()
@@ -891,7 +901,7 @@ void Endpoint::dispatch_error()
         unsolicited_.push_back(event);
         return;
     }
-    auto* ctx = static_cast<OpContext*>(err.op_context);
+    OpContext* ctx = &context_of(err.op_context, err.flags);
     expect(!ctx->done, "error completion (%d, %s) for an operation that already completed", err.err,
            fi_strerror(err.err));
     ctx->err = err;

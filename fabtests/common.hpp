@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 #include <sys/types.h>
+#include <unordered_set>
 #include <vector>
 
 namespace fabtests {
@@ -270,6 +271,8 @@ struct EndpointConfig {
     fi_av_type av_type = FI_AV_TABLE;
     size_t cq_size = 0;                        // 0: provider default
     bool bind_eq = false;                      // an EQ for fi_join and connection events
+    // Only contexts passed to Endpoint::track are dereferenced on completion.
+    bool track_contexts = false;
     // The verbs rules, so that tcp runs exercise what verbs demands.
     uint64_t mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     // Per-peer send-after-send ordering: MPI needs it, the tests check it.
@@ -340,6 +343,13 @@ public:
 
     std::deque<UnsolicitedEvent>& unsolicited() { return unsolicited_; }
 
+    // With EndpointConfig::track_contexts: records an operation just posted
+    // with `ctx` as its context. Only recorded contexts are dereferenced on
+    // completion: a completion that names anything else (an operation the
+    // provider made up, or one that completes twice) fails the check
+    // instead of corrupting memory.
+    void track(OpContext& ctx) { pending_.insert(&ctx); }
+
     // Keys requested for registrations (used when the provider does not
     // pick keys itself, i.e. without FI_MR_PROV_KEY).
     uint64_t next_requested_key() { return next_key_++; }
@@ -347,6 +357,7 @@ public:
 private:
     void dispatch(const fi_cq_tagged_entry& entry, fi_addr_t source);
     void dispatch_error();
+    OpContext& context_of(void* op_context, uint64_t flags);
 
     InfoPtr info_;
     FidPtr<fid_fabric> fabric_;
@@ -356,6 +367,8 @@ private:
     FidPtr<fid_eq> eq_;
     FidPtr<fid_ep> ep_;  // closed first: declared last
     std::deque<UnsolicitedEvent> unsolicited_;
+    bool track_contexts_ = false;
+    std::unordered_set<const OpContext*> pending_;
     uint64_t next_key_ = 1;
 };
 
