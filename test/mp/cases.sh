@@ -71,3 +71,25 @@ run_client_cases() {
     done
     cases_summary "not applicable to \"$prov\" (listed as N/A above)"
 }
+
+# run_loopback_suite RUNNER CLIENT LIMIT CASES [PROV]: every case (CASES:
+# names, or empty for all) of the fabtests client CLIENT of the build tree
+# ($RCOLL_BUILDDIR, default the current directory as under `make check`) on
+# loopback, over PROV (default $RCOLL_TEST_PROV, else "rcoll"), each within
+# $RCOLL_TEST_CASE_LIMIT seconds (default LIMIT), with --quick when
+# $RCOLL_TEST_QUICK=1.
+run_loopback_suite() {
+    local runner=$1 client=$2 limit=$3 cases=$4
+    prov=${5:-${RCOLL_TEST_PROV:-rcoll}}
+    case_limit=${RCOLL_TEST_CASE_LIMIT:-$limit}
+    local builddir=${RCOLL_BUILDDIR:-$(pwd)}
+    # rcoll is loaded from the build tree; libfabric's built-in providers
+    # (tcp, ofi_rxm) do not depend on this path.
+    export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$builddir/.libs}
+    export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
+    local extra=()
+    if [ "${RCOLL_TEST_QUICK:-0}" = 1 ]; then
+        extra+=(--quick)
+    fi
+    run_client_cases "$runner" "$builddir/fabtests/$client" "$cases" "${extra[@]}"
+}

@@ -13,20 +13,5 @@
 # counted apart. Exits non-zero when a case failed.
 set -u
 
-prov=${1:-${RCOLL_TEST_PROV:-rcoll}}
-builddir=${RCOLL_BUILDDIR:-$(pwd)}
-client=$builddir/fabtests/rcoll_coll_test
-case_limit=${RCOLL_TEST_CASE_LIMIT:-400}
-
-# rcoll is loaded from the build tree; libfabric's built-in providers
-# (tcp, ofi_rxm) do not depend on this path.
-export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$builddir/.libs}
-export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
-
-extra=()
-if [ "${RCOLL_TEST_QUICK:-0}" = 1 ]; then
-    extra+=(--quick)
-fi
-
 . "$(dirname "$0")/cases.sh"
-run_client_cases run-coll "$client" "${RCOLL_COLL_CASES:-}" "${extra[@]}"
+run_loopback_suite run-coll rcoll_coll_test 400 "${RCOLL_COLL_CASES:-}" "${1:-}"
