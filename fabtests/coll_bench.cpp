@@ -771,13 +771,7 @@ int main(int argc, char** argv)
     Options options;
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
-        auto value = [&]() -> const char* {
-            if (i + 1 >= argc) {
-                std::fprintf(stderr, "%s needs a value\n", argv[i]);
-                std::exit(2);
-            }
-            return argv[++i];
-        };
+        auto value = [&] { return option_value(i, argc, argv); };
         if (arg == "--quick") {
             options.quick = true;
         } else if (arg == "--rcoll-only") {

@@ -53,34 +53,19 @@ int main(int argc, char** argv)
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
         if (arg == "--prov") {
-            if (i + 1 >= argc) {
-                std::fprintf(stderr, "--prov needs a value\n");
-                return 2;
-            }
-            options.provider = argv[++i];
+            options.provider = option_value(i, argc, argv);
         } else if (arg == "--quick") {
             options.quick = true;
         } else if (arg == "--list") {
-            for (const auto& c : cases)
-                std::printf("%-36s %s\n", c.name.c_str(), c.checks.c_str());
+            list_cases(cases, 36);
             return 0;
         } else if (arg == "--help" || arg == "-h") {
             usage(stdout);
             return 0;
-        } else if (arg == "all") {
-            for (const auto& c : cases)
-                selected.push_back(&c);
-        } else {
-            const CollCase* found = nullptr;
-            for (const auto& c : cases)
-                if (c.name == arg)
-                    found = &c;
-            if (!found) {
-                std::fprintf(stderr, "unknown case or option: %s\n", argv[i]);
-                usage(stderr);
-                return 2;
-            }
-            selected.push_back(found);
+        } else if (!select_case(cases, arg, selected)) {
+            std::fprintf(stderr, "unknown case or option: %s\n", argv[i]);
+            usage(stderr);
+            return 2;
         }
     }
     if (selected.empty()) {
@@ -91,7 +76,7 @@ int main(int argc, char** argv)
     // The parent never loads a provider: each rank initialises libfabric
     // itself after fork, with its own environment.
     prefer_loopback_interfaces();
-    int passed = 0, failed = 0, not_applicable = 0;
+    CaseReport report;
     for (const CollCase* c : selected) {
         const auto started = Clock::now();
         const LaunchResult result = launch_ranks(c->ranks, c->timeout, [&](Bootstrap& boot) {
@@ -99,18 +84,8 @@ int main(int argc, char** argv)
                 setenv("FI_RCOLL_COLL_TUNE", c->tune.c_str(), 1);
             c->run(boot, options);
         });
-        const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
-        const char* label = result.outcome == Outcome::passed   ? "PASS"
-                            : result.outcome == Outcome::failed ? "FAIL"
-                                                                : "N/A";
-        std::printf("%s %s [%s, %d ranks, %.1f s]: %s\n", label, c->name.c_str(), options.provider.c_str(), c->ranks,
-                    elapsed, result.detail.c_str());
-        std::fflush(stdout);
-        passed += result.outcome == Outcome::passed;
-        failed += result.outcome == Outcome::failed;
-        not_applicable += result.outcome == Outcome::not_applicable;
+        report.add(result, c->name, strfmt("%s, %d ranks", options.provider.c_str(), c->ranks),
+                   std::chrono::duration<double>(Clock::now() - started).count());
     }
-    if (selected.size() > 1)
-        std::printf("# %zu cases: %d PASS, %d FAIL, %d N/A\n", selected.size(), passed, failed, not_applicable);
-    return failed == 0 ? 0 : 1;
+    return report.finish();
 }

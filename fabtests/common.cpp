@@ -1069,4 +1069,36 @@ size_t resident_bytes()
     return resident_pages * static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
 
+// ================================================================ command lines
+
+const char* option_value(int& i, int argc, char** argv)
+{
+    if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", argv[i]);
+        std::exit(2);
+    }
+    return argv[++i];
+}
+
+void CaseReport::add(const LaunchResult& result, std::string_view name, const std::string& where, double seconds)
+{
+    const char* label = result.outcome == Outcome::passed   ? "PASS"
+                        : result.outcome == Outcome::failed ? "FAIL"
+                                                            : "N/A";
+    std::printf("%s %.*s [%s, %.1f s]: %s\n", label, static_cast<int>(name.size()), name.data(), where.c_str(),
+                seconds, result.detail.c_str());
+    std::fflush(stdout);
+    passed_ += result.outcome == Outcome::passed;
+    failed_ += result.outcome == Outcome::failed;
+    not_applicable_ += result.outcome == Outcome::not_applicable;
+}
+
+int CaseReport::finish() const
+{
+    const int cases = passed_ + failed_ + not_applicable_;
+    if (cases > 1)
+        std::printf("# %d cases: %d PASS, %d FAIL, %d N/A\n", cases, passed_, failed_, not_applicable_);
+    return failed_ == 0 ? 0 : 1;
+}
+
 }  // namespace fabtests

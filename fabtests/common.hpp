@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -420,5 +421,50 @@ std::string describe_flags(uint64_t flags);
 
 // Resident set size of this process in bytes (/proc/self/statm).
 size_t resident_bytes();
+
+// ---------------------------------------------------------------- command lines
+
+// The value of the option at argv[i], which moves past it; a missing value
+// ends the process with status 2.
+const char* option_value(int& i, int argc, char** argv);
+
+// Adds the case named `arg` to `selected`, or every case for "all"; false
+// when no case has that name.
+template <class Cases, class Case>
+bool select_case(const Cases& cases, std::string_view arg, std::vector<const Case*>& selected)
+{
+    bool found = false;
+    for (const Case& c : cases) {
+        if (arg == "all" || std::string_view(c.name) == arg) {
+            selected.push_back(&c);
+            found = true;
+        }
+    }
+    return found;
+}
+
+// Prints "name  what it checks", a line per case (--list).
+template <class Cases>
+void list_cases(const Cases& cases, int name_width)
+{
+    for (const auto& c : cases) {
+        const std::string_view name = c.name, checks = c.checks;
+        std::printf("%-*.*s %.*s\n", name_width, static_cast<int>(name.size()), name.data(),
+                    static_cast<int>(checks.size()), checks.data());
+    }
+}
+
+// Prints one line per case run ("PASS name [where, time]: detail") and
+// the closing count.
+class CaseReport {
+public:
+    // `where`: provider and placement, e.g. "rcoll, 2 ranks".
+    void add(const LaunchResult& result, std::string_view name, const std::string& where, double seconds);
+    // The closing line (when more than one case ran); the exit status.
+    int finish() const;
+
+private:
+    int passed_ = 0, failed_ = 0, not_applicable_ = 0;
+};
 
 }  // namespace fabtests

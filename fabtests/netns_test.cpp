@@ -854,41 +854,24 @@ int main(int argc, char** argv)
     std::vector<const NetnsCase*> selected;
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
-        auto value = [&]() -> const char* {
-            if (i + 1 >= argc) {
-                std::fprintf(stderr, "%s needs a value\n", argv[i]);
-                std::exit(2);
-            }
-            return argv[++i];
-        };
         if (arg == "--prov") {
-            options.provider = value();
+            options.provider = option_value(i, argc, argv);
         } else if (arg == "--window") {
-            options.window = seconds(std::atoi(value()));
+            options.window = seconds(std::atoi(option_value(i, argc, argv)));
         } else if (arg == "--coll-timeout-ms") {
-            options.coll_timeout = milliseconds(std::atoi(value()));
+            options.coll_timeout = milliseconds(std::atoi(option_value(i, argc, argv)));
         } else if (arg == "--probe-interval-ms") {
-            options.probe_interval = milliseconds(std::atoi(value()));
+            options.probe_interval = milliseconds(std::atoi(option_value(i, argc, argv)));
         } else if (arg == "--list") {
-            for (const auto& c : kCases)
-                std::printf("%-22.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
-                            static_cast<int>(c.checks.size()), c.checks.data());
+            list_cases(kCases, 22);
             return 0;
         } else if (arg == "--help" || arg == "-h") {
             usage(stdout);
             return 0;
-        } else if (arg == "all") {
-            for (const auto& c : kCases)
-                selected.push_back(&c);
-        } else {
-            const auto found = std::find_if(std::begin(kCases), std::end(kCases),
-                                            [&](const NetnsCase& c) { return c.name == arg; });
-            if (found == std::end(kCases)) {
-                std::fprintf(stderr, "unknown case or option: %s\n", argv[i]);
-                usage(stderr);
-                return 2;
-            }
-            selected.push_back(found);
+        } else if (!select_case(kCases, arg, selected)) {
+            std::fprintf(stderr, "unknown case or option: %s\n", argv[i]);
+            usage(stderr);
+            return 2;
         }
     }
     if (selected.empty() || options.window.count() <= 0 || options.coll_timeout.count() <= 0 ||
@@ -899,7 +882,7 @@ int main(int argc, char** argv)
 
     prefer_loopback_interfaces();
     const int hosts = static_cast<int>(host_namespaces().size());
-    int passed = 0, failed = 0, not_applicable = 0;
+    CaseReport report;
     for (const NetnsCase* c : selected) {
         const int ranks = c->ranks > 0 ? c->ranks : hosts;
         const auto started = Clock::now();
@@ -915,19 +898,9 @@ int main(int argc, char** argv)
                                 std::chrono::duration_cast<seconds>(options.coll_timeout * 6);
             result = launch_ranks(ranks, budget, [&](Bootstrap& boot) { c->run(boot, options); });
         }
-        const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
-        const char* label = result.outcome == Outcome::passed   ? "PASS"
-                            : result.outcome == Outcome::failed ? "FAIL"
-                                                                : "N/A";
-        std::printf("%s %.*s [%s, %d ranks on %d hosts, %.1f s]: %s\n", label, static_cast<int>(c->name.size()),
-                    c->name.data(), options.provider.c_str(), ranks, std::min(ranks, hosts), elapsed,
-                    result.detail.c_str());
-        std::fflush(stdout);
-        passed += result.outcome == Outcome::passed;
-        failed += result.outcome == Outcome::failed;
-        not_applicable += result.outcome == Outcome::not_applicable;
+        report.add(result, c->name,
+                   strfmt("%s, %d ranks on %d hosts", options.provider.c_str(), ranks, std::min(ranks, hosts)),
+                   std::chrono::duration<double>(Clock::now() - started).count());
     }
-    if (selected.size() > 1)
-        std::printf("# %zu cases: %d PASS, %d FAIL, %d N/A\n", selected.size(), passed, failed, not_applicable);
-    return failed == 0 ? 0 : 1;
+    return report.finish();
 }

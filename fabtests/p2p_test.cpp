@@ -79,14 +79,6 @@ void usage(FILE* out)
                  "rcoll is found through FI_PROVIDER_PATH (the build tree's .libs).\n");
 }
 
-const P2pCase* find_case(std::string_view name)
-{
-    for (const auto& c : kCases)
-        if (c.name == name)
-            return &c;
-    return nullptr;
-}
-
 }  // namespace
 
 int main(int argc, char** argv)
@@ -95,17 +87,10 @@ int main(int argc, char** argv)
     std::vector<const P2pCase*> selected;
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
-        auto value = [&]() -> const char* {
-            if (i + 1 >= argc) {
-                std::fprintf(stderr, "%s needs a value\n", argv[i]);
-                std::exit(2);
-            }
-            return argv[++i];
-        };
         if (arg == "--prov") {
-            options.provider = value();
+            options.provider = option_value(i, argc, argv);
         } else if (arg == "--ranks") {
-            options.many_peers_ranks = std::atoi(value());
+            options.many_peers_ranks = std::atoi(option_value(i, argc, argv));
             if (options.many_peers_ranks < 2 || options.many_peers_ranks > kMaxRanks) {
                 std::fprintf(stderr, "--ranks must be 2..%d\n", kMaxRanks);
                 return 2;
@@ -113,19 +98,12 @@ int main(int argc, char** argv)
         } else if (arg == "--quick") {
             options.quick = true;
         } else if (arg == "--list") {
-            for (const auto& c : kCases)
-                std::printf("%-24.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
-                            static_cast<int>(c.checks.size()), c.checks.data());
+            list_cases(kCases, 24);
             return 0;
         } else if (arg == "--help" || arg == "-h") {
             usage(stdout);
             return 0;
-        } else if (arg == "all") {
-            for (const auto& c : kCases)
-                selected.push_back(&c);
-        } else if (const P2pCase* c = find_case(arg)) {
-            selected.push_back(c);
-        } else {
+        } else if (!select_case(kCases, arg, selected)) {
             std::fprintf(stderr, "unknown case or option: %s\n", argv[i]);
             usage(stderr);
             return 2;
@@ -137,25 +115,14 @@ int main(int argc, char** argv)
     }
 
     prefer_loopback_interfaces();
-    int passed = 0, failed = 0, not_applicable = 0;
+    CaseReport report;
     for (const P2pCase* c : selected) {
         const int ranks = c->ranks > 0 ? c->ranks : options.many_peers_ranks;
         const auto started = Clock::now();
         const LaunchResult result =
             launch_ranks(ranks, c->timeout, [&](Bootstrap& boot) { c->run(boot, options); });
-        const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
-        const char* label = result.outcome == Outcome::passed ? "PASS"
-                            : result.outcome == Outcome::failed ? "FAIL"
-                                                                : "N/A";
-        std::printf("%s %.*s [%s, %d ranks, %.1f s]: %s\n", label, static_cast<int>(c->name.size()),
-                    c->name.data(), options.provider.c_str(), ranks, elapsed, result.detail.c_str());
-        std::fflush(stdout);
-        passed += result.outcome == Outcome::passed;
-        failed += result.outcome == Outcome::failed;
-        not_applicable += result.outcome == Outcome::not_applicable;
+        report.add(result, c->name, strfmt("%s, %d ranks", options.provider.c_str(), ranks),
+                   std::chrono::duration<double>(Clock::now() - started).count());
     }
-    if (selected.size() > 1)
-        std::printf("# %d cases: %d PASS, %d FAIL, %d N/A\n", static_cast<int>(selected.size()), passed, failed,
-                    not_applicable);
-    return failed == 0 ? 0 : 1;
+    return report.finish();
 }
