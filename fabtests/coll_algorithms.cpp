@@ -5,10 +5,14 @@
 // The list of algorithms comes from the engine's own table
 // (rcoll::engine::algorithms_for), so an algorithm added there is covered
 // here without editing this file; nothing else of the engine is used.
+//
+// Also: which path a group's writes take (node-local or through the core),
+// as FI_RCOLL_COLL_LOCAL chooses it.
 #include "coll_cases.hpp"
 
 #include "engine/schedule.hpp"
 
+#include <fstream>
 #include <string_view>
 
 namespace fabtests::coll {
@@ -104,6 +108,54 @@ void run_tune_mismatch(Bootstrap& boot, const TestOptions& options)
     summary_note(boot, strfmt("join refused with %s", fi_strerror(event.error)));
 }
 
+// FI_RCOLL_COLL_LOCAL as this rank's provider reads it (default on).
+bool offers_node_local(const char* value) { return !value || std::string_view(value) != "0"; }
+
+// Memory files of collective regions mapped into this process.
+int mapped_regions()
+{
+    std::ifstream maps("/proc/self/maps");
+    int n = 0;
+    for (std::string line; std::getline(maps, line);)
+        n += line.find("memfd:rcoll-coll") != std::string::npos;
+    return n;
+}
+
+// Members on one host map each other's collective region when both offer
+// the node-local path, and only then: the mappings show which path each
+// pair took, and verified calls show that it carries the data. Under
+// RCOLL_TEST_COLL_LOCAL=even only even ranks offer it.
+void run_node_local_path(Bootstrap& boot, const TestOptions& options)
+{
+    if (options.provider != "rcoll")
+        throw NotApplicable("the node-local path is rcoll's");
+    const bool mixed = std::string_view(std::getenv("RCOLL_TEST_COLL_LOCAL") ?: "") == "even";
+    const bool mine = offers_node_local(std::getenv("FI_RCOLL_COLL_LOCAL"));
+    CollEndpoint ep({options.provider});
+    const auto world = ep.exchange_addresses(boot);
+    expect(mapped_regions() == 0, "%d collective regions mapped before any join", mapped_regions());
+    auto group = join_shape(ep, boot, world, Shape::full);
+    int peers_local = 0;
+    for (int r = 0; r < boot.size(); ++r)
+        if (r != boot.rank() && mine && (!mixed || r % 2 == 0))
+            ++peers_local;
+    const int mapped = mapped_regions();
+    expect(mapped == 1 + peers_local,
+           "rank %d (FI_RCOLL_COLL_LOCAL %s) maps %d collective regions; want its own and %d of local members",
+           boot.rank(), mine ? "on" : "off", mapped, peers_local);
+    CheckedCall checked;
+    uint64_t k = 0;
+    for (const CallSpec& call : {CallSpec{FI_BARRIER, 0, FI_UINT8},
+                                 CallSpec{FI_ALLREDUCE, 1, FI_INT64, FI_SUM},
+                                 CallSpec{FI_BROADCAST, (1u << 20) + 3, FI_UINT8, FI_SUM, boot.size() - 1},
+                                 CallSpec{FI_ALLREDUCE, 1u << 19, FI_DOUBLE, FI_SUM},
+                                 CallSpec{FI_ALLGATHER, 70000, FI_INT32}})
+        run_checked(ep, checked, *group, call, make_seed(0x10CA, k++));
+    ProgressingBarrier(ep, boot, boot.size()).wait();
+    summary_note(boot, strfmt("rank %d maps %d member regions (%s), %llu verified calls", boot.rank(), mapped - 1,
+                              mine ? "node-local on" : "node-local off", static_cast<unsigned long long>(k)));
+}
+
 }  // namespace
 
 void add_algorithm_cases(std::vector<CollCase>& cases)
@@ -128,6 +180,10 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
             }
         }
     }
+    cases.push_back({"node-local-path",
+                     "4 ranks: members map each other's collective regions exactly when both offer the node-local "
+                     "path (FI_RCOLL_COLL_LOCAL), and verified calls of 8 B to 4 MiB work over it",
+                     4, seconds(60), "", run_node_local_path});
     cases.push_back({"tune-mismatch",
                      "members with different FI_RCOLL_COLL_TUNE: fi_join completes with an error on both", 2,
                      seconds(60), "", run_tune_mismatch});

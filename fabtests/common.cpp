@@ -355,6 +355,16 @@ struct SharedMapping {
 
 void join_host(int rank);  // defined with the placement helpers below
 
+// RCOLL_TEST_COLL_LOCAL=even: only even ranks offer rcoll's node-local
+// collective path (FI_RCOLL_COLL_LOCAL), so that one group mixes members
+// reached through memory and members reached through the core provider.
+void apply_rank_environment(int rank)
+{
+    const char* mode = std::getenv("RCOLL_TEST_COLL_LOCAL");
+    if (mode && std::strcmp(mode, "even") == 0)
+        setenv("FI_RCOLL_COLL_LOCAL", rank % 2 == 0 ? "1" : "0", 1);
+}
+
 [[noreturn]] void run_rank(SharedState& shared, int rank, int ranks, std::chrono::seconds timeout,
                            const RankBody& body)
 {
@@ -366,6 +376,7 @@ void join_host(int rank);  // defined with the placement helpers below
     Bootstrap boot(shared, rank, ranks);
     int code = kExitPassed;
     try {
+        apply_rank_environment(rank);
         join_host(rank);
         body(boot);
         shared.finished[rank].store(1, std::memory_order_release);

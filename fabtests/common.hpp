@@ -180,6 +180,8 @@ using RankBody = std::function<void(Bootstrap&)>;
 // after. A rank passes by returning, is N/A by throwing NotApplicable and
 // fails by throwing anything else, dying or timing out. `scratch_out`, if
 // given, receives the shared scratch bytes after all ranks ended.
+// With RCOLL_TEST_COLL_LOCAL=even, each rank sets FI_RCOLL_COLL_LOCAL to 1
+// on even ranks and 0 on odd ones before its first libfabric call.
 LaunchResult launch_ranks(int ranks, std::chrono::seconds timeout, const RankBody& body,
                           std::vector<std::byte>* scratch_out = nullptr);
 

@@ -20,16 +20,16 @@ run_case() {
     case "$line" in
     PASS*)
         cases_passed=$((cases_passed + 1))
-        echo "$line"
+        echo "$line${case_label:+ ($case_label)}"
         ;;
     N/A*)
         cases_not_applicable=$((cases_not_applicable + 1))
-        echo "$line"
+        echo "$line${case_label:+ ($case_label)}"
         ;;
     *)
         cases_failed=$((cases_failed + 1))
         if [ -n "$line" ]; then
-            echo "$line"
+            echo "$line${case_label:+ ($case_label)}"
         else
             echo "FAIL $name [$prov]: no result line, exit status $status" \
                 "$([ "$status" = 124 ] && echo "(killed after ${case_limit} s)")"
@@ -47,49 +47,60 @@ cases_summary() {
     [ "$cases_failed" -eq 0 ]
 }
 
-# run_client_cases RUNNER CLIENT CASES ARGS...: every case of a fabtests
-# client (CASES: names, or empty for all it lists) with ARGS; the closing
-# lines follow.
-run_client_cases() {
+# run_client_pass RUNNER CLIENT CASES ARGS...: every case of a fabtests
+# client (CASES: names, or empty for all it lists) with ARGS, counted; a
+# non-empty $case_label is shown after each result line.
+run_client_pass() {
     local runner=$1 client=$2 cases=$3
     shift 3
     if [ ! -x "$client" ]; then
         echo "$runner: $client not built" >&2
-        echo "0 passed, 1 failed"
+        cases_failed=$((cases_failed + 1))
         return 1
     fi
     [ -n "$cases" ] || cases=$("$client" --list | awk '{print $1}')
     if [ -z "$cases" ]; then
         echo "$runner: $client --list printed no cases" >&2
-        echo "0 passed, 1 failed"
+        cases_failed=$((cases_failed + 1))
         return 1
     fi
-    echo "# provider \"$prov\", FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
+    echo "# provider \"$prov\"${case_label:+, $case_label}, FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
     local name
     for name in $cases; do
         run_case "$client" "$name" "$@"
     done
+}
+
+# run_client_cases RUNNER CLIENT CASES ARGS...: one pass, then the closing
+# lines.
+run_client_cases() {
+    run_client_pass "$@"
     cases_summary "not applicable to \"$prov\" (listed as N/A above)"
 }
 
-# run_loopback_suite RUNNER CLIENT LIMIT CASES [PROV]: every case (CASES:
-# names, or empty for all) of the fabtests client CLIENT of the build tree
-# ($RCOLL_BUILDDIR, default the current directory as under `make check`) on
-# loopback, over PROV (default $RCOLL_TEST_PROV, else "rcoll"), each within
-# $RCOLL_TEST_CASE_LIMIT seconds (default LIMIT), with --quick when
-# $RCOLL_TEST_QUICK=1.
-run_loopback_suite() {
-    local runner=$1 client=$2 limit=$3 cases=$4
-    prov=${5:-${RCOLL_TEST_PROV:-rcoll}}
-    case_limit=${RCOLL_TEST_CASE_LIMIT:-$limit}
-    local builddir=${RCOLL_BUILDDIR:-$(pwd)}
-    # rcoll is loaded from the build tree; libfabric's built-in providers
-    # (tcp, ofi_rxm) do not depend on this path.
-    export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$builddir/.libs}
+# loopback_setup LIMIT [PROV]: what every loopback suite shares: the
+# provider (PROV, default $RCOLL_TEST_PROV, else "rcoll"), the per-case
+# limit ($RCOLL_TEST_CASE_LIMIT seconds, default LIMIT), rcoll loaded from
+# the build tree ($RCOLL_BUILDDIR, default the current directory as under
+# `make check`), and the client arguments in suite_args (--quick when
+# $RCOLL_TEST_QUICK=1).
+loopback_setup() {
+    prov=${2:-${RCOLL_TEST_PROV:-rcoll}}
+    case_limit=${RCOLL_TEST_CASE_LIMIT:-$1}
+    suite_builddir=${RCOLL_BUILDDIR:-$(pwd)}
+    # libfabric's built-in providers (tcp, ofi_rxm) do not depend on this path.
+    export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$suite_builddir/.libs}
     export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
-    local extra=()
+    suite_args=()
     if [ "${RCOLL_TEST_QUICK:-0}" = 1 ]; then
-        extra+=(--quick)
+        suite_args+=(--quick)
     fi
-    run_client_cases "$runner" "$builddir/fabtests/$client" "$cases" "${extra[@]}"
+}
+
+# run_loopback_suite RUNNER CLIENT LIMIT CASES [PROV]: every case (CASES:
+# names, or empty for all) of the fabtests client CLIENT on loopback (see
+# loopback_setup), then the closing lines.
+run_loopback_suite() {
+    loopback_setup "$3" "${5:-}"
+    run_client_cases "$1" "$suite_builddir/fabtests/$2" "$4" ${suite_args[@]+"${suite_args[@]}"}
 }

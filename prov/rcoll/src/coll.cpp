@@ -34,8 +34,9 @@ struct JoinRecord {
 	uint32_t slot = 0;         // the sender's slot: goes into immediates to it
 	uint64_t config = 0;       // fingerprint of the group configuration
 	engine::MemoryKey scratch; // the sender's scratch region
+	FabricTransport::LocalAddress local; // how members on its host reach it
 };
-static_assert(sizeof(JoinRecord) == 48);
+static_assert(sizeof(JoinRecord) == 72);
 
 // A member that failed a group tells every other member it writes no more
 // into their buffers for that group (see Collectives::begin_failure).
@@ -313,7 +314,7 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 
 	g->peers = peers;
 	g->transport = std::make_unique<FabricTransport>(ep_, slot, peers, g->rank);
-	int ret = g->transport->init(engine::Group::scratch_bytes(size, config_));
+	int ret = g->transport->init(engine::Group::scratch_bytes(size, config_), config().coll_local);
 	if (ret)
 		return ret;
 
@@ -338,6 +339,7 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	rec.slot = slot;
 	rec.config = config_fingerprint();
 	rec.scratch = g->transport->scratch_key();
+	rec.local = g->transport->local_address();
 	proto::MsgHeader h;
 	h.opcode = proto::Opcode::Eager;
 	h.flags = proto::kFlagCollective | proto::kFlagTagged;
@@ -420,7 +422,7 @@ void Collectives::accept_record(CollGroup& g, uint64_t peer_key, std::span<const
 		return;
 	g.heard[rec.rank] = true;
 	g.missing--;
-	g.transport->set_member(rec.rank, rec.slot, rec.scratch);
+	g.transport->set_member(rec.rank, rec.slot, rec.scratch, rec.local);
 }
 
 void Collectives::finish_join(CollGroup& g, int err)

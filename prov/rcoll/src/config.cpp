@@ -31,6 +31,7 @@ const Param params[] = {
 	{"linger_ms", &Config::linger_ms, "Milliseconds fi_close of an endpoint keeps progressing so that what it sent reaches its peers (0: close at once)"},
 	{"coll_timeout_ms", &Config::coll_timeout_ms, "Milliseconds a collective group with work pending may see no progress before its operations fail with FI_ETIMEDOUT (0: never)"},
 	{"probe_interval_ms", &Config::probe_interval_ms, "Milliseconds a peer that operations wait on may send nothing before it gets a probe, which its kernel or NIC acknowledges; a dead host leaves it unacknowledged and the connection fails (0: never probe)"},
+	{"coll_local", &Config::coll_local, "Collective writes to group members on the same host go straight into their memory (shared scratch, cross-memory attach) instead of through the core provider (0: always through the core)"},
 	{"coll_alpha_us", &Config::coll_alpha_us, "Collective cost model: latency of one message, in microseconds"},
 	{"coll_beta_us_per_byte", &Config::coll_beta_us_per_byte, "Collective cost model: transfer time per byte, in microseconds"},
 	{"coll_gamma_us_per_byte", &Config::coll_gamma_us_per_byte, "Collective cost model: reduction time per byte, in microseconds"},

@@ -23,6 +23,7 @@ struct Config {
 	size_t linger_ms = 1000;            // closing: let sends drain at most this long
 	size_t coll_timeout_ms = 60000;     // a collective group stuck this long fails (0: never)
 	size_t probe_interval_ms = 1000;    // probe a silent peer that operations wait on (0: never)
+	bool coll_local = true;             // collective writes to members on this host bypass the core
 	// Collectives: the cost model's constants (decimal numbers) and the
 	// tuning string that overrides its choices (see fi_rcoll(7)).
 	std::string coll_alpha_us = "2";

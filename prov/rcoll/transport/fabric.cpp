@@ -4,8 +4,11 @@
 #include "src/domain.hpp"
 #include "src/ep.hpp"
 
-#include <cstdlib>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 namespace rcoll {
 
@@ -29,19 +32,19 @@ FabricTransport::~FabricTransport()
 {
 	scratch_mr_ = CoreRegistration();
 	registrations_.clear();
-	std::free(scratch_);
 }
 
-int FabricTransport::init(size_t scratch_bytes)
+int FabricTransport::init(size_t scratch_bytes, bool node_local)
 {
 	// Page-aligned and zeroed: fresh epochs and counters start from zero.
-	const size_t len = (scratch_bytes + 4095) & ~size_t(4095);
-	scratch_ = static_cast<std::byte*>(std::aligned_alloc(4096, len ? len : 4096));
-	if (!scratch_)
+	if (int err = region_.create(scratch_bytes)) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "collective scratch: %s\n", std::strerror(-err));
 		return -FI_ENOMEM;
-	std::memset(scratch_, 0, len);
-	scratch_len_ = scratch_bytes;
-	return scratch_mr_.reg(ep_.domain->core.get(), scratch_, len ? len : 4096, kAllAccess);
+	}
+	host_ = node_local ? local::host_identity() : 0;
+	offer_local_ = host_ != 0;
+	std::span<std::byte> s = region_.scratch();
+	return scratch_mr_.reg(ep_.domain->core.get(), s.data(), s.size() ? s.size() : 1, kAllAccess);
 }
 
 engine::MemoryKey FabricTransport::encode(const Region& r)
@@ -61,10 +64,24 @@ FabricTransport::Region FabricTransport::decode(const engine::MemoryKey& k)
 
 engine::MemoryKey FabricTransport::scratch_key() const
 {
-	return encode({reinterpret_cast<uint64_t>(scratch_), scratch_mr_.key(), scratch_len_});
+	std::span<std::byte> s = region_.scratch();
+	return encode({reinterpret_cast<uint64_t>(s.data()), scratch_mr_.key(), s.size()});
 }
 
-void FabricTransport::set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch)
+FabricTransport::LocalAddress FabricTransport::local_address() const
+{
+	LocalAddress a;
+	if (offer_local_) {
+		a.host = host_;
+		a.nonce = region_.nonce();
+		a.pid = int32_t(::getpid());
+		a.fd = region_.fd();
+	}
+	return a;
+}
+
+void FabricTransport::set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch,
+				 const LocalAddress& local)
 {
 	Region r = decode(scratch);
 	Member& m = members_[rank];
@@ -72,11 +89,34 @@ void FabricTransport::set_member(uint32_t rank, uint32_t slot, const engine::Mem
 	m.scratch_addr = r.addr;
 	m.scratch_key = r.key;
 	m.scratch_len = r.len;
+	m.local.reset();
+	// Both ends must offer the node-local path: each then both writes and
+	// rings locally and drains its own doorbell.
+	if (!offer_local_ || local.host != host_ || local.fd < 0)
+		return;
+	auto region = std::make_unique<local::PeerRegion>();
+	if (int err = region->attach(local.pid, local.fd, local.nonce, r.len, r.addr)) {
+		RCOLL_INFO(FI_LOG_EP_CTRL, "member %u is on this host but its memory cannot be "
+			   "mapped (%s): writing to it through the core\n", rank, std::strerror(-err));
+		return;
+	}
+	if (!region->can_write_memory())
+		RCOLL_INFO(FI_LOG_EP_CTRL, "member %u: cross-memory attach is not allowed; writes "
+			   "into its call buffers go through the core\n", rank);
+	m.local = std::move(region);
+}
+
+size_t FabricTransport::local_members() const
+{
+	size_t n = 0;
+	for (const Member& m : members_)
+		n += m.local != nullptr;
+	return n;
 }
 
 std::span<std::byte> FabricTransport::scratch() noexcept
 {
-	return {scratch_, scratch_len_};
+	return region_.scratch();
 }
 
 Errc FabricTransport::register_memory(std::span<std::byte> buffer, engine::Access,
@@ -145,6 +185,9 @@ Errc FabricTransport::write(const engine::WriteRequest& w) noexcept
 	}
 	if (w.offset > limit || w.length > limit - w.offset)
 		return Errc::invalid_argument; // never let a peer's key take us past its buffer
+	if (m.local)
+		if (auto done = write_local(w, members_[w.peer], addr))
+			return *done;
 
 	void* desc = nullptr;
 	if (w.length) {
@@ -201,6 +244,50 @@ std::optional<uint32_t> FabricTransport::immediate_for(const engine::WriteReques
 		return std::nullopt;
 	return proto::encode_immediate(proto::ImmediateKind::Collective,
 				       (target_slot << kCounterBits) | w.immediate);
+}
+
+// A member on this host: the data is copied into its memory (its mapped
+// scratch, or a call buffer through cross-memory attach), then its doorbell
+// is rung with the immediate, so the arrival is seen only after the data is
+// in place. Done when it returns: the source may be reused at once. nullopt:
+// this write must go through the core (no cross-memory attach).
+std::optional<Errc> FabricTransport::write_local(const engine::WriteRequest& w, Member& m,
+						 uint64_t addr) noexcept
+{
+	if (w.has_immediate && w.immediate >= kMaxCounters)
+		return Errc::invalid_argument;
+	if (w.target_key && !m.local->can_write_memory())
+		return std::nullopt;
+	engine::TransportEvent done;
+	done.kind = engine::TransportEvent::Kind::write_complete;
+	done.cookie = w.cookie;
+	try {
+		events_.push_back(done);
+	} catch (const std::bad_alloc&) {
+		return Errc::no_memory;
+	}
+	if (!w.length) {
+	} else if (!w.target_key) {
+		std::memcpy(m.local->scratch() + w.offset, w.source, w.length);
+	} else if (int err = m.local->write_memory(addr + w.offset, w.source, w.length)) {
+		// The member exited (ESRCH) or named memory it does not have: like a
+		// failed core write, the group fails in two steps.
+		events_.pop_back();
+		RCOLL_WARN(FI_LOG_EP_DATA, "collective write to a local member: %s\n",
+			   std::strerror(-err));
+		if (!write_error_)
+			write_error_ = FI_EIO;
+		return Errc::would_block;
+	}
+	// A full doorbell: the member has not drained it yet. The engine tries
+	// the whole write again later; copying the same bytes to the same place
+	// is harmless, as the member reads them only after the arrival.
+	if (w.has_immediate && !m.local->ring(w.immediate)) {
+		events_.pop_back();
+		return Errc::would_block;
+	}
+	activity_++;
+	return Errc::ok;
 }
 
 // Small writes are injected: the core copies the bytes at once and reports
@@ -261,6 +348,19 @@ size_t FabricTransport::poll(std::span<engine::TransportEvent> out) noexcept
 	while (n < out.size() && !events_.empty()) {
 		out[n++] = events_.front();
 		events_.pop_front();
+	}
+	// Arrivals rung by members on this host.
+	while (n < out.size()) {
+		uint32_t rung[64];
+		size_t k = region_.drain({rung, std::min(std::size(rung), out.size() - n)});
+		for (size_t i = 0; i < k; i++) {
+			out[n].kind = engine::TransportEvent::Kind::arrival;
+			out[n].immediate = rung[i];
+			n++;
+		}
+		activity_ += k;
+		if (k < std::size(rung))
+			break;
 	}
 	if (n < out.size() && failed_) {
 		out[n].kind = engine::TransportEvent::Kind::error;

@@ -5,6 +5,10 @@
 // call (papers/gupta2002: static registration per group, dynamic for large
 // messages). Arrivals come back through the endpoint's completion queue.
 //
+// Members on the same host are written to through the node-local path
+// instead (transport/local.hpp): a copy into their memory and a doorbell,
+// the same contract without the core.
+//
 // Immediate data layout (32 bits, verbs' limit): the top 4 bits are rcoll's
 // dispatch kind (proto::ImmediateKind::Collective), then the TARGET's slot
 // for the group (so one endpoint can hold many groups), then the engine's
@@ -15,6 +19,7 @@
 #include "src/common.hpp"
 #include "src/ep.hpp"
 #include "src/mr.hpp"
+#include "transport/local.hpp"
 
 #include <deque>
 #include <memory>
@@ -47,12 +52,27 @@ public:
 	FabricTransport(Endpoint& ep, uint32_t slot, std::vector<Peer*> members, uint32_t rank);
 	~FabricTransport() override;
 
-	// Allocates and registers the scratch region; 0 or -FI_E*.
-	int init(size_t scratch_bytes);
+	// How members on this host may reach this member without the core
+	// (host 0: they may not).
+	struct LocalAddress {
+		uint64_t host = 0;
+		uint64_t nonce = 0;
+		int32_t pid = 0;
+		int32_t fd = -1;
+	};
+
+	// Allocates and registers the scratch region, offered to local members
+	// when `node_local`; 0 or -FI_E*.
+	int init(size_t scratch_bytes, bool node_local);
 	// How peers reach this member's scratch region.
 	engine::MemoryKey scratch_key() const;
-	// What `rank` told us at join: its slot for the group and its scratch.
-	void set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch);
+	LocalAddress local_address() const;
+	// What `rank` told us at join: its slot for the group, its scratch, and
+	// whether it runs on this host.
+	void set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch,
+			const LocalAddress& local);
+	// Members written to through the node-local path.
+	size_t local_members() const;
 
 	// engine::Transport
 	std::span<std::byte> scratch() noexcept override;
@@ -91,12 +111,15 @@ private:
 		Peer* peer = nullptr;
 		uint32_t slot = 0;
 		uint64_t scratch_addr = 0, scratch_key = 0, scratch_len = 0;
+		std::unique_ptr<local::PeerRegion> local; // on this host: its region, mapped
 	};
 	struct Region {
 		uint64_t addr = 0, key = 0, len = 0;
 	};
 	static std::optional<uint32_t> immediate_for(const engine::WriteRequest& w, uint32_t target_slot);
 	engine::Errc refused(ssize_t ret) noexcept;
+	std::optional<engine::Errc> write_local(const engine::WriteRequest& w, Member& m,
+						uint64_t addr) noexcept;
 	engine::Errc inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr, uint64_t key,
 			    uint32_t target_slot) noexcept;
 	static engine::MemoryKey encode(const Region& r);
@@ -106,8 +129,9 @@ private:
 	uint32_t slot_;
 	uint32_t rank_;
 	std::vector<Member> members_;
-	std::byte* scratch_ = nullptr;
-	size_t scratch_len_ = 0;
+	local::OwnRegion region_; // the scratch, in memory local members can map
+	bool offer_local_ = false;
+	uint64_t host_ = 0;
 	size_t inject_limit_; // the core's inject_size: writes up to it are injected
 	CoreRegistration scratch_mr_;
 	std::vector<std::unique_ptr<CoreRegistration>> registrations_; // by Registration::handle
