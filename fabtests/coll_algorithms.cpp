@@ -121,10 +121,11 @@ int mapped_regions()
     return n;
 }
 
-// Members on one host map each other's collective region when both offer
-// the node-local path, and only then: the mappings show which path each
-// pair took, and verified calls show that it carries the data. Under
-// RCOLL_TEST_COLL_LOCAL=even only even ranks offer it.
+// A rank that offers the node-local path keeps its scratch in a memory
+// file, and members on one host map each other's when both offer the path,
+// and only then: the mappings show which path each pair took, and verified
+// calls show that it carries the data. Under RCOLL_TEST_COLL_LOCAL=even
+// only even ranks offer it.
 void run_node_local_path(Bootstrap& boot, const TestOptions& options)
 {
     if (options.provider != "rcoll")
@@ -140,9 +141,11 @@ void run_node_local_path(Bootstrap& boot, const TestOptions& options)
         if (r != boot.rank() && mine && (!mixed || r % 2 == 0))
             ++peers_local;
     const int mapped = mapped_regions();
-    expect(mapped == 1 + peers_local,
-           "rank %d (FI_RCOLL_COLL_LOCAL %s) maps %d collective regions; want its own and %d of local members",
-           boot.rank(), mine ? "on" : "off", mapped, peers_local);
+    const int own = mine ? 1 : 0;
+    expect(mapped == own + peers_local,
+           "rank %d (FI_RCOLL_COLL_LOCAL %s) maps %d collective scratch files; want %d of its own and %d of "
+           "local members",
+           boot.rank(), mine ? "on" : "off", mapped, own, peers_local);
     CheckedCall checked;
     uint64_t k = 0;
     for (const CallSpec& call : {CallSpec{FI_BARRIER, 0, FI_UINT8},
@@ -152,7 +155,8 @@ void run_node_local_path(Bootstrap& boot, const TestOptions& options)
                                  CallSpec{FI_ALLGATHER, 70000, FI_INT32}})
         run_checked(ep, checked, *group, call, make_seed(0x10CA, k++));
     ProgressingBarrier(ep, boot, boot.size()).wait();
-    summary_note(boot, strfmt("rank %d maps %d member regions (%s), %llu verified calls", boot.rank(), mapped - 1,
+    summary_note(boot, strfmt("rank %d maps %d members' scratch files (%s), %llu verified calls", boot.rank(),
+                              mapped - own,
                               mine ? "node-local on" : "node-local off", static_cast<unsigned long long>(k)));
 }
 

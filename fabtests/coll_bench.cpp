@@ -1,9 +1,12 @@
 // rcoll_coll_bench: rcoll's collectives and those of libfabric's own
 // "tcp;ofi_rxm" (util_coll) side by side, in one run, with a lower bound
-// computed from point-to-point figures measured in the same run.
+// computed from point-to-point figures measured in the same run. rcoll is
+// measured twice: as configured (ranks on one host take its node-local
+// path) and with every collective write through the core provider
+// (FI_RCOLL_COLL_LOCAL=0), the path between hosts.
 //
 //   rcoll_coll_bench [--quick] [--ranks 2,4,8] [--max-bytes N] [--sizes LIST] [--colls LIST]
-//                    [--call-limit S] [--yield] [--rcoll-only]
+//                    [--call-limit S] [--yield] [--rcoll-only] [--no-core-path]
 //
 // Methodology (the OSU micro-benchmarks'): per point, one verified call
 // (outputs poisoned first), a calibration call that sets the iteration count,
@@ -40,6 +43,16 @@ using std::chrono::seconds;
 
 constexpr const char* kRcoll = "rcoll";
 constexpr const char* kRxm = "tcp;ofi_rxm";
+constexpr const char* kCore = "core path";  // rcoll with FI_RCOLL_COLL_LOCAL=0
+
+// What one column measures: a provider, and the FI_RCOLL_COLL_LOCAL its
+// ranks get (nullptr: the environment's).
+struct Variant {
+    const char* label;  // column and results key
+    const char* provider;
+    const char* coll_local;
+};
+constexpr Variant kVariants[] = {{kRcoll, kRcoll, nullptr}, {kCore, kRcoll, "0"}, {kRxm, kRxm, nullptr}};
 constexpr uint64_t kP2pTag = 0x70;  // the point-to-point measurements
 
 struct Options {
@@ -49,7 +62,8 @@ struct Options {
     std::vector<size_t> sizes;  // explicit message sizes; empty: the x4 series up to max_bytes
     std::vector<fi_collective_op> colls = {FI_BARRIER, FI_BROADCAST, FI_ALLREDUCE};
     seconds call_limit{10};
-    bool with_rxm = true;  // --rcoll-only: skip tcp;ofi_rxm (its columns show "-")
+    bool with_rxm = true;   // --rcoll-only: skip tcp;ofi_rxm (its columns show "-")
+    bool with_core = true;  // --no-core-path: skip rcoll's core path (its columns show "-")
     // Waiting ranks call fi_cq_read in a tight loop, as fabtests and MPI
     // progress loops do; --yield makes them give the core away on an empty
     // poll instead (Open MPI's mpi_yield_when_idle).
@@ -670,30 +684,34 @@ void print_table(fi_collective_op coll, const std::vector<Point>& points, const 
                        : coll == FI_BROADCAST ? "fi_broadcast, root 0, FI_UINT8"
                                               : "fi_allreduce, FI_SUM of FI_INT64";
     std::printf("\n## %s (median of repetitions, slowest rank, microseconds per call)\n\n", what);
-    std::printf("%-9s %5s %11s %11s %12s %10s %11s %11s  %s\n", "size", "ranks", "rcoll", "tcp;ofi_rxm", "bound",
-                "rcoll/rxm", "rcoll/bound", "rcoll/bidir", "notes");
+    std::printf("%-9s %5s %11s %11s %11s %12s %10s %10s %11s %11s  %s\n", "size", "ranks", "rcoll", "core path",
+                "tcp;ofi_rxm", "bound", "rcoll/rxm", "core/rxm", "rcoll/bound", "rcoll/bidir", "notes");
     for (size_t k = 0; k < points.size(); ++k) {
         if (points[k].coll != coll)
             continue;
         for (int p : options.ranks) {
             const Measured& r = results[{kRcoll, p}];
+            const Measured& c = results[{kCore, p}];
             const Measured& x = results[{kRxm, p}];
             const Bound bound = bound_of(points[k], p, r.latency_us, r.bandwidth_bps);
             const bool r_ok = r.status[k] == Status::ok;
+            const bool c_ok = c.status[k] == Status::ok;
             const bool x_ok = x.status[k] == Status::ok;
             std::string notes;
-            for (const auto* m : {&r, &x})
+            for (const auto* m : {&r, &c, &x})
                 if (m->status[k] != Status::ok && !m->detail[k].empty())
-                    notes += strfmt("%s%s: %.100s", notes.empty() ? "" : "; ", m == &r ? kRcoll : kRxm,
-                                    m->detail[k].c_str());
+                    notes += strfmt("%s%s: %.100s", notes.empty() ? "" : "; ",
+                                    m == &r ? kRcoll : m == &c ? kCore : kRxm, m->detail[k].c_str());
             // Only where bandwidth, not latency, bounds the call.
             const double bidir_us =
                 bound.kind == 'B' ? exchange_bound_us(points[k], p, r.exchange_bandwidth_bps) : 0;
-            std::printf("%-9s %5d %11s %11s %10s %c %10s %11s %11s  %s\n",
+            std::printf("%-9s %5d %11s %11s %11s %10s %c %10s %10s %11s %11s  %s\n",
                         coll == FI_BARRIER ? "-" : size_text(points[k].bytes).c_str(), p,
-                        time_text(r.status[k], r.median_us[k]).c_str(), time_text(x.status[k], x.median_us[k]).c_str(),
+                        time_text(r.status[k], r.median_us[k]).c_str(), time_text(c.status[k], c.median_us[k]).c_str(),
+                        time_text(x.status[k], x.median_us[k]).c_str(),
                         r.latency_us > 0 ? strfmt("%.2f", bound.us).c_str() : "?", bound.kind,
                         r_ok && x_ok ? strfmt("%.2f", r.median_us[k] / x.median_us[k]).c_str() : "-",
+                        c_ok && x_ok ? strfmt("%.2f", c.median_us[k] / x.median_us[k]).c_str() : "-",
                         r_ok && r.latency_us > 0 ? strfmt("%.2f", r.median_us[k] / bound.us).c_str() : "-",
                         r_ok && bidir_us > 0 ? strfmt("%.2f", r.median_us[k] / bidir_us).c_str() : "-",
                         notes.c_str());
@@ -707,15 +725,19 @@ void print_how_to_read(const Options& options)
         "\nHow to read these tables:\n"
         "  rcoll, tcp;ofi_rxm  time per call in microseconds: per repetition the slowest rank's average over\n"
         "                      the timed calls (a barrier separates calls, untimed), then the median of the\n"
-        "                      repetitions. Lower is better.\n"
-        "  bound               a lower bound from rcoll's own point-to-point figures above: L = latency-bound,\n"
+        "                      repetitions. Lower is better. rcoll's ranks, all on this host, take its\n"
+        "                      node-local path: they write into each other's memory, not through the core.\n"
+        "  core path           rcoll with FI_RCOLL_COLL_LOCAL=0: every collective write goes through the core\n"
+        "                      provider (tcp), as between hosts. core/rxm compares it with tcp;ofi_rxm.\n"
+        "  bound               a lower bound from rcoll's own point-to-point figures above, which go through\n"
+        "                      the core (the node-local path is not bound by them): L = latency-bound,\n"
         "                      rounds x one-way 8 B latency (ceil(log2 p) rounds for barrier and broadcast,\n"
         "                      2 ceil(log2 p) for allreduce); B = bandwidth-bound, the bytes some rank must move\n"
         "                      (broadcast n, allreduce 2(p-1)/p n, Patarasuk and Yuan) over the p2p bandwidth.\n"
         "                      The larger of the two is shown.\n"
         "                      The allreduce latency term is a reduce-then-broadcast model: recursive doubling\n"
         "                      needs only ceil(log2 p) exchange rounds, so rcoll/bound can drop below 1 there.\n"
-        "  rcoll/rxm           below 1: rcoll is faster.  rcoll/bound: 1 would be optimal.\n"
+        "  rcoll/rxm           below 1: rcoll is faster.  rcoll/bound: 1 would be optimal over the core.\n"
         "  rcoll/bidir         bandwidth-bound allreduce: rcoll against 2(p-1)/p n over the two-way exchange\n"
         "                      bandwidth (both ranks sending to each other at once, as every rank of a ring\n"
         "                      does). On loopback\n"
@@ -752,7 +774,7 @@ void usage(FILE* out)
 {
     std::fprintf(out,
                  "usage: rcoll_coll_bench [--quick] [--ranks LIST] [--max-bytes N] [--sizes LIST] [--colls LIST]\n"
-                 "                        [--call-limit SECONDS] [--yield] [--rcoll-only]\n"
+                 "                        [--call-limit SECONDS] [--yield] [--rcoll-only] [--no-core-path]\n"
                  "  --quick          4 sizes, fewer iterations and repetitions\n"
                  "  --ranks LIST     comma-separated rank counts (default 2,4,8)\n"
                  "  --max-bytes N    largest message (default 64 MiB)\n"
@@ -760,6 +782,7 @@ void usage(FILE* out)
                  "  --colls LIST     comma-separated subset of barrier,broadcast,allreduce (default all)\n"
                  "  --call-limit S   time limit of one call (default 10 s); a point with a slower call is a \"hang\"\n"
                  "  --rcoll-only     measure rcoll alone (the tcp;ofi_rxm columns show \"-\")\n"
+                 "  --no-core-path   skip rcoll with FI_RCOLL_COLL_LOCAL=0 (the core path columns show \"-\")\n"
                  "  --yield          waiting ranks yield the core on an empty poll (default: they spin on fi_cq_read)\n"
                  "rcoll is found through FI_PROVIDER_PATH (the build tree's .libs).\n");
 }
@@ -776,6 +799,8 @@ int main(int argc, char** argv)
             options.quick = true;
         } else if (arg == "--rcoll-only") {
             options.with_rxm = false;
+        } else if (arg == "--no-core-path") {
+            options.with_core = false;
         } else if (arg == "--yield") {
             options.yield_when_idle = true;
         } else if (arg == "--ranks") {
@@ -848,20 +873,30 @@ int main(int argc, char** argv)
                 options.quick ? " --quick" : "");
     std::printf("# point-to-point, ranks 0 and 1, best of the repetitions:\n");
     for (int p : options.ranks) {
-        for (const char* provider : {kRcoll, kRxm}) {
-            if (provider == kRxm && !options.with_rxm) {
-                Measured& skipped = results[{provider, p}];
+        for (const Variant& variant : kVariants) {
+            const std::string label = variant.label;
+            if ((label == kRxm && !options.with_rxm) || (label == kCore && !options.with_core)) {
+                Measured& skipped = results[{label, p}];
                 skipped.status.assign(points.size(), Status::pending);
                 skipped.median_us.assign(points.size(), 0);
                 skipped.detail.assign(points.size(), "");
                 continue;
             }
             const auto started = Clock::now();
-            results[{provider, p}] = measure(provider, p, points, options);
-            const Measured& m = results[{provider, p}];
+            // The ranks, forked in measure(), inherit the environment.
+            const char* inherited = std::getenv("FI_RCOLL_COLL_LOCAL");
+            const std::string saved = inherited ? inherited : "";
+            if (variant.coll_local)
+                setenv("FI_RCOLL_COLL_LOCAL", variant.coll_local, 1);
+            results[{label, p}] = measure(variant.provider, p, points, options);
+            if (variant.coll_local && inherited)
+                setenv("FI_RCOLL_COLL_LOCAL", saved.c_str(), 1);
+            else if (variant.coll_local)
+                unsetenv("FI_RCOLL_COLL_LOCAL");
+            const Measured& m = results[{label, p}];
             std::printf("#   %d ranks, %-12s one-way 8 B latency %7.2f us, bandwidth %6.2f GB/s, two-way exchange "
                         "%6.2f GB/s each way  (%.0f s)\n",
-                        p, provider, m.latency_us, m.bandwidth_bps / 1e9, m.exchange_bandwidth_bps / 1e9,
+                        p, variant.label, m.latency_us, m.bandwidth_bps / 1e9, m.exchange_bandwidth_bps / 1e9,
                         std::chrono::duration<double>(Clock::now() - started).count());
             std::fflush(stdout);
         }

@@ -1,7 +1,9 @@
 #!/bin/bash
-# Smoke run of rcoll_p2p_bench with tiny parameters: every table must come
-# out with a figure in every cell for rcoll and tcp;ofi_rxm (a figure, not
-# "n/a" or "failed"). Performance itself is not judged here.
+# Smoke runs of the benchmarks with tiny parameters. rcoll_p2p_bench: every
+# table must come out with a figure in every cell for rcoll and tcp;ofi_rxm
+# (a figure, not "n/a" or "failed"). rcoll_coll_bench: every point must have
+# a figure for rcoll and for its core path (tcp;ofi_rxm may fail there, as
+# it does). Performance itself is not judged here.
 set -u
 builddir=${RCOLL_BUILDDIR:-$(pwd)}
 bench=$builddir/fabtests/rcoll_p2p_bench
@@ -38,6 +40,23 @@ if [ "$rows" -eq 13 ] && [ "$bad_rows" -eq 0 ]; then
     check ok "13 table rows, each with a figure for both providers"
 else
     check bad "$rows table rows (want 13), $bad_rows without a figure"
+fi
+
+coll_bench=$builddir/fabtests/rcoll_coll_bench
+output=$(timeout -k 5 300 "$coll_bench" --quick --ranks 2,3 --sizes 8,300k --call-limit 5 2>&1)
+status=$?
+echo "$output"
+[ "$status" -eq 0 ] && check ok "coll bench: exit status 0" || check bad "coll bench: exit status $status"
+# Rows: size ("8 B", or "-" for barrier), ranks, then rcoll and core path.
+rows=$(printf '%s\n' "$output" | awk '($1 == "-" && $2 ~ /^[23]$/) ||
+    ($1 ~ /^[0-9]+$/ && $2 ~ /^(B|KiB|MiB)$/ && $3 ~ /^[23]$/)')
+figures=$(printf '%s\n' "$rows" | awk '$1 == "-" { r = $3; c = $4 } $1 != "-" { r = $4; c = $5 }
+    r ~ /^[0-9.]+$/ && c ~ /^[0-9.]+$/' | wc -l)
+total=$(printf '%s\n' "$rows" | grep -c .)
+if [ "$total" -eq 10 ] && [ "$figures" -eq 10 ]; then
+    check ok "coll bench: 10 points, each with a figure for rcoll and its core path"
+else
+    check bad "coll bench: $total points (want 10), $figures with figures for rcoll and its core path"
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -521,8 +521,8 @@ void Collectives::progress()
 			check_timeout(*g, now);
 			continue;
 		}
-		if (!g->failure && g->transport->write_error())
-			begin_failure(*g, FI_EIO);
+		if (!g->failure && (g->transport->write_error() || g->transport->member_stopped()))
+			begin_failure(*g, FI_EIO); // a member that stopped failed the group: so do we
 		if (g->failure)
 			check_quiet(*g, now);
 		if (!g->group || (!g->group->outstanding() && !g->transport->writes_in_flight()))
@@ -600,9 +600,16 @@ void Collectives::check_quiet(CollGroup& g, std::chrono::steady_clock::time_poin
 {
 	if (!g.failure || g.transport->failed() || g.quiet.empty())
 		return;
+	g.transport->retry_stop_marks();
+	// A member is quiet once nothing of it can still arrive: not through its
+	// connection (it sent its notice behind its writes, or the connection is
+	// gone), and not through this host's memory (it rang its stop mark, or
+	// its process is gone), since a broken connection does not stop a live
+	// member's memory writes.
 	bool all = g.transport->writes_in_flight() == 0;
 	for (uint32_t r = 0; all && r < g.size; r++)
-		all = g.quiet[r] || g.peers[r]->state == Peer::State::failed;
+		all = (g.quiet[r] || g.peers[r]->state == Peer::State::failed) &&
+		      !g.transport->may_write_memory(r);
 	const size_t bound_ms = config().coll_timeout_ms ? config().coll_timeout_ms : 10000;
 	if (!all && now - g.failing_since < std::chrono::milliseconds(bound_ms))
 		return;

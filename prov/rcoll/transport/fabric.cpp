@@ -36,46 +36,52 @@ FabricTransport::~FabricTransport()
 
 int FabricTransport::init(size_t scratch_bytes, bool node_local)
 {
-	// Page-aligned and zeroed: fresh epochs and counters start from zero.
-	if (int err = region_.create(scratch_bytes)) {
-		RCOLL_WARN(FI_LOG_EP_CTRL, "collective scratch: %s\n", std::strerror(-err));
-		return -FI_ENOMEM;
-	}
 	host_ = node_local ? local::host_identity() : 0;
-	offer_local_ = host_ != 0;
-	std::span<std::byte> s = region_.scratch();
+	if (int err = scratch_file_.create(scratch_bytes, host_ != 0)) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "collective scratch of %zu bytes: %s\n", scratch_bytes,
+			   std::strerror(-err));
+		return err == -ENOMEM ? -FI_ENOMEM : -FI_EINVAL;
+	}
+	if (host_ && !scratch_file_.shared()) {
+		RCOLL_INFO(FI_LOG_EP_CTRL, "no memory file for the collective scratch: members on "
+			   "this host write to this one through the core\n");
+		host_ = 0;
+	}
+	if (host_)
+		local::allow_memory_writes_from_siblings();
+	std::span<std::byte> s = scratch_file_.scratch();
 	return scratch_mr_.reg(ep_.domain->core.get(), s.data(), s.size() ? s.size() : 1, kAllAccess);
 }
 
-engine::MemoryKey FabricTransport::encode(const Region& r)
+engine::MemoryKey FabricTransport::encode(const RemoteBuffer& r)
 {
 	engine::MemoryKey k;
-	static_assert(sizeof(Region) <= engine::memory_key_bytes);
+	static_assert(sizeof(RemoteBuffer) <= engine::memory_key_bytes);
 	std::memcpy(k.bytes.data(), &r, sizeof(r));
 	return k;
 }
 
-FabricTransport::Region FabricTransport::decode(const engine::MemoryKey& k)
+FabricTransport::RemoteBuffer FabricTransport::decode(const engine::MemoryKey& k)
 {
-	Region r;
+	RemoteBuffer r;
 	std::memcpy(&r, k.bytes.data(), sizeof(r));
 	return r;
 }
 
 engine::MemoryKey FabricTransport::scratch_key() const
 {
-	std::span<std::byte> s = region_.scratch();
+	std::span<std::byte> s = scratch_file_.scratch();
 	return encode({reinterpret_cast<uint64_t>(s.data()), scratch_mr_.key(), s.size()});
 }
 
 FabricTransport::LocalAddress FabricTransport::local_address() const
 {
 	LocalAddress a;
-	if (offer_local_) {
+	if (host_) {
 		a.host = host_;
-		a.nonce = region_.nonce();
+		a.nonce = scratch_file_.nonce();
 		a.pid = int32_t(::getpid());
-		a.fd = region_.fd();
+		a.fd = scratch_file_.fd();
 	}
 	return a;
 }
@@ -83,40 +89,38 @@ FabricTransport::LocalAddress FabricTransport::local_address() const
 void FabricTransport::set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch,
 				 const LocalAddress& local)
 {
-	Region r = decode(scratch);
+	RemoteBuffer r = decode(scratch);
 	Member& m = members_[rank];
 	m.slot = slot;
 	m.scratch_addr = r.addr;
 	m.scratch_key = r.key;
 	m.scratch_len = r.len;
-	m.local.reset();
-	// Both ends must offer the node-local path: each then both writes and
-	// rings locally and drains its own doorbell.
-	if (!offer_local_ || local.host != host_ || local.fd < 0)
+	// Both ends must offer the node-local path: each then writes and rings
+	// locally, and drains its own doorbell.
+	if (!host_ || local.host != host_ || local.fd < 0)
 		return;
-	auto region = std::make_unique<local::PeerRegion>();
-	if (int err = region->attach(local.pid, local.fd, local.nonce, r.len, r.addr)) {
-		RCOLL_INFO(FI_LOG_EP_CTRL, "member %u is on this host but its memory cannot be "
+	// Watched even if mapping it fails here: it may have mapped us.
+	if (int err = m.process.watch(local.pid); err && err != -ESRCH)
+		RCOLL_INFO(FI_LOG_EP_CTRL, "member %u: cannot watch its process (%s)\n", rank,
+			   std::strerror(-err));
+	auto mapping = std::make_unique<local::PeerMapping>();
+	int err = r.len == scratch_file_.scratch().size()
+			  ? mapping->attach(local.pid, local.fd, local.nonce, r.len, r.addr)
+			  : -EINVAL; // every member's scratch has the same size
+	if (err) {
+		RCOLL_INFO(FI_LOG_EP_CTRL, "member %u is on this host but its scratch cannot be "
 			   "mapped (%s): writing to it through the core\n", rank, std::strerror(-err));
 		return;
 	}
-	if (!region->can_write_memory())
+	if (!mapping->can_write_memory())
 		RCOLL_INFO(FI_LOG_EP_CTRL, "member %u: cross-memory attach is not allowed; writes "
 			   "into its call buffers go through the core\n", rank);
-	m.local = std::move(region);
-}
-
-size_t FabricTransport::local_members() const
-{
-	size_t n = 0;
-	for (const Member& m : members_)
-		n += m.local != nullptr;
-	return n;
+	m.mapping = std::move(mapping);
 }
 
 std::span<std::byte> FabricTransport::scratch() noexcept
 {
-	return region_.scratch();
+	return scratch_file_.scratch();
 }
 
 Errc FabricTransport::register_memory(std::span<std::byte> buffer, engine::Access,
@@ -174,7 +178,7 @@ Errc FabricTransport::write(const engine::WriteRequest& w) noexcept
 
 	uint64_t addr, key, limit;
 	if (w.target_key) {
-		Region r = decode(*w.target_key);
+		RemoteBuffer r = decode(*w.target_key);
 		addr = r.addr;
 		key = r.key;
 		limit = r.len;
@@ -185,7 +189,7 @@ Errc FabricTransport::write(const engine::WriteRequest& w) noexcept
 	}
 	if (w.offset > limit || w.length > limit - w.offset)
 		return Errc::invalid_argument; // never let a peer's key take us past its buffer
-	if (m.local)
+	if (members_[w.peer].mapping)
 		if (auto done = write_local(w, members_[w.peer], addr))
 			return *done;
 
@@ -254,40 +258,60 @@ std::optional<uint32_t> FabricTransport::immediate_for(const engine::WriteReques
 std::optional<Errc> FabricTransport::write_local(const engine::WriteRequest& w, Member& m,
 						 uint64_t addr) noexcept
 {
-	if (w.has_immediate && w.immediate >= kMaxCounters)
-		return Errc::invalid_argument;
-	if (w.target_key && !m.local->can_write_memory())
+	local::PeerMapping& peer = *m.mapping;
+	if (w.target_key && !peer.can_write_memory())
 		return std::nullopt;
-	engine::TransportEvent done;
-	done.kind = engine::TransportEvent::Kind::write_complete;
-	done.cookie = w.cookie;
-	try {
-		events_.push_back(done);
-	} catch (const std::bad_alloc&) {
-		return Errc::no_memory;
-	}
-	if (!w.length) {
-	} else if (!w.target_key) {
-		std::memcpy(m.local->scratch() + w.offset, w.source, w.length);
-	} else if (int err = m.local->write_memory(addr + w.offset, w.source, w.length)) {
-		// The member exited (ESRCH) or named memory it does not have: like a
-		// failed core write, the group fails in two steps.
-		events_.pop_back();
-		RCOLL_WARN(FI_LOG_EP_DATA, "collective write to a local member: %s\n",
-			   std::strerror(-err));
-		if (!write_error_)
-			write_error_ = FI_EIO;
+	auto imm = w.has_immediate ? std::optional<uint32_t>(w.immediate) : std::nullopt;
+	if (imm && *imm >= kMaxCounters)
+		return Errc::invalid_argument;
+	// A full doorbell: the member has not drained it yet; the engine tries
+	// again later (would_block). Checked first so that a large copy is not
+	// repeated for nothing; should another writer take the last cell in
+	// between, repeating the copy is still harmless: the target's slot stays
+	// reserved until the arrival is consumed, and the engine keeps the
+	// source as it is until the write is accepted.
+	if (imm && !peer.has_room())
 		return Errc::would_block;
+	if (w.length && !w.target_key) {
+		std::memcpy(peer.scratch() + w.offset, w.source, w.length);
+	} else if (w.length) {
+		// The pidfd check keeps a reused pid from receiving the bytes.
+		int err = m.process.exited() ? -ESRCH
+					     : peer.write_memory(addr + w.offset, w.source, w.length);
+		if (err) {
+			// The member exited, or its key names memory it does not
+			// have: like a failed core write, the group fails in two
+			// steps.
+			if (!write_error_) {
+				RCOLL_WARN(FI_LOG_EP_DATA, "collective write to a member on this host: %s\n",
+					   std::strerror(-err));
+				write_error_ = FI_EIO;
+			}
+			return Errc::would_block;
+		}
 	}
-	// A full doorbell: the member has not drained it yet. The engine tries
-	// the whole write again later; copying the same bytes to the same place
-	// is harmless, as the member reads them only after the arrival.
-	if (w.has_immediate && !m.local->ring(w.immediate)) {
-		events_.pop_back();
+	if (imm && !peer.ring(*imm))
+		return Errc::would_block;
+	if (!queue_completion(w.cookie)) {
+		if (!write_error_)
+			write_error_ = FI_ENOMEM; // the write was done but cannot be reported
 		return Errc::would_block;
 	}
 	activity_++;
 	return Errc::ok;
+}
+
+bool FabricTransport::queue_completion(uint64_t cookie) noexcept
+{
+	engine::TransportEvent done;
+	done.kind = engine::TransportEvent::Kind::write_complete;
+	done.cookie = cookie;
+	try {
+		events_.push_back(done);
+		return true;
+	} catch (const std::bad_alloc&) {
+		return false;
+	}
 }
 
 // Small writes are injected: the core copies the bytes at once and reports
@@ -300,14 +324,8 @@ Errc FabricTransport::inject(const engine::WriteRequest& w, Peer& peer, uint64_t
 			     uint32_t target_slot) noexcept
 {
 	fid_ep* conn = peer.conn.get();
-	engine::TransportEvent done;
-	done.kind = engine::TransportEvent::Kind::write_complete;
-	done.cookie = w.cookie;
-	try {
-		events_.push_back(done); // first, so a full deque cannot lose a posted write
-	} catch (const std::bad_alloc&) {
+	if (!queue_completion(w.cookie)) // first, so a full deque cannot lose a posted write
 		return Errc::no_memory;
-	}
 	ssize_t ret;
 	if (w.has_immediate) {
 		auto imm = immediate_for(w, target_slot);
@@ -349,11 +367,15 @@ size_t FabricTransport::poll(std::span<engine::TransportEvent> out) noexcept
 		out[n++] = events_.front();
 		events_.pop_front();
 	}
-	// Arrivals rung by members on this host.
+	// What members on this host rang: arrivals, and stop marks.
 	while (n < out.size()) {
 		uint32_t rung[64];
-		size_t k = region_.drain({rung, std::min(std::size(rung), out.size() - n)});
+		size_t k = scratch_file_.drain({rung, std::min(std::size(rung), out.size() - n)});
 		for (size_t i = 0; i < k; i++) {
+			if (rung[i] & kStopMark) {
+				on_rung(rung[i]);
+				continue;
+			}
 			out[n].kind = engine::TransportEvent::Kind::arrival;
 			out[n].immediate = rung[i];
 			n++;
@@ -398,6 +420,40 @@ void FabricTransport::on_write_done(WriteContext* ctx, int err)
 	ev.kind = engine::TransportEvent::Kind::write_complete;
 	ev.cookie = ctx->cookie;
 	events_.push_back(ev);
+}
+
+// Stop marks ride in the same doorbell as arrivals, above every counter:
+// the top bit, and the rank of the member that stopped.
+void FabricTransport::stop()
+{
+	if (stopped_)
+		return;
+	stopped_ = true;
+	for (Member& m : members_)
+		m.stop_pending = m.mapping != nullptr;
+	retry_stop_marks();
+}
+
+void FabricTransport::retry_stop_marks()
+{
+	for (Member& m : members_)
+		if (m.stop_pending && m.mapping->ring(kStopMark | rank_))
+			m.stop_pending = false;
+}
+
+void FabricTransport::on_rung(uint32_t value)
+{
+	uint32_t rank = value & ~kStopMark;
+	if (rank >= members_.size() || rank == rank_ || members_[rank].stop_rung)
+		return;
+	members_[rank].stop_rung = true;
+	stop_marks_seen_++;
+}
+
+bool FabricTransport::may_write_memory(uint32_t rank) const
+{
+	const Member& m = members_[rank];
+	return m.process.watching() && !m.stop_rung && !m.process.exited();
 }
 
 void FabricTransport::fail(int err)

@@ -37,6 +37,7 @@ public:
 	static constexpr unsigned kCounterBits = 28 - kSlotBits;
 	static constexpr uint32_t kMaxSlots = 1u << kSlotBits;
 	static constexpr uint32_t kMaxCounters = 1u << kCounterBits;
+	static constexpr uint32_t kStopMark = 1u << 31; // doorbell values: see stop()
 
 	// One in-flight write: the core's context, the engine's cookie, and the
 	// member it goes to (whose connection fails if the write does).
@@ -71,8 +72,6 @@ public:
 	// whether it runs on this host.
 	void set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch,
 			const LocalAddress& local);
-	// Members written to through the node-local path.
-	size_t local_members() const;
 
 	// engine::Transport
 	std::span<std::byte> scratch() noexcept override;
@@ -89,17 +88,29 @@ public:
 	// for the glue, which fails the group in two steps (see fail()).
 	void on_write_done(WriteContext* ctx, int err);
 	// Failing a group takes two steps. stop(): no new write starts (the
-	// engine sees would_block), so its operations wait. fail(): every later
-	// poll reports the error and the engine ends them. In between, the glue
-	// makes sure no member still writes into buffers of those operations.
-	// Only fail() lets the engine see an error.
-	void stop() { stopped_ = true; }
+	// engine sees would_block), so its operations wait, and members on this
+	// host are told through their doorbells (they cannot rely on the
+	// connection: a broken one does not stop this process's memory writes).
+	// fail(): every later poll reports the error and the engine ends them.
+	// In between, the glue makes sure no member still writes into buffers
+	// of those operations. Only fail() lets the engine see an error.
+	void stop();
+	// Rings the stop marks that found a full doorbell; from the glue's
+	// progress while the group fails.
+	void retry_stop_marks();
 	void fail(int err);
 	bool failed() const { return failed_ != 0; }
 	// fi_errno of the first write the core failed (0: none): the group must
 	// fail.
 	int write_error() const { return write_error_; }
 	bool has_member(const Peer* peer) const;
+	// Whether `rank` may still copy into this process's memory through the
+	// node-local path: a member on this host that offered it, whose process
+	// lives and which has not rung its stop mark in our doorbell. Its
+	// connection failing does not stop those writes.
+	bool may_write_memory(uint32_t rank) const;
+	// Some member rang its stop mark: it failed the group.
+	bool member_stopped() const { return stop_marks_seen_ != 0; }
 	uint32_t slot() const { return slot_; }
 	// Writes the core still holds (their contexts must outlive them).
 	size_t writes_in_flight() const { return in_flight_; }
@@ -111,27 +122,34 @@ private:
 		Peer* peer = nullptr;
 		uint32_t slot = 0;
 		uint64_t scratch_addr = 0, scratch_key = 0, scratch_len = 0;
-		std::unique_ptr<local::PeerRegion> local; // on this host: its region, mapped
+		// On this host and offering the node-local path: its scratch file,
+		// mapped (null when that failed), and its process.
+		std::unique_ptr<local::PeerMapping> mapping;
+		local::ProcessWatch process;
+		bool stop_rung = false;	   // it rang its stop mark in our doorbell
+		bool stop_pending = false; // our stop mark found its doorbell full
 	};
-	struct Region {
+	// A member's buffer as its key describes it.
+	struct RemoteBuffer {
 		uint64_t addr = 0, key = 0, len = 0;
 	};
 	static std::optional<uint32_t> immediate_for(const engine::WriteRequest& w, uint32_t target_slot);
 	engine::Errc refused(ssize_t ret) noexcept;
 	std::optional<engine::Errc> write_local(const engine::WriteRequest& w, Member& m,
 						uint64_t addr) noexcept;
+	bool queue_completion(uint64_t cookie) noexcept;
+	void on_rung(uint32_t value);
 	engine::Errc inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr, uint64_t key,
 			    uint32_t target_slot) noexcept;
-	static engine::MemoryKey encode(const Region& r);
-	static Region decode(const engine::MemoryKey& k);
+	static engine::MemoryKey encode(const RemoteBuffer& r);
+	static RemoteBuffer decode(const engine::MemoryKey& k);
 
 	Endpoint& ep_;
 	uint32_t slot_;
 	uint32_t rank_;
 	std::vector<Member> members_;
-	local::OwnRegion region_; // the scratch, in memory local members can map
-	bool offer_local_ = false;
-	uint64_t host_ = 0;
+	local::ScratchFile scratch_file_;
+	uint64_t host_ = 0; // non-zero: the node-local path is offered
 	size_t inject_limit_; // the core's inject_size: writes up to it are injected
 	CoreRegistration scratch_mr_;
 	std::vector<std::unique_ptr<CoreRegistration>> registrations_; // by Registration::handle
@@ -144,6 +162,7 @@ private:
 	bool stopped_ = false;
 	int failed_ = 0;
 	int write_error_ = 0;
+	size_t stop_marks_seen_ = 0;
 };
 
 } // namespace rcoll

@@ -1,7 +1,9 @@
 #include "transport/local.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -11,13 +13,17 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 namespace rcoll::local {
 namespace {
 
 constexpr size_t kPage = 4096;
-constexpr uint64_t kMagic = 0x72636f6c6c6c6f63ULL; // "rcolllocal"-ish
+// "rcollsc" and the layout version: builds that lay the file out
+// differently refuse each other's files.
+constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6301ULL;
+constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 size_t round_up(size_t n) { return (n + kPage - 1) & ~(kPage - 1); }
 
@@ -30,6 +36,15 @@ struct Control {
 	Doorbell doorbell;
 };
 constexpr size_t kScratchOffset = (sizeof(Control) + kPage - 1) & ~(kPage - 1);
+
+// Bytes of a file holding a scratch of `scratch_bytes`; 0 when that does
+// not fit (a size from a join record is not trusted).
+size_t file_bytes(size_t scratch_bytes)
+{
+	if (scratch_bytes > (size_t(1) << 40))
+		return 0;
+	return kScratchOffset + round_up(scratch_bytes ? scratch_bytes : 1);
+}
 
 uint64_t mix(uint64_t h, uint64_t v)
 {
@@ -61,6 +76,14 @@ uint64_t host_identity() noexcept
 	return h ? h : 1;
 }
 
+void allow_memory_writes_from_siblings() noexcept
+{
+#ifdef PR_SET_PTRACER
+	static std::once_flag once;
+	std::call_once(once, [] { ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0); });
+#endif
+}
+
 void Doorbell::init() noexcept
 {
 	head.store(0, std::memory_order_relaxed);
@@ -68,6 +91,12 @@ void Doorbell::init() noexcept
 		cells[i].seq.store(i, std::memory_order_relaxed);
 		cells[i].value = 0;
 	}
+}
+
+bool Doorbell::has_room() const noexcept
+{
+	const uint64_t pos = head.load(std::memory_order_relaxed);
+	return cells[pos % kCells].seq.load(std::memory_order_acquire) == pos;
 }
 
 bool Doorbell::push(uint32_t value) noexcept
@@ -105,7 +134,7 @@ bool Doorbell::pop(uint64_t& tail, uint32_t& value) noexcept
 
 // ---------------------------------------------------------------------------
 
-OwnRegion::~OwnRegion()
+ScratchFile::~ScratchFile()
 {
 	if (base_)
 		::munmap(base_, mapped_);
@@ -113,21 +142,26 @@ OwnRegion::~OwnRegion()
 		::close(fd_);
 }
 
-int OwnRegion::create(size_t scratch_bytes) noexcept
+int ScratchFile::create(size_t scratch_bytes, bool shared) noexcept
 {
-	const size_t len = kScratchOffset + round_up(scratch_bytes ? scratch_bytes : 1);
-	int fd = ::memfd_create("rcoll-coll", MFD_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (::ftruncate(fd, off_t(len)) != 0) {
-		int err = errno;
-		::close(fd);
-		return -err;
+	const size_t len = file_bytes(scratch_bytes);
+	if (!len)
+		return -EINVAL;
+	int fd = -1;
+	if (shared) {
+		fd = ::memfd_create("rcoll-coll", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		// Members map it at this size: nobody may change it under them.
+		if (fd >= 0 && (::ftruncate(fd, off_t(len)) != 0 || ::fcntl(fd, F_ADD_SEALS, kSeals) != 0)) {
+			::close(fd);
+			fd = -1;
+		}
 	}
-	void* base = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void* base = fd >= 0 ? ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+			     : ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (base == MAP_FAILED) {
 		int err = errno;
-		::close(fd);
+		if (fd >= 0)
+			::close(fd);
 		return -err;
 	}
 	fd_ = fd;
@@ -141,25 +175,18 @@ int OwnRegion::create(size_t scratch_bytes) noexcept
 	control->doorbell.init();
 	scratch_ = static_cast<std::byte*>(base) + kScratchOffset;
 	scratch_bytes_ = scratch_bytes;
-	// Under Yama's ptrace_scope 1 only ancestors may write into a process's
-	// memory; the local members of a group are siblings. Opening ourselves
-	// to processes of the same user is what MPI's shared-memory transports
-	// do for cross-memory attach too.
-#ifdef PR_SET_PTRACER
-	::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-#endif
 	return 0;
 }
 
-uint64_t OwnRegion::nonce() const noexcept
+uint64_t ScratchFile::nonce() const noexcept
 {
 	return base_ ? static_cast<const Control*>(base_)->nonce : 0;
 }
 
-size_t OwnRegion::drain(std::span<uint32_t> out) noexcept
+size_t ScratchFile::drain(std::span<uint32_t> out) noexcept
 {
-	if (!base_)
-		return 0;
+	if (fd_ < 0)
+		return 0; // nobody can ring it
 	Doorbell& d = static_cast<Control*>(base_)->doorbell;
 	size_t n = 0;
 	while (n < out.size() && d.pop(tail_, out[n]))
@@ -169,26 +196,39 @@ size_t OwnRegion::drain(std::span<uint32_t> out) noexcept
 
 // ---------------------------------------------------------------------------
 
-PeerRegion::~PeerRegion()
+PeerMapping::~PeerMapping()
 {
 	if (base_)
 		::munmap(base_, mapped_);
 }
 
-int PeerRegion::attach(pid_t pid, int fd, uint64_t nonce, size_t scratch_bytes,
-		       uint64_t remote_scratch) noexcept
+int PeerMapping::attach(pid_t pid, int fd, uint64_t nonce, size_t scratch_bytes,
+			uint64_t remote_scratch) noexcept
 {
-	if (pid <= 0 || fd < 0)
+	const size_t len = file_bytes(scratch_bytes);
+	if (pid <= 0 || fd < 0 || !len)
 		return -EINVAL;
+	// Look before opening it for writing: the pair (pid, fd) comes from a
+	// join record and may name a device or a pipe.
 	char path[64];
 	std::snprintf(path, sizeof(path), "/proc/%d/fd/%d", int(pid), fd);
-	int file = ::open(path, O_RDWR | O_CLOEXEC);
+	int look = ::open(path, O_PATH | O_CLOEXEC);
+	if (look < 0)
+		return -errno;
+	struct stat st;
+	bool suitable = ::fstat(look, &st) == 0 && S_ISREG(st.st_mode) && size_t(st.st_size) == len;
+	int file = -1;
+	if (suitable) {
+		std::snprintf(path, sizeof(path), "/proc/self/fd/%d", look);
+		file = ::open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	}
+	::close(look);
+	if (!suitable)
+		return -EINVAL;
 	if (file < 0)
 		return -errno;
-	const size_t len = kScratchOffset + round_up(scratch_bytes ? scratch_bytes : 1);
-	struct stat st;
-	if (::fstat(file, &st) != 0 || size_t(st.st_size) != len) {
-		::close(file);
+	if ((::fcntl(file, F_GET_SEALS) & kSeals) != kSeals) {
+		::close(file); // it could shrink under us: SIGBUS
 		return -EINVAL;
 	}
 	void* base = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, file, 0);
@@ -206,7 +246,6 @@ int PeerRegion::attach(pid_t pid, int fd, uint64_t nonce, size_t scratch_bytes,
 	mapped_ = len;
 	doorbell_ = &control->doorbell;
 	scratch_ = static_cast<std::byte*>(base) + kScratchOffset;
-	scratch_bytes_ = scratch_bytes;
 
 	// One harmless read tells whether the kernel lets us write there too.
 	char probe;
@@ -216,7 +255,7 @@ int PeerRegion::attach(pid_t pid, int fd, uint64_t nonce, size_t scratch_bytes,
 	return 0;
 }
 
-int PeerRegion::write_memory(uint64_t remote_address, const void* source, size_t length) noexcept
+int PeerMapping::write_memory(uint64_t remote_address, const void* source, size_t length) noexcept
 {
 	auto* from = static_cast<const char*>(source);
 	while (length) {
@@ -237,9 +276,33 @@ int PeerRegion::write_memory(uint64_t remote_address, const void* source, size_t
 	return 0;
 }
 
-bool PeerRegion::ring(uint32_t value) noexcept
+ProcessWatch::~ProcessWatch()
 {
-	return doorbell_ && doorbell_->push(value);
+	if (fd_ >= 0)
+		::close(fd_);
+}
+
+int ProcessWatch::watch(pid_t pid) noexcept
+{
+	if (pid <= 0)
+		return -EINVAL;
+	// The system call itself: glibc's wrapper is younger than some of the
+	// systems rcoll runs on.
+	int fd = int(::syscall(SYS_pidfd_open, pid, 0));
+	if (fd < 0)
+		return -errno;
+	if (fd_ >= 0)
+		::close(fd_);
+	fd_ = fd;
+	return 0;
+}
+
+bool ProcessWatch::exited() const noexcept
+{
+	if (fd_ < 0)
+		return false;
+	pollfd p{fd_, POLLIN, 0};
+	return ::poll(&p, 1, 0) > 0; // readable once the process is gone
 }
 
 } // namespace rcoll::local

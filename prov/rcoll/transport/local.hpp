@@ -2,13 +2,13 @@
 // run on one host need not send their writes through the core: going through
 // the loopback stack, every byte is copied twice, each message costs system
 // calls on both sides, and the two directions of an exchange contend for the
-// same socket locks. Instead each member's scratch region lives in a memory
-// file that the other local members map, so a write into it is one memcpy,
-// and a write into a buffer a member registered for one call is one
+// same socket locks. Instead each member's scratch region lives in a sealed
+// memory file that the other local members map, so a write into it is one
+// memcpy, and a write into a buffer a member registered for one call is one
 // cross-memory-attach copy (process_vm_writev) straight into the owner's
 // address space. Both keep the engine's RDMA-write contract: the arrival
 // (the immediate) is announced only after the data is placed, through a
-// doorbell ring in the owner's region.
+// doorbell ring in the owner's file.
 //
 // Nothing here knows of libfabric; FabricTransport decides per member
 // whether this path or the core carries a write.
@@ -28,10 +28,18 @@ namespace rcoll::local {
 // and name each other by pid. 0 when it cannot be told.
 uint64_t host_identity() noexcept;
 
+// Lets sibling processes of the same user write into this one's memory
+// under Yama's ptrace_scope 1, as MPI's shared-memory transports do
+// (prctl PR_SET_PTRACER_ANY). Once per process, and only when the path is
+// offered.
+void allow_memory_writes_from_siblings() noexcept;
+
 // The doorbell: a bounded multi-producer, single-consumer ring of 32-bit
-// arrivals in shared memory (Vyukov's bounded queue: each cell carries the
+// values in shared memory (Vyukov's bounded queue: each cell carries the
 // sequence number that says whose turn it is, so producers in different
-// processes need only one compare-and-swap on the head).
+// processes need only one compare-and-swap on the head). A producer that
+// dies between its compare-and-swap and its publication blocks the ring for
+// good; its group fails through its connection anyway.
 struct Doorbell {
 	static constexpr uint64_t kCells = 4096;
 	struct alignas(16) Cell {
@@ -45,31 +53,37 @@ struct Doorbell {
 	alignas(64) Cell cells[kCells];
 
 	void init() noexcept;
+	// A hint, exact with one producer: whether push would find a free cell.
+	bool has_room() const noexcept;
 	// false: the ring is full; the caller retries later.
 	bool push(uint32_t value) noexcept;
 	// Single consumer; `tail` is the consumer's own position.
 	bool pop(uint64_t& tail, uint32_t& value) noexcept;
 };
 
-// This process's region: the scratch it offers to local members, and the
-// doorbell they ring. RAII: the mapping and the file close with it; members
-// that mapped it keep their mapping (the kernel keeps the pages), so their
-// late writes land in memory nobody reads rather than anywhere else.
-class OwnRegion {
+// This process's scratch for one group. Offered to local members, it lives
+// in a memory file sealed against resizing, with the doorbell they ring;
+// otherwise in anonymous memory. RAII: the mapping and the file close with
+// it. Members that mapped it keep their mapping (the kernel keeps the
+// pages), so their late writes into the scratch land where nobody reads.
+class ScratchFile {
 public:
-	OwnRegion() = default;
-	OwnRegion(const OwnRegion&) = delete;
-	OwnRegion& operator=(const OwnRegion&) = delete;
-	~OwnRegion();
+	ScratchFile() = default;
+	ScratchFile(const ScratchFile&) = delete;
+	ScratchFile& operator=(const ScratchFile&) = delete;
+	~ScratchFile();
 
-	// 0 or -errno. The scratch comes zeroed and page-aligned.
-	int create(size_t scratch_bytes) noexcept;
+	// 0 or -errno. The scratch comes zeroed and page-aligned. With `shared`
+	// but no memory file to be had, it falls back to anonymous memory:
+	// shared() then says false.
+	int create(size_t scratch_bytes, bool shared) noexcept;
 	std::span<std::byte> scratch() const noexcept { return {scratch_, scratch_bytes_}; }
+	bool shared() const noexcept { return fd_ >= 0; }
 	// What a local member needs to map it: our pid, the file's descriptor
-	// number in this process, and a nonce it checks in the region's header.
+	// number in this process, and a nonce it checks in the file's header.
 	int fd() const noexcept { return fd_; }
 	uint64_t nonce() const noexcept;
-	// Up to out.size() arrivals rung by local members.
+	// Up to out.size() values rung by local members.
 	size_t drain(std::span<uint32_t> out) noexcept;
 
 private:
@@ -81,29 +95,31 @@ private:
 	uint64_t tail_ = 0;
 };
 
-// Another local member's region, mapped into this process.
-class PeerRegion {
+// Another local member's scratch file, mapped into this process.
+class PeerMapping {
 public:
-	PeerRegion() = default;
-	PeerRegion(const PeerRegion&) = delete;
-	PeerRegion& operator=(const PeerRegion&) = delete;
-	~PeerRegion();
+	PeerMapping() = default;
+	PeerMapping(const PeerMapping&) = delete;
+	PeerMapping& operator=(const PeerMapping&) = delete;
+	~PeerMapping();
 
-	// Maps the region of process `pid` whose file is its descriptor `fd`,
-	// and checks the nonce and the scratch size. `remote_scratch` is the
-	// scratch's address in that process, used to test once whether this
-	// process may write into its memory (ptrace rules: same user, and no
-	// Yama restriction it did not lift). 0 or -errno.
+	// Maps the file that process `pid` holds as descriptor `fd`, after
+	// checking that it is a sealed memory file of exactly the size a
+	// scratch of `scratch_bytes` needs and that it carries `nonce`.
+	// `remote_scratch` is the scratch's address in that process, used to
+	// test once whether this process may write into its memory (ptrace
+	// rules: same user, no Yama restriction it did not lift). 0 or -errno.
 	int attach(pid_t pid, int fd, uint64_t nonce, size_t scratch_bytes,
 		   uint64_t remote_scratch) noexcept;
 	std::byte* scratch() const noexcept { return scratch_; }
-	size_t scratch_bytes() const noexcept { return scratch_bytes_; }
 	// Writes into any of the owner's memory (buffers it registered for one
 	// call) are possible: cross-memory attach is allowed.
 	bool can_write_memory() const noexcept { return memory_writes_; }
-	// 0 or -errno; the bytes are in place when it returns.
+	// 0 or -errno; the bytes are in place when it returns. The caller
+	// checks first that the process still lives (ProcessWatch).
 	int write_memory(uint64_t remote_address, const void* source, size_t length) noexcept;
-	bool ring(uint32_t value) noexcept;
+	bool has_room() const noexcept { return doorbell_ && doorbell_->has_room(); }
+	bool ring(uint32_t value) noexcept { return doorbell_ && doorbell_->push(value); }
 
 private:
 	pid_t pid_ = 0;
@@ -111,8 +127,25 @@ private:
 	size_t mapped_ = 0;
 	Doorbell* doorbell_ = nullptr;
 	std::byte* scratch_ = nullptr;
-	size_t scratch_bytes_ = 0;
 	bool memory_writes_ = false;
+};
+
+// Whether a process still lives, through a pidfd: unlike a pid, it never
+// names a later process that got the same number.
+class ProcessWatch {
+public:
+	ProcessWatch() = default;
+	ProcessWatch(const ProcessWatch&) = delete;
+	ProcessWatch& operator=(const ProcessWatch&) = delete;
+	~ProcessWatch();
+
+	// 0, or -errno (-ESRCH: it is already gone).
+	int watch(pid_t pid) noexcept;
+	bool watching() const noexcept { return fd_ >= 0; }
+	bool exited() const noexcept;
+
+private:
+	int fd_ = -1;
 };
 
 } // namespace rcoll::local

@@ -1,0 +1,446 @@
+// The node-local transport: the doorbell ring on its own, then regions
+// shared between real processes (each test forks its members, as the
+// members of a group on one host are separate processes), attach's checks,
+// cross-memory writes and the host identity.
+#include <criterion/criterion.h>
+
+#include <sched.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/local.hpp"
+
+using namespace rcoll::local;
+
+namespace {
+
+struct Child {
+	pid_t pid;
+	int report; // read end of a pipe the child writes what went wrong into
+};
+
+// Runs `body` in a forked child, which exits 0 when it returns "" and 1
+// otherwise, reporting the text. Criterion's asserts cannot cross the fork,
+// so the parent turns the report into its own assert (see reap).
+Child spawn(const std::function<std::string()>& body)
+{
+	int fds[2];
+	cr_assert_eq(::pipe(fds), 0, "pipe: %s", std::strerror(errno));
+	const pid_t parent = ::getpid();
+	const pid_t pid = ::fork();
+	cr_assert_geq(pid, 0, "fork: %s", std::strerror(errno));
+	if (pid == 0) {
+		::close(fds[0]);
+		// A failed assert ends the parent early; don't leave a child
+		// spinning on a full doorbell behind it.
+		::prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (::getppid() != parent)
+			::_exit(2);
+		const std::string error = body();
+		if (!error.empty() && ::write(fds[1], error.data(), error.size()) < 0)
+			::_exit(3);
+		::_exit(error.empty() ? 0 : 1); // no exit handlers: they are the parent's
+	}
+	::close(fds[1]);
+	return {pid, fds[0]};
+}
+
+// Waits for the child; "" when it exited 0, else what went wrong.
+std::string reap(const Child& child)
+{
+	std::string report;
+	char buf[256];
+	ssize_t n;
+	while ((n = ::read(child.report, buf, sizeof(buf))) > 0)
+		report.append(buf, size_t(n));
+	::close(child.report);
+	int status = 0;
+	if (::waitpid(child.pid, &status, 0) != child.pid)
+		return "waitpid: " + std::string(std::strerror(errno));
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return "";
+	if (report.empty())
+		report = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+					     : "exit status " + std::to_string(WEXITSTATUS(status));
+	return report;
+}
+
+void expect_clean(const Child& child)
+{
+	const std::string report = reap(child);
+	cr_assert(report.empty(), "child %d: %s", int(child.pid), report.c_str());
+}
+
+std::unique_ptr<Doorbell> make_doorbell()
+{
+	auto doorbell = std::make_unique<Doorbell>(); // aligned new honours alignas(64)
+	cr_assert_eq(reinterpret_cast<uintptr_t>(doorbell.get()) % alignof(Doorbell), 0u);
+	doorbell->init();
+	return doorbell;
+}
+
+uint64_t scratch_address(const ScratchFile& region)
+{
+	return reinterpret_cast<uint64_t>(region.scratch().data());
+}
+
+} // namespace
+
+// A ring that never reports full, or a lost arrival, would spin forever.
+TestSuite(transport_local, .timeout = 60);
+
+// ---------------------------------------------------------------------------
+// The doorbell within one process.
+
+Test(transport_local, doorbell_pops_in_push_order)
+{
+	auto doorbell = make_doorbell();
+	uint64_t tail = 0;
+	uint32_t value = 0;
+	cr_assert_not(doorbell->pop(tail, value), "a fresh ring is empty");
+	for (uint32_t v : {7u, 0u, 0xffffffffu, 42u})
+		cr_assert(doorbell->push(v));
+	for (uint32_t want : {7u, 0u, 0xffffffffu, 42u}) {
+		cr_assert(doorbell->pop(tail, value));
+		cr_assert_eq(value, want);
+	}
+	cr_assert_not(doorbell->pop(tail, value));
+	cr_assert_eq(tail, 4u);
+}
+
+Test(transport_local, doorbell_holds_exactly_kcells)
+{
+	auto doorbell = make_doorbell();
+	for (uint64_t i = 0; i < Doorbell::kCells; i++)
+		cr_assert(doorbell->push(uint32_t(i)), "push %llu of %llu", (unsigned long long)i,
+			  (unsigned long long)Doorbell::kCells);
+	cr_assert_not(doorbell->push(0xdead), "the ring is full");
+	cr_assert_not(doorbell->push(0xdead), "and stays full");
+
+	// One pop frees exactly one cell.
+	uint64_t tail = 0;
+	uint32_t value = 0;
+	cr_assert(doorbell->pop(tail, value));
+	cr_assert_eq(value, 0u);
+	cr_assert(doorbell->push(0xbeef));
+	cr_assert_not(doorbell->push(0xdead));
+
+	for (uint64_t i = 1; i < Doorbell::kCells; i++) {
+		cr_assert(doorbell->pop(tail, value));
+		cr_assert_eq(value, uint32_t(i));
+	}
+	cr_assert(doorbell->pop(tail, value));
+	cr_assert_eq(value, 0xbeefu, "the push after the pop comes last");
+	cr_assert_not(doorbell->pop(tail, value));
+}
+
+Test(transport_local, doorbell_wraps_around_in_order)
+{
+	auto doorbell = make_doorbell();
+	uint64_t tail = 0;
+	uint32_t value = 0;
+	uint32_t pushed = 0, popped = 0;
+	// Uneven batches, so head and tail cross the ring's end at varying
+	// distances from each other, sometimes with the ring full.
+	const uint32_t total = uint32_t(5 * Doorbell::kCells + 123);
+	for (uint32_t round = 0; popped < total; round++) {
+		const uint32_t batch = 1 + (round * 977) % uint32_t(Doorbell::kCells);
+		for (uint32_t k = 0; k < batch && pushed < total; k++, pushed++) {
+			if (!doorbell->push(pushed * 3 + 1))
+				break;
+		}
+		const uint32_t take = 1 + (round * 613) % uint32_t(Doorbell::kCells);
+		for (uint32_t k = 0; k < take && doorbell->pop(tail, value); k++, popped++)
+			cr_assert_eq(value, popped * 3 + 1, "value %u", popped);
+		cr_assert_leq(pushed - popped, uint32_t(Doorbell::kCells));
+	}
+	cr_assert_eq(tail, uint64_t(total));
+	cr_assert_not(doorbell->pop(tail, value));
+}
+
+// ---------------------------------------------------------------------------
+// Regions shared between processes.
+
+Test(transport_local, children_ring_parent_region)
+{
+	constexpr uint32_t kChildren = 3;
+	constexpr uint32_t kRings = 20000; // per child; must stay below 1 << 20
+	constexpr size_t kScratch = 64 << 10;
+	constexpr size_t kSlice = kScratch / 4 / sizeof(uint32_t); // words per child
+	constexpr uint32_t kPatterned = 1024; // rings preceded by a scratch write
+	static_assert(kPatterned <= kSlice && kRings < (1u << 20));
+	auto pattern = [](uint32_t child, uint32_t i) { return ((child << 20) | i) ^ 0xa5a5a5a5u; };
+
+	ScratchFile region;
+	cr_assert_eq(region.create(kScratch, true), 0);
+	cr_assert_eq(region.scratch().size(), kScratch);
+	const pid_t parent = ::getpid();
+	auto* words = reinterpret_cast<volatile uint32_t*>(region.scratch().data());
+
+	std::vector<Child> children;
+	for (uint32_t child = 0; child < kChildren; child++) {
+		children.push_back(spawn([&, child]() -> std::string {
+			// Through the parent's /proc entry, not the inherited
+			// descriptor: that is how an unrelated member gets in.
+			PeerMapping peer;
+			int rc = peer.attach(parent, region.fd(), region.nonce(), kScratch,
+					     scratch_address(region));
+			if (rc != 0)
+				return "attach: " + std::string(std::strerror(-rc));
+			auto* slice = reinterpret_cast<volatile uint32_t*>(peer.scratch()) + child * kSlice;
+			for (uint32_t i = 0; i < kRings; i++) {
+				if (i < kPatterned)
+					slice[i] = pattern(child, i); // placed before the ring announces it
+				while (!peer.ring((child << 20) | i))
+					::sched_yield();
+			}
+			return "";
+		}));
+	}
+
+	// Each child's values must arrive exactly once and in its order, and
+	// a value announces a scratch write that is already visible.
+	std::vector<uint32_t> next(kChildren, 0);
+	std::vector<uint32_t> batch(512);
+	uint32_t received = 0;
+	std::string error;
+	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+	while (received < kChildren * kRings && error.empty()) {
+		const size_t n = region.drain(batch);
+		if (n == 0) {
+			if (std::chrono::steady_clock::now() > deadline)
+				error = "timed out after " + std::to_string(received) + " arrivals";
+			::sched_yield();
+			continue;
+		}
+		for (size_t k = 0; k < n && error.empty(); k++, received++) {
+			const uint32_t child = batch[k] >> 20, i = batch[k] & 0xfffff;
+			if (child >= kChildren || i != next[child])
+				error = "unexpected arrival child " + std::to_string(child) + " i " +
+					std::to_string(i) + (child < kChildren ? ", wanted i " + std::to_string(next[child]) : "");
+			else if (i < kPatterned && words[child * kSlice + i] != pattern(child, i))
+				error = "arrival before its data: child " + std::to_string(child) + " i " + std::to_string(i);
+			else
+				next[child]++;
+		}
+	}
+	if (!error.empty()) {
+		for (const Child& c : children)
+			::kill(c.pid, SIGKILL);
+	}
+	for (const Child& c : children) {
+		const std::string report = reap(c);
+		cr_expect(report.empty() || !error.empty(), "child %d: %s", int(c.pid), report.c_str());
+	}
+	cr_assert(error.empty(), "%s", error.c_str());
+	for (uint32_t child = 0; child < kChildren; child++) {
+		cr_assert_eq(next[child], kRings, "child %u", child);
+		for (uint32_t i = 0; i < kPatterned; i++)
+			cr_assert_eq(words[child * kSlice + i], pattern(child, i), "child %u word %u", child, i);
+		for (uint32_t i = kPatterned; i < kSlice; i++)
+			cr_assert_eq(words[child * kSlice + i], 0u, "child %u wrote past its words", child);
+	}
+	cr_assert_eq(region.drain(batch), 0u, "nothing beyond what the children rang");
+}
+
+Test(transport_local, attach_checks_what_it_maps)
+{
+	constexpr size_t kScratch = 64 << 10;
+	ScratchFile region;
+	cr_assert_eq(region.create(kScratch, true), 0);
+	const pid_t self = ::getpid();
+	const uint64_t address = scratch_address(region);
+
+	// The right credentials work, so the failures below are the checks'.
+	{
+		PeerMapping peer;
+		cr_assert_eq(peer.attach(self, region.fd(), region.nonce(), kScratch, address), 0);
+		cr_assert_not_null(peer.scratch());
+		cr_assert(peer.has_room());
+	}
+	{
+		PeerMapping peer;
+		cr_assert_eq(peer.attach(self, region.fd(), region.nonce() + 1, kScratch, address), -EINVAL);
+		cr_assert_not(peer.ring(1), "a failed attach leaves nothing to ring");
+	}
+	{
+		PeerMapping peer; // a different file size
+		cr_assert_lt(peer.attach(self, region.fd(), region.nonce(), 2 * kScratch, address), 0);
+	}
+	{
+		PeerMapping peer; // the same file size, told apart by the header
+		cr_assert_lt(peer.attach(self, region.fd(), region.nonce(), kScratch - 1, address), 0);
+	}
+	{
+		// The number dup() hands out is the lowest free one; closed
+		// again, it names no open file.
+		const int spare = ::dup(region.fd());
+		cr_assert_geq(spare, 0);
+		cr_assert_eq(::close(spare), 0);
+		PeerMapping peer;
+		cr_assert_lt(peer.attach(self, spare, region.nonce(), kScratch, address), 0);
+		cr_assert_lt(peer.attach(self, -1, region.nonce(), kScratch, address), 0);
+	}
+	{
+		// The same bytes in a file that is not sealed: it could shrink
+		// under the mapping, so it is refused.
+		const int copy = ::memfd_create("copy", MFD_CLOEXEC);
+		cr_assert_geq(copy, 0);
+		const off_t size = ::lseek(region.fd(), 0, SEEK_END);
+		std::vector<char> bytes(size_t(size), 0);
+		cr_assert_eq(::pread(region.fd(), bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
+		cr_assert_eq(::write(copy, bytes.data(), bytes.size()), ssize_t(bytes.size()));
+		PeerMapping peer;
+		cr_assert_eq(peer.attach(self, copy, region.nonce(), kScratch, address), -EINVAL);
+		::close(copy);
+	}
+	{
+		// A pipe is never opened for writing: it is no regular file.
+		int fds[2];
+		cr_assert_eq(::pipe(fds), 0);
+		PeerMapping peer;
+		cr_assert_eq(peer.attach(self, fds[1], region.nonce(), kScratch, address), -EINVAL);
+		::close(fds[0]);
+		::close(fds[1]);
+	}
+	{
+		PeerMapping peer; // a size from a join record that would overflow
+		cr_assert_eq(peer.attach(self, region.fd(), region.nonce(), SIZE_MAX - 100, address), -EINVAL);
+	}
+}
+
+Test(transport_local, sealed_file_keeps_its_size)
+{
+	ScratchFile region;
+	cr_assert_eq(region.create(8192, true), 0);
+	cr_assert(region.shared());
+	cr_assert_neq(::ftruncate(region.fd(), 0), 0, "a member could shrink the scratch under the others");
+	cr_assert_eq(errno, EPERM);
+}
+
+Test(transport_local, private_scratch_offers_nothing)
+{
+	ScratchFile region;
+	cr_assert_eq(region.create(10000, false), 0);
+	cr_assert_not(region.shared());
+	cr_assert_lt(region.fd(), 0);
+	cr_assert_eq(region.scratch().size(), 10000u);
+	for (std::byte b : region.scratch())
+		cr_assert_eq(b, std::byte{0}, "the scratch starts zeroed");
+	uint32_t out[4];
+	cr_assert_eq(region.drain(out), 0u);
+}
+
+Test(transport_local, process_watch_sees_the_exit)
+{
+	int go[2];
+	cr_assert_eq(::pipe(go), 0);
+	const pid_t pid = ::fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		char c;
+		::close(go[1]);
+		::_exit(::read(go[0], &c, 1) == 1 ? 0 : 1); // lives until told
+	}
+	::close(go[0]);
+	ProcessWatch watch;
+	cr_assert_not(watch.watching());
+	cr_assert_not(watch.exited(), "an empty watch sees no exit");
+	cr_assert_eq(watch.watch(pid), 0);
+	cr_assert(watch.watching());
+	cr_assert_not(watch.exited(), "the child still lives");
+	cr_assert_eq(::write(go[1], "x", 1), 1);
+	::close(go[1]);
+	int status = 0;
+	cr_assert_eq(::waitpid(pid, &status, 0), pid);
+	cr_assert(watch.exited(), "the child is gone");
+	ProcessWatch gone;
+	cr_assert_eq(gone.watch(pid), -ESRCH, "a reaped pid names no process");
+}
+
+Test(transport_local, write_memory_into_parent)
+{
+	constexpr size_t kScratch = 4096;
+	constexpr size_t kBytes = 1 << 20;
+	ScratchFile region;
+	cr_assert_eq(region.create(kScratch, true), 0);
+	const pid_t parent = ::getpid();
+	std::vector<unsigned char> target(kBytes, 0);
+	auto byte = [](size_t k) { return (unsigned char)((k * 131 + 17) ^ (k >> 12)); };
+
+	Child child = spawn([&]() -> std::string {
+		PeerMapping peer;
+		int rc = peer.attach(parent, region.fd(), region.nonce(), kScratch, scratch_address(region));
+		if (rc != 0)
+			return "attach: " + std::string(std::strerror(-rc));
+		if (!peer.can_write_memory())
+			return "process_vm_readv into the parent was refused: this environment forbids "
+			       "cross-memory attach (ptrace rules, seccomp or a missing capability)";
+		std::vector<unsigned char> source(kBytes);
+		for (size_t k = 0; k < kBytes; k++)
+			source[k] = byte(k);
+		rc = peer.write_memory(reinterpret_cast<uint64_t>(target.data()), source.data(), kBytes);
+		if (rc != 0)
+			return "write_memory: " + std::string(std::strerror(-rc));
+		return "";
+	});
+	expect_clean(child);
+	for (size_t k = 0; k < kBytes; k++)
+		cr_assert_eq(target[k], byte(k), "byte %zu", k);
+}
+
+Test(transport_local, write_memory_to_unmapped_address_fails)
+{
+	constexpr size_t kScratch = 4096;
+	ScratchFile region;
+	cr_assert_eq(region.create(kScratch, true), 0);
+	const pid_t parent = ::getpid();
+	// A hole in the parent: mapped, then unmapped before the child writes.
+	void* hole = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(hole, MAP_FAILED);
+	cr_assert_eq(::munmap(hole, 4096), 0);
+
+	Child child = spawn([&]() -> std::string {
+		PeerMapping peer;
+		int rc = peer.attach(parent, region.fd(), region.nonce(), kScratch, scratch_address(region));
+		if (rc != 0)
+			return "attach: " + std::string(std::strerror(-rc));
+		const char bytes[64] = {1};
+		rc = peer.write_memory(reinterpret_cast<uint64_t>(hole), bytes, sizeof(bytes));
+		if (rc >= 0)
+			return "write_memory to an unmapped address returned " + std::to_string(rc);
+		if (rc != -EFAULT)
+			return "write_memory to an unmapped address: " + std::string(std::strerror(-rc)) +
+			       ", wanted EFAULT";
+		return "";
+	});
+	expect_clean(child);
+}
+
+// ---------------------------------------------------------------------------
+
+Test(transport_local, host_identity_is_stable)
+{
+	const uint64_t id = host_identity();
+	cr_assert_neq(id, 0u);
+	cr_assert_eq(host_identity(), id);
+	Child child = spawn([id]() -> std::string {
+		const uint64_t theirs = host_identity();
+		return theirs == id ? "" : "identity in the child differs: " + std::to_string(theirs);
+	});
+	expect_clean(child);
+}
