@@ -125,7 +125,8 @@ int mapped_regions()
 // file, and members on one host map each other's when both offer the path,
 // and only then: the mappings show which path each pair took, and verified
 // calls show that it carries the data. Under RCOLL_TEST_COLL_LOCAL=even
-// only even ranks offer it.
+// only even ranks offer it; with ranks on several "hosts" (network
+// namespaces, RCOLL_TEST_NETNS) only those in the same one are local.
 void run_node_local_path(Bootstrap& boot, const TestOptions& options)
 {
     if (options.provider != "rcoll")
@@ -138,7 +139,8 @@ void run_node_local_path(Bootstrap& boot, const TestOptions& options)
     auto group = join_shape(ep, boot, world, Shape::full);
     int peers_local = 0;
     for (int r = 0; r < boot.size(); ++r)
-        if (r != boot.rank() && mine && (!mixed || r % 2 == 0))
+        if (r != boot.rank() && mine && (!mixed || r % 2 == 0) &&
+            namespace_of_rank(r) == namespace_of_rank(boot.rank()))
             ++peers_local;
     const int mapped = mapped_regions();
     const int own = mine ? 1 : 0;
@@ -185,9 +187,9 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
         }
     }
     cases.push_back({"node-local-path",
-                     "4 ranks: members map each other's collective regions exactly when both offer the node-local "
-                     "path (FI_RCOLL_COLL_LOCAL), and verified calls of 8 B to 4 MiB work over it",
-                     4, seconds(60), "", run_node_local_path});
+                     "5 ranks: members on one host map each other's collective scratch exactly when both offer "
+                     "the node-local path (FI_RCOLL_COLL_LOCAL), and verified calls of 8 B to 4 MiB work over it",
+                     5, seconds(60), "", run_node_local_path});
     cases.push_back({"tune-mismatch",
                      "members with different FI_RCOLL_COLL_TUNE: fi_join completes with an error on both", 2,
                      seconds(60), "", run_tune_mismatch});

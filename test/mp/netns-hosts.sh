@@ -38,7 +38,8 @@ window=${RCOLL_NETNS_WINDOW:-10}
 # Set but empty: none of that client's cases.
 p2p_cases=${RCOLL_NETNS_P2P_CASES-pingpong-msg pingpong-tagged stream-msg stream-tagged unexpected-flood many-peers
     rma-write rma-read rma-writedata peer-killed}
-coll_cases=${RCOLL_NETNS_COLL_CASES-sweep-4 large-3 two-groups-in-flight rank-killed}
+coll_cases=${RCOLL_NETNS_COLL_CASES-sweep-4 large-3 two-groups-in-flight rank-killed
+    node-local-path}
 netns_cases=${RCOLL_NETNS_CASES-placement silent-rndv-receiver silent-rndv-sender busy-peer silent-allreduce silent-barrier}
 
 p2p_client=$builddir/fabtests/rcoll_p2p_test
