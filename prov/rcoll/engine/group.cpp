@@ -423,6 +423,13 @@ Errc Group::take_landing(uint64_t bytes, std::unique_ptr<Landing>& out) noexcept
 	std::unique_ptr<Landing> landing(new (std::nothrow) Landing);
 	if (!landing || !landing->memory.allocate(bytes))
 		return Errc::no_memory;
+	// Zeroed once, like the mmap'd scratch that holds eager landings: a
+	// reduction into the landing stores only the 10 value bytes of an x87
+	// long double and leaves its 6 padding bytes alone, and the range is
+	// then sent whole, one write per block (leaving the padding out would
+	// take a write per element). Peers never read padding, but it should
+	// not be memory this process never wrote.
+	std::memset(landing->memory.data, 0, landing->memory.size);
 	auto span = std::span<std::byte>(landing->memory.data, landing->memory.size);
 	if (Errc e = transport_.register_memory(span, Access::read_write, landing->registration);
 	    e != Errc::ok)
