@@ -13,6 +13,8 @@
 #include "engine/schedule.hpp"
 
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <string_view>
 
 namespace fabtests::coll {
@@ -111,14 +113,21 @@ void run_tune_mismatch(Bootstrap& boot, const TestOptions& options)
 // FI_RCOLL_COLL_LOCAL as this rank's provider reads it (default on).
 bool offers_node_local(const char* value) { return !value || std::string_view(value) != "0"; }
 
-// Memory files of collective regions mapped into this process.
+// Collective scratch files mapped into this process, told apart by inode
+// (a registration may split one mapping into several lines).
 int mapped_regions()
 {
     std::ifstream maps("/proc/self/maps");
-    int n = 0;
-    for (std::string line; std::getline(maps, line);)
-        n += line.find("memfd:rcoll-coll") != std::string::npos;
-    return n;
+    std::set<std::string> inodes;
+    for (std::string line; std::getline(maps, line);) {
+        if (line.find("memfd:rcoll-coll") == std::string::npos)
+            continue;
+        std::istringstream fields(line);
+        std::string range, perms, offset, device, inode;
+        fields >> range >> perms >> offset >> device >> inode;
+        inodes.insert(device + ":" + inode);
+    }
+    return static_cast<int>(inodes.size());
 }
 
 // A rank that offers the node-local path keeps its scratch in a memory

@@ -1,6 +1,7 @@
 // A member killed in the middle of a collective: the survivors must get
 // error completions within a bound, and groups without the dead rank must
-// keep working.
+// keep working. A member that enters a collective long after the others
+// gave up on it: everyone gets an error, nobody hangs.
 #include "coll_cases.hpp"
 
 #include <unistd.h>
@@ -108,6 +109,61 @@ void run_rank_killed(Bootstrap& boot, const TestOptions& options)
                      failed ? fi_strerror(big.context().error) : "completed correctly", ended_after));
 }
 
+constexpr int kLateRanks = 3;
+constexpr int kLate = 2;
+constexpr milliseconds kCollTimeout{1000};
+
+// The others time out waiting for the late member and fail the group in two
+// steps; the late member, alive and on this host, cannot confirm it stopped
+// while it computes, so they wait out the bound, then end their calls. When
+// it wakes, it must learn that the group failed (stop notices, and on the
+// node-local path the stop marks in its doorbell) and end its own call with
+// an error rather than wait for members that left.
+void run_member_too_late(Bootstrap& boot, const TestOptions& options)
+{
+    if (options.provider != "rcoll")
+        throw NotApplicable("FI_RCOLL_COLL_TIMEOUT_MS is an rcoll parameter");
+    setenv("FI_RCOLL_COLL_TIMEOUT_MS", std::to_string(kCollTimeout.count()).c_str(), 1);
+    CollEndpoint ep({options.provider});
+    const auto world = ep.exchange_addresses(boot);
+    const int me = boot.rank();
+    auto group = join_shape(ep, boot, world, Shape::full);
+    CheckedCall checked;
+    run_checked(ep, checked, *group, {FI_ALLREDUCE, 100, FI_INT32, FI_SUM}, make_seed(0x1A7E, 0));
+    ProgressingBarrier sync(ep, boot, kLateRanks);
+    sync.wait();
+
+    // Timeout, then at most the same again for stop confirmations: well
+    // under this bound.
+    const milliseconds bound = 8 * kCollTimeout;
+    if (me == kLate)
+        ::usleep(static_cast<useconds_t>(std::chrono::microseconds(3 * kCollTimeout).count()));
+    const auto posted = Clock::now();
+    OpContext barrier;
+    const ssize_t rc = issue(ep, *group, {FI_BARRIER}, nullptr, nullptr, barrier);
+    double after = 0;
+    if (rc == 0) {
+        ep.wait_done(barrier, me == kLate ? "the late member's barrier" : "a barrier the late member misses",
+                     bound);
+        after = std::chrono::duration<double>(Clock::now() - posted).count();
+        expect(barrier.error != 0, "rank %d: the barrier completed although rank %d came %lld ms late", me, kLate,
+               static_cast<long long>(3 * kCollTimeout.count()));
+    } else {
+        expect(rc != -FI_EAGAIN, "rank %d: fi_barrier on the failed group keeps returning -FI_EAGAIN", me);
+    }
+    expect(group->close() == 0, "fi_close of the failed group failed");
+
+    // The connections the failed group shares still carry a new group.
+    sync.wait();
+    Group fresh(ep, av_set_inserted(ep, std::vector<fi_addr_t>{world[1], world[2], world[0]}), {1, 2, 0}, world, me,
+                "new group {1,2,0} after the failure");
+    run_checked(ep, checked, fresh, {FI_ALLREDUCE, 1u << 18, FI_INT64, FI_SUM}, make_seed(0x1A7E, 1));
+    run_checked(ep, checked, fresh, {FI_BARRIER}, make_seed(0x1A7E, 2));
+    sync.wait();
+    boot.note(strfmt("rank %d%s: %s %.2f s after posting; a new group verified", me, me == kLate ? " (late)" : "",
+                     rc == 0 ? fi_strerror(barrier.error) : "refused at posting", after));
+}
+
 }  // namespace
 
 void add_failure_cases(std::vector<CollCase>& cases)
@@ -117,6 +173,10 @@ void add_failure_cases(std::vector<CollCase>& cases)
                      "10 s, further calls on that group fail, a 4 MiB allreduce of the group without it "
                      "posted during the failure succeeds, and that group and a new one keep working",
                      kRanks, seconds(120), "", run_rank_killed});
+    cases.push_back({"member-too-late",
+                     "3 ranks, FI_RCOLL_COLL_TIMEOUT_MS=1000: one enters a barrier 3 s after the others; they get "
+                     "errors, so does it when it arrives, none waits past 8 s, and a new group works",
+                     kLateRanks, seconds(60), "", run_member_too_late});
 }
 
 }  // namespace fabtests::coll

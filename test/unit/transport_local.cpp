@@ -323,6 +323,40 @@ Test(transport_local, attach_checks_what_it_maps)
 	}
 }
 
+Test(transport_local, file_that_cannot_be_sealed_is_refused)
+{
+	// A regular file on disk carries no seals at all (F_GET_SEALS fails):
+	// with the right size and header it must still be refused.
+	constexpr size_t kScratch = 64 << 10;
+	ScratchFile region;
+	cr_assert_eq(region.create(kScratch, true), 0);
+	char name[] = "transport_local.XXXXXX";
+	const int file = ::mkstemp(name);
+	cr_assert_geq(file, 0, "mkstemp: %s", std::strerror(errno));
+	::unlink(name);
+	const off_t size = ::lseek(region.fd(), 0, SEEK_END);
+	std::vector<char> bytes(size_t(size), 0);
+	cr_assert_eq(::pread(region.fd(), bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
+	cr_assert_eq(::write(file, bytes.data(), bytes.size()), ssize_t(bytes.size()));
+	PeerMapping peer;
+	cr_assert_eq(peer.attach(::getpid(), file, region.nonce(), kScratch, scratch_address(region)), -EINVAL);
+	::close(file);
+}
+
+Test(transport_local, ended_file_is_seen_by_writers)
+{
+	constexpr size_t kScratch = 4096;
+	ScratchFile region;
+	cr_assert_eq(region.create(kScratch, true), 0);
+	PeerMapping peer;
+	cr_assert_eq(peer.attach(::getpid(), region.fd(), region.nonce(), kScratch, scratch_address(region)), 0);
+	cr_assert_not(peer.target_ended());
+	region.mark_ended();
+	cr_assert(peer.target_ended(), "a writer must see that the owner ended its operations");
+	PeerMapping unattached;
+	cr_assert_not(unattached.target_ended());
+}
+
 Test(transport_local, sealed_file_keeps_its_size)
 {
 	ScratchFile region;
@@ -378,6 +412,7 @@ Test(transport_local, write_memory_into_parent)
 	constexpr size_t kBytes = 1 << 20;
 	ScratchFile region;
 	cr_assert_eq(region.create(kScratch, true), 0);
+	allow_memory_writes_from_siblings(); // what offering the path does (Yama ptrace_scope 1)
 	const pid_t parent = ::getpid();
 	std::vector<unsigned char> target(kBytes, 0);
 	auto byte = [](size_t k) { return (unsigned char)((k * 131 + 17) ^ (k >> 12)); };
@@ -408,6 +443,7 @@ Test(transport_local, write_memory_to_unmapped_address_fails)
 	constexpr size_t kScratch = 4096;
 	ScratchFile region;
 	cr_assert_eq(region.create(kScratch, true), 0);
+	allow_memory_writes_from_siblings();
 	const pid_t parent = ::getpid();
 	// A hole in the parent: mapped, then unmapped before the child writes.
 	void* hole = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -523,18 +523,25 @@ void Collectives::progress()
 		}
 		if (!g->failure && (g->transport->write_error() || g->transport->member_stopped()))
 			begin_failure(*g, FI_EIO); // a member that stopped failed the group: so do we
-		if (g->failure)
-			check_quiet(*g, now);
-		if (!g->group || (!g->group->outstanding() && !g->transport->writes_in_flight()))
-			continue;
-		g->group->progress();
-		engine::Completion c;
-		while (g->group->next_completion(c)) {
-			int err = c.status == engine::Errc::ok ? 0 : g->failure ? g->failure : int(c.status);
-			ep_.report_tx(c.context, FI_COLLECTIVE, 0, err, true, nullptr);
+		// A failing group is driven even when idle: the marks that say
+		// which members stopped arrive through its transport.
+		const bool failing = g->failure && !g->transport->failed();
+		if (g->group && (g->group->outstanding() || g->transport->writes_in_flight() || failing)) {
+			g->group->progress();
+			engine::Completion c;
+			while (g->group->next_completion(c)) {
+				int err = 0;
+				if (c.status != engine::Errc::ok)
+					err = g->failure ? g->failure : int(c.status);
+				ep_.report_tx(c.context, FI_COLLECTIVE, 0, err, true, nullptr);
+			}
+			if (g->group->outstanding())
+				check_timeout(*g, now);
 		}
-		if (g->group->outstanding())
-			check_timeout(*g, now);
+		if (g->failure) {
+			g->transport->retry_stop_marks(); // also after fail(): members wait for them
+			check_quiet(*g, now);
+		}
 	}
 }
 
@@ -600,7 +607,6 @@ void Collectives::check_quiet(CollGroup& g, std::chrono::steady_clock::time_poin
 {
 	if (!g.failure || g.transport->failed() || g.quiet.empty())
 		return;
-	g.transport->retry_stop_marks();
 	// A member is quiet once nothing of it can still arrive: not through its
 	// connection (it sent its notice behind its writes, or the connection is
 	// gone), and not through this host's memory (it rang its stop mark, or

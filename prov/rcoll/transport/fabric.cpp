@@ -99,14 +99,19 @@ void FabricTransport::set_member(uint32_t rank, uint32_t slot, const engine::Mem
 	// locally, and drains its own doorbell.
 	if (!host_ || local.host != host_ || local.fd < 0)
 		return;
-	// Watched even if mapping it fails here: it may have mapped us.
-	if (int err = m.process.watch(local.pid); err && err != -ESRCH)
-		RCOLL_INFO(FI_LOG_EP_CTRL, "member %u: cannot watch its process (%s)\n", rank,
-			   std::strerror(-err));
+	// Its process is watched (whether it exited decides when it has
+	// stopped writing into us, and a pidfd never names a later process
+	// that got the same pid); a member we cannot watch is not mapped.
+	int err = m.process.watch(local.pid);
 	auto mapping = std::make_unique<local::PeerMapping>();
-	int err = r.len == scratch_file_.scratch().size()
-			  ? mapping->attach(local.pid, local.fd, local.nonce, r.len, r.addr)
-			  : -EINVAL; // every member's scratch has the same size
+	if (!err)
+		err = r.len == scratch_file_.scratch().size()
+			      ? mapping->attach(local.pid, local.fd, local.nonce, r.len, r.addr)
+			      : -EINVAL; // every member's scratch has the same size
+	// It learns from this mark, ahead of any of our writes, that we may
+	// write into its memory: only then will it wait for our stop mark.
+	if (!err && !mapping->ring(kMappedMark | rank_))
+		err = -EAGAIN;
 	if (err) {
 		RCOLL_INFO(FI_LOG_EP_CTRL, "member %u is on this host but its scratch cannot be "
 			   "mapped (%s): writing to it through the core\n", rank, std::strerror(-err));
@@ -272,29 +277,30 @@ std::optional<Errc> FabricTransport::write_local(const engine::WriteRequest& w, 
 	// source as it is until the write is accepted.
 	if (imm && !peer.has_room())
 		return Errc::would_block;
-	if (w.length && !w.target_key) {
+	// First, so that a write whose arrival was rung is always reported:
+	// rung twice, an arrival would count for data that is not there.
+	if (!queue_completion(w.cookie))
+		return Errc::no_memory;
+	// The member ended this group's operations (it failed the group): its
+	// call buffers may be the application's again. The pidfd check keeps a
+	// reused pid from receiving the bytes. Both leave a window of a few
+	// instructions before the copy.
+	int err = peer.target_ended() ? -ECANCELED : m.process.exited() ? -ESRCH : 0;
+	if (!err && w.length && !w.target_key)
 		std::memcpy(peer.scratch() + w.offset, w.source, w.length);
-	} else if (w.length) {
-		// The pidfd check keeps a reused pid from receiving the bytes.
-		int err = m.process.exited() ? -ESRCH
-					     : peer.write_memory(addr + w.offset, w.source, w.length);
-		if (err) {
-			// The member exited, or its key names memory it does not
-			// have: like a failed core write, the group fails in two
-			// steps.
-			if (!write_error_) {
-				RCOLL_WARN(FI_LOG_EP_DATA, "collective write to a member on this host: %s\n",
-					   std::strerror(-err));
-				write_error_ = FI_EIO;
-			}
-			return Errc::would_block;
+	else if (!err && w.length)
+		err = peer.write_memory(addr + w.offset, w.source, w.length);
+	if (!err && imm && !peer.ring(*imm))
+		err = -EAGAIN; // another writer took the last cell since has_room()
+	if (err) {
+		events_.pop_back();
+		// Gone, failed, or a key naming memory it does not have: like a
+		// failed core write, the group fails in two steps.
+		if (err != -EAGAIN && !write_error_) {
+			RCOLL_WARN(FI_LOG_EP_DATA, "collective write to a member on this host: %s\n",
+				   std::strerror(-err));
+			write_error_ = FI_EIO;
 		}
-	}
-	if (imm && !peer.ring(*imm))
-		return Errc::would_block;
-	if (!queue_completion(w.cookie)) {
-		if (!write_error_)
-			write_error_ = FI_ENOMEM; // the write was done but cannot be reported
 		return Errc::would_block;
 	}
 	activity_++;
@@ -372,7 +378,7 @@ size_t FabricTransport::poll(std::span<engine::TransportEvent> out) noexcept
 		uint32_t rung[64];
 		size_t k = scratch_file_.drain({rung, std::min(std::size(rung), out.size() - n)});
 		for (size_t i = 0; i < k; i++) {
-			if (rung[i] & kStopMark) {
+			if (rung[i] & kMark) {
 				on_rung(rung[i]);
 				continue;
 			}
@@ -422,8 +428,8 @@ void FabricTransport::on_write_done(WriteContext* ctx, int err)
 	events_.push_back(ev);
 }
 
-// Stop marks ride in the same doorbell as arrivals, above every counter:
-// the top bit, and the rank of the member that stopped.
+// Marks ride in the same doorbell as arrivals, above every counter: the
+// top bit, the kind, and the rank of the member that rang it.
 void FabricTransport::stop()
 {
 	if (stopped_)
@@ -443,22 +449,30 @@ void FabricTransport::retry_stop_marks()
 
 void FabricTransport::on_rung(uint32_t value)
 {
-	uint32_t rank = value & ~kStopMark;
-	if (rank >= members_.size() || rank == rank_ || members_[rank].stop_rung)
+	const uint32_t rank = value & kMarkRank;
+	if (rank >= members_.size() || rank == rank_)
 		return;
-	members_[rank].stop_rung = true;
-	stop_marks_seen_++;
+	Member& m = members_[rank];
+	if ((value & ~kMarkRank) == kMappedMark) {
+		m.maps_us = true;
+	} else if ((value & ~kMarkRank) == kStopMark && !m.stop_rung) {
+		m.stop_rung = true;
+		stop_marks_seen_++;
+		// It failed the group: start no write after this one.
+		stop();
+	}
 }
 
 bool FabricTransport::may_write_memory(uint32_t rank) const
 {
 	const Member& m = members_[rank];
-	return m.process.watching() && !m.stop_rung && !m.process.exited();
+	return m.maps_us && !m.stop_rung && !m.process.exited();
 }
 
 void FabricTransport::fail(int err)
 {
-	stopped_ = true;
+	stop(); // members that mapped us learn it here too
+	scratch_file_.mark_ended();
 	if (!failed_)
 		failed_ = err ? err : FI_EIO;
 }

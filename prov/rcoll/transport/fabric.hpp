@@ -37,7 +37,11 @@ public:
 	static constexpr unsigned kCounterBits = 28 - kSlotBits;
 	static constexpr uint32_t kMaxSlots = 1u << kSlotBits;
 	static constexpr uint32_t kMaxCounters = 1u << kCounterBits;
-	static constexpr uint32_t kStopMark = 1u << 31; // doorbell values: see stop()
+	// Doorbell values other than arrival counters (see stop()).
+	static constexpr uint32_t kMark = 1u << 31;
+	static constexpr uint32_t kStopMark = kMark;		    // | rank: it stopped writing
+	static constexpr uint32_t kMappedMark = kMark | 1u << 30; // | rank: it may write into us
+	static constexpr uint32_t kMarkRank = (1u << 30) - 1;
 
 	// One in-flight write: the core's context, the engine's cookie, and the
 	// member it goes to (whose connection fails if the write does).
@@ -91,7 +95,9 @@ public:
 	// engine sees would_block), so its operations wait, and members on this
 	// host are told through their doorbells (they cannot rely on the
 	// connection: a broken one does not stop this process's memory writes).
-	// fail(): every later poll reports the error and the engine ends them.
+	// fail(): every later poll reports the error and the engine ends them;
+	// members on this host see in our file that nothing may be written
+	// into our memory any more.
 	// In between, the glue makes sure no member still writes into buffers
 	// of those operations. Only fail() lets the engine see an error.
 	void stop();
@@ -105,8 +111,8 @@ public:
 	int write_error() const { return write_error_; }
 	bool has_member(const Peer* peer) const;
 	// Whether `rank` may still copy into this process's memory through the
-	// node-local path: a member on this host that offered it, whose process
-	// lives and which has not rung its stop mark in our doorbell. Its
+	// node-local path: a member that rang its mapped mark in our doorbell,
+	// whose process lives and which has not rung its stop mark. Its
 	// connection failing does not stop those writes.
 	bool may_write_memory(uint32_t rank) const;
 	// Some member rang its stop mark: it failed the group.
@@ -126,7 +132,8 @@ private:
 		// mapped (null when that failed), and its process.
 		std::unique_ptr<local::PeerMapping> mapping;
 		local::ProcessWatch process;
-		bool stop_rung = false;	   // it rang its stop mark in our doorbell
+		bool maps_us = false;	   // it rang its mapped mark in our doorbell
+		bool stop_rung = false;	   // it rang its stop mark
 		bool stop_pending = false; // our stop mark found its doorbell full
 	};
 	// A member's buffer as its key describes it.

@@ -10,6 +10,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434 // the same number on every architecture
+#endif
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -33,6 +37,7 @@ struct Control {
 	uint64_t magic;
 	uint64_t nonce;
 	uint64_t scratch_bytes;
+	std::atomic<uint32_t> ended; // ScratchFile::mark_ended
 	Doorbell doorbell;
 };
 constexpr size_t kScratchOffset = (sizeof(Control) + kPage - 1) & ~(kPage - 1);
@@ -172,6 +177,7 @@ int ScratchFile::create(size_t scratch_bytes, bool shared) noexcept
 	if (::getrandom(&control->nonce, sizeof(control->nonce), 0) != sizeof(control->nonce))
 		control->nonce = mix(uint64_t(::getpid()), reinterpret_cast<uint64_t>(base));
 	control->scratch_bytes = scratch_bytes;
+	control->ended.store(0, std::memory_order_relaxed);
 	control->doorbell.init();
 	scratch_ = static_cast<std::byte*>(base) + kScratchOffset;
 	scratch_bytes_ = scratch_bytes;
@@ -181,6 +187,12 @@ int ScratchFile::create(size_t scratch_bytes, bool shared) noexcept
 uint64_t ScratchFile::nonce() const noexcept
 {
 	return base_ ? static_cast<const Control*>(base_)->nonce : 0;
+}
+
+void ScratchFile::mark_ended() noexcept
+{
+	if (base_)
+		static_cast<Control*>(base_)->ended.store(1, std::memory_order_release);
 }
 
 size_t ScratchFile::drain(std::span<uint32_t> out) noexcept
@@ -227,7 +239,10 @@ int PeerMapping::attach(pid_t pid, int fd, uint64_t nonce, size_t scratch_bytes,
 		return -EINVAL;
 	if (file < 0)
 		return -errno;
-	if ((::fcntl(file, F_GET_SEALS) & kSeals) != kSeals) {
+	// Sealed, its size can no longer change: look at it once more.
+	const int seals = ::fcntl(file, F_GET_SEALS);
+	if (seals < 0 || (seals & kSeals) != kSeals || ::fstat(file, &st) != 0 ||
+	    size_t(st.st_size) != len) {
 		::close(file); // it could shrink under us: SIGBUS
 		return -EINVAL;
 	}
@@ -253,6 +268,12 @@ int PeerMapping::attach(pid_t pid, int fd, uint64_t nonce, size_t scratch_bytes,
 	iovec remote_iov{reinterpret_cast<void*>(remote_scratch), 1};
 	memory_writes_ = ::process_vm_readv(pid, &local_iov, 1, &remote_iov, 1, 0) == 1;
 	return 0;
+}
+
+bool PeerMapping::target_ended() const noexcept
+{
+	auto* control = static_cast<const Control*>(base_);
+	return control && control->ended.load(std::memory_order_acquire) != 0;
 }
 
 int PeerMapping::write_memory(uint64_t remote_address, const void* source, size_t length) noexcept

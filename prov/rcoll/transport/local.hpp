@@ -85,6 +85,9 @@ public:
 	uint64_t nonce() const noexcept;
 	// Up to out.size() values rung by local members.
 	size_t drain(std::span<uint32_t> out) noexcept;
+	// This member ended the group's operations: writers must not copy into
+	// its memory any more (its call buffers are the application's again).
+	void mark_ended() noexcept;
 
 private:
 	int fd_ = -1;
@@ -119,6 +122,8 @@ public:
 	// checks first that the process still lives (ProcessWatch).
 	int write_memory(uint64_t remote_address, const void* source, size_t length) noexcept;
 	bool has_room() const noexcept { return doorbell_ && doorbell_->has_room(); }
+	// The owner marked its file ended (ScratchFile::mark_ended).
+	bool target_ended() const noexcept;
 	bool ring(uint32_t value) noexcept { return doorbell_ && doorbell_->push(value); }
 
 private:
