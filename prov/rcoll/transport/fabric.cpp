@@ -373,7 +373,7 @@ size_t FabricTransport::poll(std::span<engine::TransportEvent> out) noexcept
 		out[n++] = events_.front();
 		events_.pop_front();
 	}
-	// What members on this host rang: arrivals, and stop marks.
+	// What members on this host rang: arrivals, and marks (see stop()).
 	while (n < out.size()) {
 		uint32_t rung[64];
 		size_t k = scratch_file_.drain({rung, std::min(std::size(rung), out.size() - n)});
