@@ -12,6 +12,7 @@
 
 #include "engine/schedule.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -130,6 +131,17 @@ int mapped_regions()
     return static_cast<int>(inodes.size());
 }
 
+// Process descriptors (pidfds) this process holds.
+int open_pidfds()
+{
+    int n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code error;
+        n += std::filesystem::read_symlink(entry.path(), error).string() == "anon_inode:[pidfd]";
+    }
+    return n;
+}
+
 // A rank that offers the node-local path keeps its scratch in a memory
 // file, and members on one host map each other's when both offer the path,
 // and only then: the mappings show which path each pair took, and verified
@@ -157,8 +169,16 @@ void run_node_local_path(Bootstrap& boot, const TestOptions& options)
            "rank %d (FI_RCOLL_COLL_LOCAL %s) maps %d collective scratch files; want %d of its own and %d of "
            "local members",
            boot.rank(), mine ? "on" : "off", mapped, own, peers_local);
+    // A second group of the same members maps their second files, but
+    // watches each member's process with the pidfd it already has.
+    auto second = join_shape(ep, boot, world, Shape::reversed);
+    expect(mapped_regions() == 2 * (own + peers_local), "rank %d maps %d collective scratch files with 2 groups; "
+           "want %d", boot.rank(), mapped_regions(), 2 * (own + peers_local));
+    expect(open_pidfds() == peers_local, "rank %d holds %d pidfds for %d local members in 2 groups", boot.rank(),
+           open_pidfds(), peers_local);
     CheckedCall checked;
     uint64_t k = 0;
+    run_checked(ep, checked, *second, {FI_ALLREDUCE, 1000, FI_INT32, FI_SUM}, make_seed(0x10CA, 99));
     for (const CallSpec& call : {CallSpec{FI_BARRIER, 0, FI_UINT8},
                                  CallSpec{FI_ALLREDUCE, 1, FI_INT64, FI_SUM},
                                  CallSpec{FI_BROADCAST, (1u << 20) + 3, FI_UINT8, FI_SUM, boot.size() - 1},
@@ -197,7 +217,8 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
     }
     cases.push_back({"node-local-path",
                      "5 ranks: members on one host map each other's collective scratch exactly when both offer "
-                     "the node-local path (FI_RCOLL_COLL_LOCAL), and verified calls of 8 B to 4 MiB work over it",
+                     "the node-local path (FI_RCOLL_COLL_LOCAL), a second group adds mappings but no pidfds, and "
+                     "verified calls of 8 B to 4 MiB work over it",
                      5, seconds(60), "", run_node_local_path});
     cases.push_back({"tune-mismatch",
                      "members with different FI_RCOLL_COLL_TUNE: fi_join completes with an error on both", 2,

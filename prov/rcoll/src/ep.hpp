@@ -14,6 +14,7 @@
 #include "proto/rendezvous.hpp"
 #include "proto/wire.hpp"
 #include "slab.hpp"
+#include "transport/local.hpp"
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_endpoint.h>
@@ -144,6 +145,9 @@ struct Peer {
 	bool watched = false;             // awaited at the previous scan too: quiet_since is valid
 	std::chrono::steady_clock::time_point quiet_since; // last arrival or probe, as scans saw it
 	InjectLedger injects;
+	// Its process, once a collective group found it on this host: one
+	// pidfd for every group (transport/local.hpp).
+	std::shared_ptr<local::ProcessWatch> process;
 };
 
 // One application send above the eager limit (takagi2013 rendezvous).

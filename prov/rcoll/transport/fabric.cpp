@@ -102,7 +102,9 @@ void FabricTransport::set_member(uint32_t rank, uint32_t slot, const engine::Mem
 	// Its process is watched (whether it exited decides when it has
 	// stopped writing into us, and a pidfd never names a later process
 	// that got the same pid); a member we cannot watch is not mapped.
-	int err = m.process.watch(local.pid);
+	int err = watch_process(*m.peer, local.pid);
+	if (!err)
+		m.process = m.peer->process;
 	auto mapping = std::make_unique<local::PeerMapping>();
 	if (!err)
 		err = r.len == scratch_file_.scratch().size()
@@ -121,6 +123,23 @@ void FabricTransport::set_member(uint32_t rank, uint32_t slot, const engine::Mem
 		RCOLL_INFO(FI_LOG_EP_CTRL, "member %u: cross-memory attach is not allowed; writes "
 			   "into its call buffers go through the core\n", rank);
 	m.mapping = std::move(mapping);
+}
+
+// One pidfd per peer process, whatever the number of groups: descriptors
+// stay few. A record naming another pid than the one watched is refused.
+int FabricTransport::watch_process(Peer& peer, pid_t pid)
+{
+	if (peer.process)
+		return peer.process->pid() == pid ? 0 : -EINVAL;
+	try {
+		auto watch = std::make_shared<local::ProcessWatch>();
+		if (int err = watch->watch(pid))
+			return err;
+		peer.process = std::move(watch);
+		return 0;
+	} catch (const std::bad_alloc&) {
+		return -ENOMEM;
+	}
 }
 
 std::span<std::byte> FabricTransport::scratch() noexcept
@@ -285,7 +304,7 @@ std::optional<Errc> FabricTransport::write_local(const engine::WriteRequest& w, 
 	// call buffers may be the application's again. The pidfd check keeps a
 	// reused pid from receiving the bytes. Both leave a window of a few
 	// instructions before the copy.
-	int err = peer.target_ended() ? -ECANCELED : m.process.exited() ? -ESRCH : 0;
+	int err = peer.target_ended() ? -ECANCELED : m.process->exited() ? -ESRCH : 0;
 	if (!err && w.length && !w.target_key)
 		std::memcpy(peer.scratch() + w.offset, w.source, w.length);
 	else if (!err && w.length)
@@ -466,7 +485,7 @@ void FabricTransport::on_rung(uint32_t value)
 bool FabricTransport::may_write_memory(uint32_t rank) const
 {
 	const Member& m = members_[rank];
-	return m.maps_us && !m.stop_rung && !m.process.exited();
+	return m.maps_us && !m.stop_rung && !(m.process && m.process->exited());
 }
 
 void FabricTransport::fail(int err)

@@ -131,7 +131,7 @@ private:
 		// On this host and offering the node-local path: its scratch file,
 		// mapped (null when that failed), and its process.
 		std::unique_ptr<local::PeerMapping> mapping;
-		local::ProcessWatch process;
+		std::shared_ptr<local::ProcessWatch> process; // the Peer's, shared by its groups
 		bool maps_us = false;	   // it rang its mapped mark in our doorbell
 		bool stop_rung = false;	   // it rang its stop mark
 		bool stop_pending = false; // our stop mark found its doorbell full
@@ -142,6 +142,7 @@ private:
 	};
 	static std::optional<uint32_t> immediate_for(const engine::WriteRequest& w, uint32_t target_slot);
 	engine::Errc refused(ssize_t ret) noexcept;
+	static int watch_process(Peer& peer, pid_t pid);
 	std::optional<engine::Errc> write_local(const engine::WriteRequest& w, Member& m,
 						uint64_t addr) noexcept;
 	bool queue_completion(uint64_t cookie) noexcept;

@@ -315,6 +315,7 @@ int ProcessWatch::watch(pid_t pid) noexcept
 	if (fd_ >= 0)
 		::close(fd_);
 	fd_ = fd;
+	pid_ = pid;
 	return 0;
 }
 

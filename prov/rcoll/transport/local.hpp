@@ -147,10 +147,12 @@ public:
 	// 0, or -errno (-ESRCH: it is already gone).
 	int watch(pid_t pid) noexcept;
 	bool watching() const noexcept { return fd_ >= 0; }
+	pid_t pid() const noexcept { return pid_; }
 	bool exited() const noexcept;
 
 private:
 	int fd_ = -1;
+	pid_t pid_ = 0;
 };
 
 } // namespace rcoll::local
