@@ -448,6 +448,8 @@ void Collectives::finish_join(CollGroup& g, int err)
 		return;
 	}
 	g.state = CollGroup::State::joined;
+	if (g.transport->members_on_host() > CrowdedHost::usable_cpus())
+		g.crowded.emplace();
 	fi_eq_entry e{};
 	e.fid = &g.shell.fid.fid;
 	e.context = g.join_context;

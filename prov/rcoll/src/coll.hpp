@@ -8,9 +8,11 @@
 #include "engine/group.hpp"
 #include "proto/wire.hpp"
 #include "transport/fabric.hpp"
+#include "wait.hpp"
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -40,6 +42,7 @@ struct CollGroup {
 	std::vector<Peer*> peers;               // by group rank (ours: nullptr)
 	std::unique_ptr<FabricTransport> transport;
 	std::unique_ptr<engine::Group> group;   // once the join completed
+	std::optional<CrowdedHost> crowded;     // more members on this host than CPUs
 	enum class State { joining, joined, failed };
 	State state = State::joining;
 	// The join.

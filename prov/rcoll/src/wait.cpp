@@ -8,8 +8,30 @@
 #include <chrono>
 #include <sched.h>
 #include <thread>
+#include <unistd.h>
 
 namespace rcoll {
+
+namespace {
+std::atomic<int> crowded_groups{0};
+}
+
+CrowdedHost::CrowdedHost() { crowded_groups.fetch_add(1, std::memory_order_relaxed); }
+CrowdedHost::~CrowdedHost() { crowded_groups.fetch_sub(1, std::memory_order_relaxed); }
+
+unsigned CrowdedHost::usable_cpus()
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		return unsigned(CPU_COUNT(&set));
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	return online > 0 ? unsigned(online) : 1;
+}
+
+size_t spin_budget_us()
+{
+	return crowded_groups.load(std::memory_order_relaxed) ? 0 : config().spin_us;
+}
 
 // The core CQ has no wait object (see Endpoint::open): after spinning for
 // spin_us, sleep in slices that grow from a yield to a millisecond, with
@@ -19,7 +41,7 @@ int wait_with_progress(std::unique_lock<std::mutex>& held, const std::vector<End
 {
 	using namespace std::chrono;
 	const auto start = steady_clock::now();
-	const auto spin_until = start + microseconds(config().spin_us);
+	const auto spin_until = start + microseconds(spin_budget_us());
 	const auto deadline = start + milliseconds(timeout_ms);
 	microseconds nap{0};
 	for (;;) {
@@ -62,6 +84,7 @@ bool IdleBackoff::poll_was_idle(bool found)
 	int64_t budget = budget_us_.load(std::memory_order_relaxed);
 	if (budget < 0)
 		budget = int64_t(config().spin_us);
+	budget = std::min(budget, int64_t(spin_budget_us()));
 	return now - idle_since_ >= std::chrono::microseconds(budget);
 }
 

@@ -12,6 +12,24 @@ namespace rcoll {
 
 struct Endpoint;
 
+// Held while this process is in a collective group with more members on
+// this host than it may use CPUs (the node-local path counts them): then
+// nobody's spinning helps, since the member being waited for may be the one
+// kept off a core by a spinner, so waits spin no more and yield at once, as
+// MPI does when ranks outnumber cores (Open MPI's yield_when_idle).
+class CrowdedHost {
+public:
+	CrowdedHost();
+	~CrowdedHost();
+	CrowdedHost(const CrowdedHost&) = delete;
+	CrowdedHost& operator=(const CrowdedHost&) = delete;
+	// CPUs this process may run on.
+	static unsigned usable_cpus();
+};
+
+// FI_RCOLL_SPIN_US, or 0 while a CrowdedHost is held.
+size_t spin_budget_us();
+
 // Progresses `eps` until `ready()` holds or `timeout_ms` passes (< 0: no
 // limit). `held` is the caller's lock on the domain; it is released while
 // blocked. Returns 0, or -FI_EAGAIN on timeout.

@@ -36,18 +36,19 @@ FabricTransport::~FabricTransport()
 
 int FabricTransport::init(size_t scratch_bytes, bool node_local)
 {
-	host_ = node_local ? local::host_identity() : 0;
-	if (int err = scratch_file_.create(scratch_bytes, host_ != 0)) {
+	host_ = local::host_identity();
+	offer_local_ = node_local && host_;
+	if (int err = scratch_file_.create(scratch_bytes, offer_local_)) {
 		RCOLL_WARN(FI_LOG_EP_CTRL, "collective scratch of %zu bytes: %s\n", scratch_bytes,
 			   std::strerror(-err));
 		return err == -ENOMEM ? -FI_ENOMEM : -FI_EINVAL;
 	}
-	if (host_ && !scratch_file_.shared()) {
+	if (offer_local_ && !scratch_file_.shared()) {
 		RCOLL_INFO(FI_LOG_EP_CTRL, "no memory file for the collective scratch: members on "
 			   "this host write to this one through the core\n");
-		host_ = 0;
+		offer_local_ = false;
 	}
-	if (host_)
+	if (offer_local_)
 		local::allow_memory_writes_from_siblings();
 	std::span<std::byte> s = scratch_file_.scratch();
 	return scratch_mr_.reg(ep_.domain->core.get(), s.data(), s.size() ? s.size() : 1, kAllAccess);
@@ -77,8 +78,8 @@ engine::MemoryKey FabricTransport::scratch_key() const
 FabricTransport::LocalAddress FabricTransport::local_address() const
 {
 	LocalAddress a;
-	if (host_) {
-		a.host = host_;
+	a.host = host_;
+	if (offer_local_) {
 		a.nonce = scratch_file_.nonce();
 		a.pid = int32_t(::getpid());
 		a.fd = scratch_file_.fd();
@@ -95,9 +96,11 @@ void FabricTransport::set_member(uint32_t rank, uint32_t slot, const engine::Mem
 	m.scratch_addr = r.addr;
 	m.scratch_key = r.key;
 	m.scratch_len = r.len;
+	if (host_ && local.host == host_)
+		members_on_host_++;
 	// Both ends must offer the node-local path: each then writes and rings
 	// locally, and drains its own doorbell.
-	if (!host_ || local.host != host_ || local.fd < 0)
+	if (!offer_local_ || local.host != host_ || local.fd < 0)
 		return;
 	// Its process is watched (whether it exited decides when it has
 	// stopped writing into us, and a pidfd never names a later process
@@ -301,14 +304,15 @@ std::optional<Errc> FabricTransport::write_local(const engine::WriteRequest& w, 
 	if (!queue_completion(w.cookie))
 		return Errc::no_memory;
 	// The member ended this group's operations (it failed the group): its
-	// call buffers may be the application's again. The pidfd check keeps a
-	// reused pid from receiving the bytes. Both leave a window of a few
-	// instructions before the copy.
-	int err = peer.target_ended() ? -ECANCELED : m.process->exited() ? -ESRCH : 0;
+	// call buffers may be the application's again. Before a cross-memory
+	// copy, the pidfd check (a system call, so not for the scratch, which
+	// is the file's) keeps a reused pid from receiving the bytes. Both
+	// leave a window of a few instructions before the copy.
+	int err = peer.target_ended() ? -ECANCELED : 0;
 	if (!err && w.length && !w.target_key)
 		std::memcpy(peer.scratch() + w.offset, w.source, w.length);
 	else if (!err && w.length)
-		err = peer.write_memory(addr + w.offset, w.source, w.length);
+		err = m.process->exited() ? -ESRCH : peer.write_memory(addr + w.offset, w.source, w.length);
 	if (!err && imm && !peer.ring(*imm))
 		err = -EAGAIN; // another writer took the last cell since has_room()
 	if (err) {

@@ -57,8 +57,8 @@ public:
 	FabricTransport(Endpoint& ep, uint32_t slot, std::vector<Peer*> members, uint32_t rank);
 	~FabricTransport() override;
 
-	// How members on this host may reach this member without the core
-	// (host 0: they may not).
+	// Where this member runs (host 0: unknown), and how members on its host
+	// may reach it without the core (fd -1: they may not).
 	struct LocalAddress {
 		uint64_t host = 0;
 		uint64_t nonce = 0;
@@ -76,6 +76,8 @@ public:
 	// whether it runs on this host.
 	void set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch,
 			const LocalAddress& local);
+	// Members known to run on this host, this one included.
+	uint32_t members_on_host() const { return members_on_host_; }
 
 	// engine::Transport
 	std::span<std::byte> scratch() noexcept override;
@@ -157,7 +159,9 @@ private:
 	uint32_t rank_;
 	std::vector<Member> members_;
 	local::ScratchFile scratch_file_;
-	uint64_t host_ = 0; // non-zero: the node-local path is offered
+	uint64_t host_ = 0;	    // this host's identity (0: unknown)
+	bool offer_local_ = false; // the node-local path is offered
+	uint32_t members_on_host_ = 1;
 	size_t inject_limit_; // the core's inject_size: writes up to it are injected
 	CoreRegistration scratch_mr_;
 	std::vector<std::unique_ptr<CoreRegistration>> registrations_; // by Registration::handle
