@@ -1,5 +1,7 @@
 #include "coll_values.hpp"
 
+#include "engine/types.hpp"
+
 #include <complex>
 #include <cstring>
 #include <type_traits>
@@ -192,22 +194,6 @@ std::string show(const T& v)
         return strfmt("0x%llx", static_cast<unsigned long long>(v));
 }
 
-// Stores v with its padding (long double's) zeroed: the provider sends
-// those bytes too, and memory checkers would flag them. Complex values part
-// by part: GCC does not clear the padding inside them. memcpy: the buffer
-// carries no alignment promise for T.
-template <class T>
-void store_value(std::byte* dst, T v)
-{
-    if constexpr (requires { v.imag(); }) {
-        store_value(dst, v.real());
-        store_value(dst + sizeof(v.real()), v.imag());
-    } else {
-        __builtin_clear_padding(&v);
-        std::memcpy(dst, &v, sizeof(T));
-    }
-}
-
 }  // namespace
 
 void fill_reduction_input(fi_datatype type, fi_op op, std::span<std::byte> buf, size_t first_index, int rank, int size)
@@ -218,7 +204,8 @@ void fill_reduction_input(fi_datatype type, fi_op op, std::span<std::byte> buf, 
         using T = decltype(zero);
         const size_t n = buf.size() / sizeof(T);
         for (size_t k = 0; k < n; ++k) {
-            store_value(buf.data() + k * sizeof(T), input_value<T>(op, first_index + k, rank, size));
+            rcoll::engine::store_without_padding(buf.data() + k * sizeof(T),
+                                                 input_value<T>(op, first_index + k, rank, size));
         }
     });
 }

@@ -245,21 +245,6 @@ decltype(auto) with_type(Datatype d, F&& f)
 	return f(uint8_t{});
 }
 
-// Stores v with its padding (long double's) zeroed: the engine sends those
-// bytes too, and memcheck flags them in the simulated fabric. Complex values
-// part by part: GCC does not clear the padding inside them.
-template <class T>
-void store_value(std::byte* dst, T v)
-{
-	if constexpr (requires { v.imag(); }) {
-		store_value(dst, v.real());
-		store_value(dst + sizeof(v.real()), v.imag());
-	} else {
-		__builtin_clear_padding(&v);
-		std::memcpy(dst, &v, sizeof(T));
-	}
-}
-
 // Fills `count` elements of rank r's input, where element i is global
 // element first + i of the reduced vector.
 inline void fill_reduction_input(Datatype d, ReduceOp op, std::byte* out, uint64_t first,
@@ -268,7 +253,7 @@ inline void fill_reduction_input(Datatype d, ReduceOp op, std::byte* out, uint64
 	with_type(d, [&](auto zero) {
 		using T = decltype(zero);
 		for (uint64_t i = 0; i < count; ++i)
-			store_value(out + i * sizeof(T), input_value<T>(op, r, first + i, p));
+			store_without_padding(out + i * sizeof(T), input_value<T>(op, r, first + i, p));
 	});
 }
 
