@@ -10,6 +10,7 @@ packages=(
 	libcriterion-dev
 	openmpi-bin libopenmpi-dev
 	iproute2 procps
+	librdmacm-dev libpsm2-dev libpsm-infinipath1-dev python3
 )
 
 missing=()

@@ -25,7 +25,10 @@ std::string EpAddress::to_string() const
 		port = ntohs(in6->sin6_port);
 	}
 	char out[128];
-	snprintf(out, sizeof(out), "fi_addr_rcoll://%s:%u/%016" PRIx64, host, port, key);
+	if (keyed())
+		snprintf(out, sizeof(out), "fi_addr_rcoll://%s:%u/%016" PRIx64, host, port, key);
+	else
+		snprintf(out, sizeof(out), "fi_addr_rcoll://%s:%u", host, port);
 	return out;
 }
 

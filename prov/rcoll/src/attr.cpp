@@ -169,6 +169,20 @@ bool hints_acceptable(const fi_info* hints)
 	return true;
 }
 
+// An rcoll address (malloc'ed, for an fi_info) naming a core address.
+EpAddress* unkeyed_address(const void* core, size_t len)
+{
+	if (!core || !len || len > EpAddress::kCoreMax)
+		return nullptr;
+	auto* addr = static_cast<EpAddress*>(calloc(1, sizeof(EpAddress)));
+	if (!addr)
+		throw std::bad_alloc();
+	*addr = EpAddress{};
+	addr->core_len = uint16_t(len);
+	memcpy(addr->core, core, len);
+	return addr;
+}
+
 fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* hints)
 {
 	InfoPtr info(fi_allocinfo());
@@ -182,16 +196,12 @@ fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* h
 	info->mode = 0;
 	info->addr_format = FI_FORMAT_UNSPEC;
 
-	if (core->src_addr && core->src_addrlen <= EpAddress::kCoreMax) {
-		auto* addr = static_cast<EpAddress*>(calloc(1, sizeof(EpAddress)));
-		if (!addr)
-			throw std::bad_alloc();
-		*addr = EpAddress{};
-		addr->core_len = uint16_t(core->src_addrlen);
-		memcpy(addr->core, core->src_addr, core->src_addrlen);
-		info->src_addr = addr;
-		info->src_addrlen = sizeof(EpAddress);
-	}
+	// Both carry no key: the endpoint draws its own when it opens, and the
+	// one listening at a destination tells its key when it accepts.
+	info->src_addr = unkeyed_address(core->src_addr, core->src_addrlen);
+	info->src_addrlen = info->src_addr ? sizeof(EpAddress) : 0;
+	info->dest_addr = unkeyed_address(core->dest_addr, core->dest_addrlen);
+	info->dest_addrlen = info->dest_addr ? sizeof(EpAddress) : 0;
 
 	// Default operation flags (FI_COMPLETION with FI_SELECTIVE_COMPLETION,
 	// say) are the application's to choose.

@@ -54,13 +54,14 @@ int av_insert(fid_av* f, const void* addr, size_t count, fi_addr_t* fi_addr, uin
 			if (!a.valid()) {
 				RCOLL_WARN(FI_LOG_AV, "fi_av_insert: entry %zu is not an rcoll address\n", i);
 				err = FI_EINVAL;
-			} else if (fi_addr_t existing = av->find(a.key); existing != FI_ADDR_NOTAVAIL) {
+			} else if (fi_addr_t existing = av->find(a); existing != FI_ADDR_NOTAVAIL) {
 				result = existing; // the same endpoint inserted twice: one slot
 				inserted++;
 			} else {
 				result = av->slots.size();
 				av->slots.push_back(a);
-				av->by_key.emplace(a.key, result);
+				if (a.keyed())
+					av->by_key.emplace(a.key, result);
 				inserted++;
 			}
 			if (fi_addr)
@@ -92,8 +93,9 @@ int av_remove(fid_av* f, fi_addr_t* fi_addr, size_t count, uint64_t flags)
 		}
 		for (size_t i = 0; i < count; i++) {
 			EpAddress& slot = av->slots[fi_addr[i]];
-			av->by_key.erase(slot.key);
-			slot.key = 0;
+			if (slot.keyed() && av->find(slot.key) == fi_addr[i])
+				av->by_key.erase(slot.key);
+			slot.core_len = 0;
 		}
 		return 0;
 	});
@@ -158,6 +160,28 @@ fi_ops_av av_ops = {
 };
 
 } // namespace
+
+fi_addr_t AddressVector::find(const EpAddress& a) const
+{
+	if (a.keyed())
+		return find(a.key);
+	for (fi_addr_t i = 0; i < slots.size(); i++) {
+		if (slots[i].core_len && slots[i].same_listener(a))
+			return i;
+	}
+	return FI_ADDR_NOTAVAIL;
+}
+
+void AddressVector::learn_key(const EpAddress& listener, uint64_t key)
+{
+	for (fi_addr_t i = 0; i < slots.size(); i++) {
+		EpAddress& slot = slots[i];
+		if (slot.core_len && !slot.keyed() && slot.same_listener(listener)) {
+			slot.key = key;
+			by_key.emplace(key, i); // an earlier keyed entry for it keeps its place
+		}
+	}
+}
 
 int AddressVector::open(Domain* domain, fi_av_attr* attr, fid_av** out, void* context)
 {

@@ -278,6 +278,12 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 		const EpAddress* a = ep_.av->lookup(set->members[r]);
 		if (!a)
 			return -FI_EINVAL;
+		if (!a->keyed()) {
+			// Members agree on a group by their keys.
+			RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: member %u was inserted by node and service "
+				   "and has not been reached yet; insert its fi_getname address\n", r);
+			return -FI_EINVAL;
+		}
 		g->member_keys.push_back(a->key);
 		list_hash = fnv1a(list_hash, &a->key, sizeof(a->key));
 		if (a->key == ep_.address.key) {

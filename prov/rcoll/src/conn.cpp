@@ -45,8 +45,49 @@ Peer& Endpoint::add_peer(uint64_t key, const EpAddress* addr)
 		peer->address = *addr;
 	Peer& p = *peer;
 	peers.push_back(std::move(peer));
-	peer_by_key.emplace(key, &p);
+	if (key != EpAddress::kUnkeyed)
+		peer_by_key.emplace(key, &p);
+	else
+		unkeyed_peers.push_back(&p);
 	return p;
+}
+
+// The peer behind an address: by its key, or for an unkeyed address the
+// one that connects to its listener until the accept tells the key.
+Peer& Endpoint::peer_at(const EpAddress& a)
+{
+	if (a.keyed()) {
+		auto it = peer_by_key.find(a.key);
+		return it != peer_by_key.end() ? *it->second : add_peer(a.key, &a);
+	}
+	for (Peer* p : unkeyed_peers) {
+		if (p->address.same_listener(a))
+			return *p;
+	}
+	return add_peer(EpAddress::kUnkeyed, &a);
+}
+
+// The accept of a connection to an unkeyed address named the endpoint
+// listening there. The address vector learns it, so that later operations
+// and reported sources use the keyed address; this connection serves the
+// key unless the endpoint already has a live connection of its own (an
+// earlier one it made, or one to ourselves, keeps its halves where they
+// are: only the lookup moves).
+void Endpoint::learn_key(Peer& peer, uint64_t key)
+{
+	std::erase(unkeyed_peers, &peer);
+	peer.key = key;
+	peer.address.key = key;
+	if (av)
+		av->learn_key(peer.address, key);
+	auto [it, added] = peer_by_key.emplace(key, &peer);
+	if (added)
+		return;
+	const Peer& known = *it->second;
+	const bool known_live = known.conn && (known.state == Peer::State::connecting ||
+					       known.state == Peer::State::connected);
+	if (!known_live)
+		it->second = &peer;
 }
 
 Peer* Endpoint::peer_by_local_id(uint32_t id)
@@ -64,8 +105,7 @@ Peer* Endpoint::peer_for(fi_addr_t addr, int& err)
 		err = -FI_EINVAL;
 		return nullptr;
 	}
-	auto it = peer_by_key.find(a->key);
-	Peer& peer = it != peer_by_key.end() ? *it->second : add_peer(a->key, a);
+	Peer& peer = peer_at(*a);
 	if (!peer.address.core_len)
 		peer.address = *a; // known so far only from its own connection request
 	if (peer.state == Peer::State::idle || peer.state == Peer::State::failed) {
@@ -225,7 +265,9 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 			proto::Handshake hs;
 			auto status = proto::check_handshake(entry.data, data_len,
 							     proto::HandshakeKind::Accept, hs);
-			if (status != proto::WireStatus::Ok || hs.endpoint_key != peer->key) {
+			const bool key_differs = peer->key != EpAddress::kUnkeyed &&
+						 hs.endpoint_key != peer->key;
+			if (status != proto::WireStatus::Ok || key_differs) {
 				RCOLL_WARN(FI_LOG_EP_CTRL, "bad connection accept from %s: %s\n",
 					   peer->address.to_string().c_str(),
 					   status != proto::WireStatus::Ok ? proto::describe(status)
@@ -235,6 +277,8 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 			}
 			peer->remote_id = hs.conn_id;
 			peer->eager_limit = hs.eager_limit;
+			if (peer->key == EpAddress::kUnkeyed)
+				learn_key(*peer, hs.endpoint_key);
 		}
 		peer->state = Peer::State::connected;
 		RCOLL_INFO(FI_LOG_EP_CTRL, "connected to %s\n", peer->address.to_string().c_str());
@@ -267,7 +311,8 @@ void Endpoint::handle_cm_error(const fi_eq_err_entry& err)
 		  (unsigned long long)peer->key, int(peer->state));
 	if (!peer->conn || err.fid != &peer->conn->fid)
 		return;
-	if (err.err == FI_ECONNREFUSED && peer->active && peer->key < address.key &&
+	if (err.err == FI_ECONNREFUSED && peer->active && peer->key != EpAddress::kUnkeyed &&
+	    peer->key < address.key &&
 	    peer->state == Peer::State::connecting) {
 		// The peer connected to us at the same time and its connect wins;
 		// its request may still be on the way. Wait for it (bounded by the

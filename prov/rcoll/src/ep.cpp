@@ -230,7 +230,7 @@ int setname_ep(fid_t f, void* addr, size_t addrlen)
 			return -FI_EINVAL;
 		EpAddress a;
 		memcpy(&a, addr, sizeof(a));
-		if (!a.valid())
+		if (!a.valid() || !a.keyed())
 			return -FI_EINVAL;
 		std::lock_guard guard(ep->domain->lock);
 		if (ep->enabled)

@@ -248,6 +248,7 @@ struct Endpoint {
 
 	std::vector<std::unique_ptr<Peer>> peers; // index: local_id
 	std::unordered_map<uint64_t, Peer*> peer_by_key;
+	std::vector<Peer*> unkeyed_peers;         // connecting to a listener whose key is not known yet
 	std::vector<FidPtr<fid_ep>> graveyard;    // connections to close after this progress round
 
 	std::unique_ptr<CoreRegistrar> registrar;
@@ -304,6 +305,8 @@ struct Endpoint {
 	Peer* peer_for(fi_addr_t addr, int& err);
 	Peer* peer_by_local_id(uint32_t id);
 	Peer& add_peer(uint64_t key, const EpAddress* address);
+	Peer& peer_at(const EpAddress& address);
+	void learn_key(Peer& peer, uint64_t key);
 	int connect(Peer& peer);
 	fid_ep* open_core_ep(fi_info* core_info, Peer& peer);
 	void handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size_t len);
