@@ -19,6 +19,7 @@
 #include <sstream>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -683,6 +684,22 @@ std::string source_node()
     return host_placement().address;
 }
 
+uint16_t unused_tcp_port()
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    expect(fd >= 0, "socket: %s", std::strerror(errno));
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    const bool parsed = inet_pton(AF_INET, source_node().c_str(), &sin.sin_addr) == 1;
+    socklen_t len = sizeof(sin);
+    const bool bound = parsed && ::bind(fd, reinterpret_cast<sockaddr*>(&sin), sizeof(sin)) == 0 &&
+                       ::getsockname(fd, reinterpret_cast<sockaddr*>(&sin), &len) == 0;
+    const int error = errno;
+    ::close(fd);
+    expect(bound, "no free TCP port on %s: %s", source_node().c_str(), std::strerror(error));
+    return ntohs(sin.sin_port);
+}
+
 InterfaceCounters interface_counters(const std::string& interface)
 {
     // /proc/self/net follows the calling thread's network namespace
@@ -753,13 +770,21 @@ InfoPtr make_hints(const EndpointConfig& config, uint64_t caps)
 }
 
 // This host's source address first (loopback unless the ranks were placed
-// on other interfaces); a provider that takes no node gets none.
+// on other interfaces); a provider that takes no node gets none. A client
+// resolving a server by node and service asks for exactly that.
 long query_info(const EndpointConfig& config, uint64_t caps, InfoPtr& out)
 {
     InfoPtr hints = make_hints(config, caps);
     fi_info* found = nullptr;
-    long rc = fi_getinfo(FI_VERSION(1, 17), source_node().c_str(), nullptr, FI_SOURCE, hints.get(), &found);
-    if (rc == -FI_ENODATA)
+    if (!config.dest_service.empty()) {
+        long rc = fi_getinfo(FI_VERSION(1, 17), config.dest_node.c_str(), config.dest_service.c_str(), 0,
+                             hints.get(), &found);
+        out.reset(found);
+        return rc;
+    }
+    const char* service = config.service.empty() ? nullptr : config.service.c_str();
+    long rc = fi_getinfo(FI_VERSION(1, 17), source_node().c_str(), service, FI_SOURCE, hints.get(), &found);
+    if (rc == -FI_ENODATA && !service)
         rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &found);
     out.reset(found);
     return rc;

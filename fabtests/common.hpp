@@ -221,6 +221,10 @@ const HostPlacement& host_placement();
 // host_placement() ("127.0.0.1" unless told otherwise).
 std::string source_node();
 
+// A TCP port on source_node() that nothing listens at right now (bound
+// and released again), for endpoints that listen at a given service.
+uint16_t unused_tcp_port();
+
 // Received and transmitted bytes of an interface of this process's network
 // namespace (/proc/self/net/dev), for checks that traffic really crossed it.
 struct InterfaceCounters {
@@ -283,6 +287,13 @@ struct EndpointConfig {
     // Capabilities whose absence makes a case not applicable (N/A) rather
     // than failed, when the provider offers the rest.
     uint64_t secondary_caps = FI_SOURCE | FI_DIRECTED_RECV | FI_SOURCE_ERR;
+    // Where it is found. By default the provider picks a port on
+    // source_node(); `service` makes it listen at source_node():service.
+    std::string service{};
+    // A client in libfabric's own style: fi_getinfo(dest_node, dest_service,
+    // 0) resolves a server, whose address is then info().dest_addr.
+    std::string dest_node{};
+    std::string dest_service{};
 };
 
 // A completion that matched no posted operation: remote CQ data from

@@ -143,6 +143,8 @@ const char* known_defect(std::string_view provider, std::string_view aspect)
          "message's length and no data"},
         {"ofi_rxm", "killed-peer-sends",
          "libfabric 1.17 ofi_rxm never completes rendezvous sends whose peer died"},
+        {"ofi_rxm", "refused-sends",
+         "libfabric 1.17 ofi_rxm answers -FI_EAGAIN for ever to sends to an address where nothing listens"},
     };
     for (const auto& defect : kDefects)
         if (defect.aspect == aspect && provider.find(defect.provider_part) != std::string_view::npos)

@@ -104,9 +104,20 @@ char* dup_or_null(const char* s)
 	return d;
 }
 
+// Does the application take the registration rules RMA needs (kAppMrMode)?
+// FI_MR_BASIC, and every mode of the API before 1.5, names them as a whole;
+// without hints it takes whatever rcoll says.
+bool takes_rma_mr_rules(uint32_t version, const fi_info* hints)
+{
+	if (!hints || !hints->domain_attr || FI_VERSION_LT(version, FI_VERSION(1, 5)))
+		return true;
+	const int mr_mode = hints->domain_attr->mr_mode;
+	return mr_mode == FI_MR_BASIC || (mr_mode & kAppMrMode) == kAppMrMode;
+}
+
 // Does the application's hint ask for more than rcoll gives? Each check that
 // fails is logged, so `FI_LOG_LEVEL=info` explains an -FI_ENODATA.
-bool hints_acceptable(const fi_info* hints)
+bool hints_acceptable(uint32_t version, const fi_info* hints)
 {
 	auto no = [](const char* why) {
 		RCOLL_INFO(FI_LOG_CORE, "hints not supported: %s\n", why);
@@ -132,12 +143,13 @@ bool hints_acceptable(const fi_info* hints)
 		const fi_domain_attr* d = hints->domain_attr;
 		if (d->cq_data_size > kCqDataSize)
 			return no("cq_data_size (4 bytes, as on verbs)");
-		if (d->mr_mode != FI_MR_UNSPEC && d->mr_mode != FI_MR_BASIC &&
-		    (hints->caps & FI_RMA || !hints->caps) &&
-		    (d->mr_mode & (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY)) != (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY))
-			return no("mr_mode: RMA needs FI_MR_VIRT_ADDR and FI_MR_PROV_KEY");
 		if (d->mr_mode == FI_MR_SCALABLE)
 			return no("FI_MR_SCALABLE");
+		if ((hints->caps & FI_RMA) && !takes_rma_mr_rules(version, hints))
+			return no("mr_mode: RMA needs FI_MR_VIRT_ADDR, FI_MR_ALLOCATED and "
+				  "FI_MR_PROV_KEY");
+		if (d->caps & ~kDomainCaps)
+			return no("domain capabilities");
 	}
 	if (const fi_tx_attr* tx = hints->tx_attr) {
 		if (tx->caps & ~kCaps)
@@ -189,7 +201,12 @@ fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* h
 	if (!info)
 		throw std::bad_alloc();
 	const Config& cfg = config();
+	const fi_domain_attr* hd = hints ? hints->domain_attr : nullptr;
 	uint64_t caps = hints && hints->caps ? hints->caps : kCaps;
+	// Without the registration rules RMA needs, the default is everything else.
+	const bool rma_rules = takes_rma_mr_rules(version, hints);
+	if (!rma_rules)
+		caps &= ~uint64_t(FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
 	// Secondary capabilities the application did not ask for cost nothing.
 	caps |= kDomainCaps;
 	info->caps = caps;
@@ -208,7 +225,7 @@ fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* h
 	constexpr uint64_t kOpFlags = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
 				      FI_DELIVERY_COMPLETE;
 	fi_tx_attr* tx = info->tx_attr;
-	tx->caps = caps & (kTxCaps | kDomainCaps);
+	tx->caps = caps & kTxCaps;
 	tx->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags & kOpFlags : 0;
 	tx->msg_order = FI_ORDER_SAS;
 	tx->comp_order = FI_ORDER_NONE;
@@ -218,7 +235,7 @@ fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* h
 	tx->rma_iov_limit = 1;
 
 	fi_rx_attr* rx = info->rx_attr;
-	rx->caps = caps & (kRxCaps | kDomainCaps);
+	rx->caps = caps & kRxCaps;
 	rx->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags & FI_COMPLETION : 0;
 	rx->msg_order = FI_ORDER_SAS;
 	rx->comp_order = FI_ORDER_NONE;
@@ -235,7 +252,6 @@ fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* h
 	ep->rx_ctx_cnt = 1;
 
 	fi_domain_attr* d = info->domain_attr;
-	const fi_domain_attr* hd = hints ? hints->domain_attr : nullptr;
 	d->name = dup_or_null(core->domain_attr->name);
 	d->threading = hd && hd->threading != FI_THREAD_UNSPEC ? hd->threading : FI_THREAD_SAFE;
 	d->control_progress = hd && hd->control_progress != FI_PROGRESS_UNSPEC ? hd->control_progress
@@ -244,13 +260,12 @@ fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* h
 									 : FI_PROGRESS_MANUAL;
 	d->resource_mgmt = hd && hd->resource_mgmt != FI_RM_UNSPEC ? hd->resource_mgmt : FI_RM_ENABLED;
 	d->av_type = hd && hd->av_type != FI_AV_UNSPEC ? hd->av_type : FI_AV_TABLE;
-	int asked = hd ? hd->mr_mode : 0;
-	if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
-		d->mr_mode = FI_MR_BASIC; // the old API's name for the same rules
-	else if (asked == FI_MR_BASIC || asked == FI_MR_UNSPEC)
-		d->mr_mode = kAppMrMode;
+	// Only bits the application offered: it may count on the others being off.
+	const int asked_mr_mode = hd ? hd->mr_mode : kAppMrMode;
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5)) || asked_mr_mode == FI_MR_BASIC)
+		d->mr_mode = FI_MR_BASIC; // the old name for the same rules
 	else
-		d->mr_mode = (asked & FI_MR_LOCAL) | kAppMrMode;
+		d->mr_mode = asked_mr_mode & (FI_MR_LOCAL | (rma_rules ? kAppMrMode : 0));
 	d->mr_key_size = sizeof(uint64_t);
 	d->cq_data_size = kCqDataSize;
 	d->cq_cnt = core->domain_attr->cq_cnt;
@@ -281,7 +296,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 	    const fi_info* hints, fi_info** info)
 {
 	*info = nullptr;
-	if (!hints_acceptable(hints))
+	if (!hints_acceptable(version, hints))
 		return -FI_ENODATA;
 	InfoPtr cores = core_getinfo(node, service, flags, hints);
 	if (!cores)
@@ -308,8 +323,9 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 	return head ? FI_SUCCESS : -FI_ENODATA;
 }
 
-InfoPtr core_info_for(const char* fabric_name, const char* domain_name,
-		      const fi_info* rcoll_info)
+namespace {
+
+InfoPtr lookup_hints(const char* fabric_name, const char* domain_name, const fi_info* rcoll_info)
 {
 	InfoPtr hints(fi_allocinfo());
 	if (!hints)
@@ -325,7 +341,32 @@ InfoPtr core_info_for(const char* fabric_name, const char* domain_name,
 		memcpy(hints->src_addr, rcoll_info->src_addr, rcoll_info->src_addrlen);
 		hints->src_addrlen = rcoll_info->src_addrlen;
 	}
+	return hints;
+}
+
+} // namespace
+
+InfoPtr core_info_for(const char* fabric_name, const char* domain_name,
+		      const fi_info* rcoll_info)
+{
+	InfoPtr hints = lookup_hints(fabric_name, domain_name, rcoll_info);
 	return core_getinfo(nullptr, nullptr, 0, hints.get());
+}
+
+int resolve_listener(const char* node, const char* service, const fi_info* domain_info,
+		     EpAddress& out)
+{
+	InfoPtr hints = lookup_hints(domain_info->fabric_attr->name, domain_info->domain_attr->name,
+				     domain_info);
+	InfoPtr core = core_getinfo(node, service, 0, hints.get());
+	if (!core)
+		return -FI_ENODATA;
+	if (!core->dest_addr || !core->dest_addrlen || core->dest_addrlen > EpAddress::kCoreMax)
+		return -FI_EADDRNOTAVAIL;
+	out = EpAddress{};
+	out.core_len = uint16_t(core->dest_addrlen);
+	memcpy(out.core, core->dest_addr, core->dest_addrlen);
+	return 0;
 }
 
 } // namespace rcoll

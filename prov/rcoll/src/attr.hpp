@@ -1,6 +1,7 @@
 // getinfo: what rcoll offers, and how it finds the core provider under it.
 #pragma once
 
+#include "address.hpp"
 #include "common.hpp"
 
 namespace rcoll {
@@ -27,5 +28,11 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 // fabric and domain names rcoll copied from it, and the core part of src_addr.
 InfoPtr core_info_for(const char* fabric_name, const char* domain_name,
 		      const fi_info* rcoll_info);
+
+// The address of whatever rcoll endpoint listens at node:service, as the
+// core of this domain resolves it: unkeyed until a connection learns its key.
+// Returns 0 or the core's negative error.
+int resolve_listener(const char* node, const char* service, const fi_info* domain_info,
+		     EpAddress& out);
 
 } // namespace rcoll

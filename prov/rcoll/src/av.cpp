@@ -1,5 +1,6 @@
 #include "av.hpp"
 
+#include "attr.hpp"
 #include "coll.hpp"
 #include "domain.hpp"
 #include "eq.hpp"
@@ -80,6 +81,25 @@ int av_insert(fid_av* f, const void* addr, size_t count, fi_addr_t* fi_addr, uin
 	});
 }
 
+// fi_av_insertsvc: the endpoint listening at node:service, resolved by the
+// core as fi_getinfo(node, service) would; it counts as one fi_av_insert.
+int av_insertsvc(fid_av* f, const char* node, const char* service, fi_addr_t* fi_addr,
+		 uint64_t flags, void* context)
+{
+	return guarded([&] {
+		if (!node || !service)
+			return -FI_EINVAL;
+		AddressVector* av = owner_of<AddressVector>(f);
+		EpAddress a;
+		if (int err = resolve_listener(node, service, av->domain->info.get(), a)) {
+			RCOLL_WARN(FI_LOG_AV, "fi_av_insertsvc: %s:%s does not resolve: %s\n", node,
+				   service, fi_strerror(-err));
+			return err;
+		}
+		return av_insert(f, &a, 1, fi_addr, flags, context);
+	});
+}
+
 int av_remove(fid_av* f, fi_addr_t* fi_addr, size_t count, uint64_t flags)
 {
 	return guarded([&] {
@@ -151,7 +171,7 @@ int open_av_set(fid_av* f, fi_av_set_attr* attr, fid_av_set** out, void* context
 fi_ops_av av_ops = {
 	.size = sizeof(fi_ops_av),
 	.insert = av_insert,
-	.insertsvc = enosys<decltype(fi_ops_av::insertsvc)>,
+	.insertsvc = av_insertsvc,
 	.insertsym = enosys<decltype(fi_ops_av::insertsym)>,
 	.remove = av_remove,
 	.lookup = av_lookup,
