@@ -487,14 +487,15 @@ bool peek(Endpoint& ep, uint64_t tag, OpContext& ctx, uint64_t extra_flags, bool
 // FI_PEEK finds without consuming, FI_PEEK|FI_CLAIM reserves a message for
 // the FI_CLAIM receive that follows (other receives cannot take it), and
 // FI_CLAIM|FI_DISCARD drops it, for an eager-sized and a rendezvous-sized
-// message.
+// message; FI_PEEK|FI_DISCARD drops what it finds.
 void case_peek_claim(Bootstrap& boot, const TestOptions& options)
 {
     Endpoint ep({options.provider});
     const auto peers = ep.exchange_addresses(boot);
     constexpr uint64_t kTagA = 0x9EE0001, kTagB = 0x9EE0002, kTagC = 0x9EE0003, kTagD = 0x9EE0004;
+    constexpr uint64_t kTagE = 0x9EE0005;
     constexpr uint64_t kAbsent = 0x9EE00FF;
-    constexpr size_t kSizeA = 1000, kSizeB = 3000, kSizeC = 3000, kSizeD = 70000;
+    constexpr size_t kSizeA = 1000, kSizeB = 3000, kSizeC = 3000, kSizeD = 70000, kSizeE = 2000;
     constexpr size_t kSlot = kSizeD + kGuardBytes;
     const bool cq_data = ep.info().domain_attr->cq_data_size > 0;
     const uint64_t data_a = 0xA11CE & ep.cq_data_mask();
@@ -504,12 +505,14 @@ void case_peek_claim(Bootstrap& boot, const TestOptions& options)
         size_t size;
         uint32_t id;
     };
-    // First wave: A, B, C, D. Second wave, sent once the receiver has
-    // claimed B and discarded C and D: B2, C2, D2.
-    constexpr Message kFirstWave[] = {{kTagA, kSizeA, 1}, {kTagB, kSizeB, 2}, {kTagC, kSizeC, 3}, {kTagD, kSizeD, 4}};
-    constexpr Message kSecondWaveMessages[] = {{kTagB, kSizeB, 5}, {kTagC, kSizeC, 6}, {kTagD, kSizeD, 7}};
+    // First wave: A, B, C, D, E. Second wave, sent once the receiver has
+    // claimed B and discarded C, D and E: B2, C2, D2, E2.
+    constexpr Message kFirstWave[] = {
+        {kTagA, kSizeA, 1}, {kTagB, kSizeB, 2}, {kTagC, kSizeC, 3}, {kTagD, kSizeD, 4}, {kTagE, kSizeE, 8}};
+    constexpr Message kSecondWaveMessages[] = {{kTagB, kSizeB, 5}, {kTagC, kSizeC, 6}, {kTagD, kSizeD, 7},
+                                               {kTagE, kSizeE, 9}};
     auto seed_of = [](const Message& m) { return make_seed(1, m.id, m.tag); };
-    RegisteredBuffer buffer(ep, 8 * kSlot);
+    RegisteredBuffer buffer(ep, 10 * kSlot);
 
     if (boot.rank() == 1) {
         std::vector<OpContext> ctx(std::size(kFirstWave) + std::size(kSecondWaveMessages));
@@ -530,7 +533,8 @@ void case_peek_claim(Bootstrap& boot, const TestOptions& options)
         constexpr size_t kDiscardedRendezvous = 3;  // D
         std::string sender_defect;
         for (size_t k = 0; k < n; ++k) {
-            const std::string what = strfmt("send of message %zu (%s)", k, k < 4 ? "first wave" : "second wave");
+            const std::string what =
+                strfmt("send of message %zu (%s)", k, k < std::size(kFirstWave) ? "first wave" : "second wave");
             if (k == kDiscardedRendezvous) {
                 if (const char* defect = known_defect(options.provider, "discard-rendezvous")) {
                     // Only what the specification promises is waited for.
@@ -611,17 +615,25 @@ void case_peek_claim(Bootstrap& boot, const TestOptions& options)
                describe_error(discard_ctx).c_str());
     }
 
-    // Second wave: the plain receive gets B2; the next C and D receives get
-    // C2 and D2 (their patterns, not C's or D's: the discarded ones are gone).
+    // Message E: FI_PEEK|FI_DISCARD finds it and drops it at once.
+    {
+        OpContext discard_ctx;
+        ep.progress_until([&] { return peek(ep, kTagE, discard_ctx, FI_DISCARD); }, "FI_PEEK|FI_DISCARD for message E");
+        expect(!peek(ep, kTagE, discard_ctx, 0), "FI_PEEK still finds message E after FI_PEEK|FI_DISCARD");
+    }
+
+    // Second wave: the plain receive gets B2; the next C, D and E receives
+    // get C2, D2 and E2 (their patterns: the discarded ones are gone).
     boot.signal_set(kSecondWave, 1);
     ep.wait_done(plain_b, "plain receive of B2");
     expect_recv(plain_b, {Api::tagged, kSizeB, kTagB, std::nullopt, seed_of(kSecondWaveMessages[0])}, plain_slot,
                 kGuardBytes, "plain receive of B2");
     std::string defect_note;
-    for (const Message& m : {kSecondWaveMessages[1], kSecondWaveMessages[2]}) {
+    for (const Message& m : {kSecondWaveMessages[1], kSecondWaveMessages[2], kSecondWaveMessages[3]}) {
         const bool rendezvous = m.tag == kTagD;
-        const std::string what = strfmt("receive after FI_CLAIM|FI_DISCARD of the %s-byte %c (expecting %c2)",
-                                        format_size(m.size).c_str(), rendezvous ? 'D' : 'C', rendezvous ? 'D' : 'C');
+        const char name = static_cast<char>('A' + (m.tag - kTagA));
+        const std::string what = strfmt("receive after discarding the %s-byte %c (expecting %c2)",
+                                        format_size(m.size).c_str(), name, name);
         OpContext recv;
         auto slot = buffer.bytes(0, m.size + kGuardBytes);
         fill_guard(slot.subspan(m.size));
@@ -643,7 +655,7 @@ void case_peek_claim(Bootstrap& boot, const TestOptions& options)
     boot.note(std::string("FI_PEEK: FI_ENOMSG for an absent tag, finds without consuming") +
               (cq_data ? " (len, tag, cq data)" : " (len, tag)") +
               "; FI_PEEK|FI_CLAIM hides the message from plain receives and FI_CLAIM receives it; "
-              "FI_CLAIM|FI_DISCARD drops eager- and rendezvous-sized messages");
+              "FI_CLAIM|FI_DISCARD drops eager- and rendezvous-sized messages, FI_PEEK|FI_DISCARD an eager one");
 }
 
 // -------------------------------------------------------------------- directed receive

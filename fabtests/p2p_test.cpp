@@ -48,7 +48,8 @@ const P2pCase kCases[] = {
      4, seconds(60), case_wildcard_tag},
     {"wildcard-source", "fi_cq_readfrom names the sender of FI_ADDR_UNSPEC receives (needs FI_SOURCE)", 4,
      seconds(60), case_wildcard_source},
-    {"peek-claim", "FI_PEEK (ENOMSG, non-consuming), FI_PEEK|FI_CLAIM + FI_CLAIM receive, FI_CLAIM|FI_DISCARD", 2,
+    {"peek-claim", "FI_PEEK (ENOMSG, non-consuming), FI_PEEK|FI_CLAIM + FI_CLAIM receive, FI_CLAIM|FI_DISCARD, "
+                   "FI_PEEK|FI_DISCARD", 2,
      seconds(60), case_peek_claim},
     {"directed-recv", "FI_DIRECTED_RECV: a receive bound to one source ignores another source's message", 3,
      seconds(60), case_directed_recv},

@@ -32,4 +32,13 @@ std::string EpAddress::to_string() const
 	return out;
 }
 
+void clear_port(void* sockaddr_any)
+{
+	auto* sa = static_cast<sockaddr*>(sockaddr_any);
+	if (sa->sa_family == AF_INET)
+		reinterpret_cast<sockaddr_in*>(sa)->sin_port = 0;
+	else if (sa->sa_family == AF_INET6)
+		reinterpret_cast<sockaddr_in6*>(sa)->sin6_port = 0;
+}
+
 } // namespace rcoll

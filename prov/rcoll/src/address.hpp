@@ -40,4 +40,8 @@ struct EpAddress {
 };
 static_assert(sizeof(EpAddress) == 64);
 
+// Sets the port of an IPv4 or IPv6 socket address to 0 (any); other
+// families are left alone.
+void clear_port(void* sockaddr_any);
+
 } // namespace rcoll

@@ -139,15 +139,6 @@ namespace {
 
 // The local address active connections leave from: the listening address
 // with port 0, so each connect gets its own port.
-void clear_port(void* addr)
-{
-	auto* sa = static_cast<sockaddr*>(addr);
-	if (sa->sa_family == AF_INET)
-		reinterpret_cast<sockaddr_in*>(sa)->sin_port = 0;
-	else if (sa->sa_family == AF_INET6)
-		reinterpret_cast<sockaddr_in6*>(sa)->sin6_port = 0;
-}
-
 } // namespace
 
 int Endpoint::connect(Peer& peer)

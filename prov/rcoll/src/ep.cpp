@@ -302,6 +302,29 @@ uint64_t random_key(std::mt19937_64& rng)
 	return key;
 }
 
+// The core info an endpoint listens with: the source address of its own
+// fi_info (the port it names, so that several endpoints of one domain do not
+// all bind the domain's), else the domain's host on any port.
+InfoPtr listener_info(const fi_info* core_info, const fi_info* ep_info)
+{
+	InfoPtr listen(fi_dupinfo(core_info));
+	if (!listen)
+		throw std::bad_alloc();
+	const auto* own = static_cast<const EpAddress*>(ep_info->src_addr);
+	if (own && ep_info->src_addrlen == sizeof(EpAddress) && own->valid()) {
+		void* core = malloc(own->core_len);
+		if (!core)
+			throw std::bad_alloc();
+		memcpy(core, own->core, own->core_len);
+		free(listen->src_addr);
+		listen->src_addr = core;
+		listen->src_addrlen = own->core_len;
+	} else if (listen->src_addr) {
+		clear_port(listen->src_addr);
+	}
+	return listen;
+}
+
 } // namespace
 
 int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
@@ -376,7 +399,8 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	ep->srx.reset(srx);
 
 	fid_pep* pep = nullptr;
-	ret = fi_passive_ep(core_fabric, domain->core_info.get(), &pep, nullptr);
+	InfoPtr listen_info = listener_info(domain->core_info.get(), info);
+	ret = fi_passive_ep(core_fabric, listen_info.get(), &pep, nullptr);
 	if (ret) {
 		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_passive_ep: %s\n", fi_strerror(-ret));
 		return ret;

@@ -574,15 +574,16 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 				  FI_ENOMSG, 0, true);
 			return 0;
 		}
-		if (flags & FI_CLAIM) {
+		// FI_CLAIM keeps the message for the FI_CLAIM receive that follows;
+		// FI_DISCARD (with or without FI_CLAIM) drops it now.
+		if (flags & (FI_CLAIM | FI_DISCARD))
 			queue.claim(u->match);
-			if (context)
-				static_cast<fi_context*>(context)->internal[0] = u;
-		}
+		if ((flags & FI_CLAIM) && !(flags & FI_DISCARD) && context)
+			static_cast<fi_context*>(context)->internal[0] = u;
 		report_rx(context, completion_flags(u->header), u->header.size, nullptr,
 			  u->header.cq_data, u->header.tag, source_of(u->peer), 0, 0, true);
-		if ((flags & FI_DISCARD) && (flags & FI_CLAIM))
-			discard_unexpected(u); // peek, claim and discard at once
+		if (flags & FI_DISCARD)
+			discard_unexpected(u);
 		return 0;
 	}
 
