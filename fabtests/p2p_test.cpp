@@ -37,7 +37,8 @@ const P2pCase kCases[] = {
      case_stream_msg_cqdata},
     {"stream-tagged-cqdata", "windows of fi_tsenddata: order, payload and per-message CQ data", 2, seconds(180),
      case_stream_tagged_cqdata},
-    {"inject", "fi_inject/fi_injectdata/fi_tinject/fi_tinjectdata up to inject_size, source reused at once", 2,
+    {"inject", "fi_inject/fi_injectdata/fi_tinject/fi_tinjectdata and fi_(t)sendmsg(FI_INJECT, which completes) "
+               "up to inject_size, source reused at once", 2,
      seconds(60), case_inject},
     {"unexpected-flood", "20,000 small + 16 large messages sent before any receive is posted: none lost, order "
                          "per source and tag",

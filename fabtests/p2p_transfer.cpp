@@ -249,14 +249,19 @@ void case_inject(Bootstrap& boot, const TestOptions& options)
     RegisteredBuffer buffer(ep, limit + kGuardBytes);
     RegisteredBuffer ack(ep, 64);
     size_t verified = 0;
-    enum class Call { inject, injectdata, tinject, tinjectdata };
-    for (Call call : {Call::inject, Call::injectdata, Call::tinject, Call::tinjectdata}) {
+    // The fi_inject family reports no completion; FI_INJECT on fi_sendmsg
+    // and fi_tsendmsg only frees the buffer at once: those still complete.
+    enum class Call { inject, injectdata, tinject, tinjectdata, sendmsg_inject, tsendmsg_inject };
+    for (Call call : {Call::inject, Call::injectdata, Call::tinject, Call::tinjectdata, Call::sendmsg_inject,
+                      Call::tsendmsg_inject}) {
         const bool with_data = call == Call::injectdata || call == Call::tinjectdata;
         if (with_data && !has_cq_data)
             continue;
-        const Api api = (call == Call::inject || call == Call::injectdata) ? Api::msg : Api::tagged;
-        static constexpr const char* kNames[] = {"fi_inject", "fi_injectdata", "fi_tinject",
-                                                 "fi_tinjectdata"};
+        const bool completes = call == Call::sendmsg_inject || call == Call::tsendmsg_inject;
+        const Api api =
+            (call == Call::inject || call == Call::injectdata || call == Call::sendmsg_inject) ? Api::msg : Api::tagged;
+        static constexpr const char* kNames[] = {"fi_inject",  "fi_injectdata",          "fi_tinject",
+                                                 "fi_tinjectdata", "fi_sendmsg(FI_INJECT)", "fi_tsendmsg(FI_INJECT)"};
         const char* name = kNames[static_cast<int>(call)];
         for (size_t size : sizes) {
             const uint64_t seed = make_seed(0x1E, static_cast<uint64_t>(call), size);
@@ -266,6 +271,9 @@ void case_inject(Bootstrap& boot, const TestOptions& options)
             const std::string what = strfmt("%s of %zu B", name, size);
             if (sender) {
                 fill_pattern(buffer.bytes(0, size), seed);
+                OpContext send_ctx;
+                iovec iov{buffer.data(), size};
+                void* desc = buffer.desc();
                 switch (call) {
                 case Call::inject:
                     FT_POST(ep, fi_inject(ep.ep(), buffer.data(), size, peer));
@@ -279,8 +287,20 @@ void case_inject(Bootstrap& boot, const TestOptions& options)
                 case Call::tinjectdata:
                     FT_POST(ep, fi_tinjectdata(ep.ep(), buffer.data(), size, *data, peer, tag));
                     break;
+                case Call::sendmsg_inject: {
+                    const fi_msg msg{&iov, &desc, 1, peer, &send_ctx, 0};
+                    FT_POST(ep, fi_sendmsg(ep.ep(), &msg, FI_INJECT | FI_COMPLETION));
+                    break;
+                }
+                case Call::tsendmsg_inject: {
+                    const fi_msg_tagged msg{&iov, &desc, 1, peer, tag, 0, &send_ctx, 0};
+                    FT_POST(ep, fi_tsendmsg(ep.ep(), &msg, FI_INJECT | FI_COMPLETION));
+                    break;
+                }
                 }
                 std::memset(buffer.data(), 0xEE, size);  // inject must have copied already
+                if (completes)
+                    ep.wait_ok(send_ctx, what + " completion");
                 OpContext ack_ctx;
                 post_recv(ep, {Api::msg, ack.data(), 64, ack.desc(), peer, 0, 0, {}}, ack_ctx);
                 ep.wait_ok(ack_ctx, what + " (receiver's ack)");
@@ -305,7 +325,8 @@ void case_inject(Bootstrap& boot, const TestOptions& options)
            ep.unsolicited().size());
     boot.barrier();
     if (!sender)
-        boot.note(strfmt("fi_inject/fi_tinject%s: %zu messages of 0..%zu B (inject_size) verified, "
+        boot.note(strfmt("fi_inject/fi_tinject%s and fi_(t)sendmsg(FI_INJECT): %zu messages of 0..%zu B "
+                         "(inject_size) verified, "
                          "source overwritten right after each call",
                          has_cq_data ? "/fi_injectdata/fi_tinjectdata" : " (no cq data: *data variants "
                                                                          "not applicable)",

@@ -34,6 +34,11 @@
 
 namespace rcoll {
 
+// Internal operation flag of the fi_inject family, which reports no
+// completion. An application's FI_INJECT on fi_sendmsg and the like only
+// makes the buffer reusable at once: that operation still completes.
+inline constexpr uint64_t kNoCompletion = 1ULL << 61;
+
 struct AddressVector;
 class Collectives;
 struct CompletionQueue;

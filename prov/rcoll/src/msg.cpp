@@ -57,14 +57,14 @@ ssize_t msg_sendmsg(fid_ep* f, const fi_msg* msg, uint64_t flags)
 		return ep.send(msg->iov_count ? msg->msg_iov[0].iov_base : nullptr,
 			       msg->iov_count ? msg->msg_iov[0].iov_len : 0,
 			       msg->desc ? msg->desc[0] : nullptr, msg->addr, 0, msg->data,
-			       flags | FI_MSG, msg->context);
+			       (flags & ~kNoCompletion) | FI_MSG, msg->context);
 	});
 }
 
 ssize_t msg_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest)
 {
 	return with_ep(f, [&](Endpoint& ep) {
-		return ep.send(buf, len, nullptr, dest, 0, 0, FI_MSG | FI_INJECT, nullptr);
+		return ep.send(buf, len, nullptr, dest, 0, 0, FI_MSG | FI_INJECT | kNoCompletion, nullptr);
 	});
 }
 
@@ -81,7 +81,7 @@ ssize_t msg_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi
 {
 	return with_ep(f, [&](Endpoint& ep) {
 		return ep.send(buf, len, nullptr, dest, 0, data,
-			       FI_MSG | FI_INJECT | FI_REMOTE_CQ_DATA, nullptr);
+			       FI_MSG | FI_INJECT | kNoCompletion | FI_REMOTE_CQ_DATA, nullptr);
 	});
 }
 

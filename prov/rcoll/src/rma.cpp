@@ -30,7 +30,7 @@ ssize_t rma_msg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags, bool write)
 	return with_ep(f, [&](Endpoint& ep) {
 		return ep.rma(write, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len,
 			      msg->desc ? msg->desc[0] : nullptr, msg->addr, msg->rma_iov[0].addr,
-			      msg->rma_iov[0].key, msg->data, flags, msg->context);
+			      msg->rma_iov[0].key, msg->data, flags & ~kNoCompletion, msg->context);
 	});
 }
 
@@ -65,7 +65,7 @@ ssize_t rma_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint6
 		   uint64_t key)
 {
 	return with_ep(f, [&](Endpoint& ep) {
-		return ep.rma(true, buf, len, nullptr, dest, addr, key, 0, FI_INJECT, nullptr);
+		return ep.rma(true, buf, len, nullptr, dest, addr, key, 0, FI_INJECT | kNoCompletion, nullptr);
 	});
 }
 
@@ -83,7 +83,7 @@ ssize_t rma_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi
 {
 	return with_ep(f, [&](Endpoint& ep) {
 		return ep.rma(true, buf, len, nullptr, dest, addr, key, data,
-			      FI_INJECT | FI_REMOTE_CQ_DATA, nullptr);
+			      FI_INJECT | kNoCompletion | FI_REMOTE_CQ_DATA, nullptr);
 	});
 }
 

@@ -31,7 +31,7 @@ ssize_t tagged_recvmsg(fid_ep* f, const fi_msg_tagged* msg, uint64_t flags)
 		return ep.recv(msg->iov_count ? msg->msg_iov[0].iov_base : nullptr,
 			       msg->iov_count ? msg->msg_iov[0].iov_len : 0,
 			       msg->desc ? msg->desc[0] : nullptr, msg->addr, msg->tag, msg->ignore,
-			       flags | FI_TAGGED, msg->context);
+			       (flags & ~kNoCompletion) | FI_TAGGED, msg->context);
 	});
 }
 
@@ -60,14 +60,14 @@ ssize_t tagged_sendmsg(fid_ep* f, const fi_msg_tagged* msg, uint64_t flags)
 		return ep.send(msg->iov_count ? msg->msg_iov[0].iov_base : nullptr,
 			       msg->iov_count ? msg->msg_iov[0].iov_len : 0,
 			       msg->desc ? msg->desc[0] : nullptr, msg->addr, msg->tag, msg->data,
-			       flags | FI_TAGGED, msg->context);
+			       (flags & ~kNoCompletion) | FI_TAGGED, msg->context);
 	});
 }
 
 ssize_t tagged_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t tag)
 {
 	return with_ep(f, [&](Endpoint& ep) {
-		return ep.send(buf, len, nullptr, dest, tag, 0, FI_TAGGED | FI_INJECT, nullptr);
+		return ep.send(buf, len, nullptr, dest, tag, 0, FI_TAGGED | FI_INJECT | kNoCompletion, nullptr);
 	});
 }
 
@@ -85,7 +85,7 @@ ssize_t tagged_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data,
 {
 	return with_ep(f, [&](Endpoint& ep) {
 		return ep.send(buf, len, nullptr, dest, tag, data,
-			       FI_TAGGED | FI_INJECT | FI_REMOTE_CQ_DATA, nullptr);
+			       FI_TAGGED | FI_INJECT | kNoCompletion | FI_REMOTE_CQ_DATA, nullptr);
 	});
 }
 

@@ -377,7 +377,7 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 	h.tag = (flags & FI_TAGGED) ? tag : 0;
 	h.cq_data = (flags & FI_REMOTE_CQ_DATA) ? data : 0;
 	const uint64_t cq_flags = FI_SEND | (flags & (FI_TAGGED | FI_MSG));
-	const bool report = !inject && (!tx_selective || (flags & FI_COMPLETION));
+	const bool report = !(flags & kNoCompletion) && (!tx_selective || (flags & FI_COMPLETION));
 
 	if (len <= limit) {
 		BufferRecord* r = get_tx_buffer();
@@ -1137,7 +1137,7 @@ ssize_t Endpoint::rma(bool write, const void* buf, size_t len, void* desc, fi_ad
 	op->write = write;
 	op->context = context;
 	op->flags = (write ? FI_WRITE : FI_READ) | FI_RMA | (flags & FI_REMOTE_CQ_DATA);
-	op->report = !(flags & FI_INJECT) && (!tx_selective || (flags & FI_COMPLETION));
+	op->report = !(flags & kNoCompletion) && (!tx_selective || (flags & FI_COMPLETION));
 	op->peer = peer;
 	op->local = static_cast<std::byte*>(const_cast<void*>(buf));
 	op->remote_addr = addr;
