@@ -143,6 +143,11 @@ const char* known_defect(std::string_view provider, std::string_view aspect)
          "message's length and no data"},
         {"ofi_rxm", "killed-peer-sends",
          "libfabric 1.17 ofi_rxm never completes rendezvous sends whose peer died"},
+        {"ofi_rxm", "close-with-pending-send",
+         "libfabric 1.17 ofi_rxm fails to close (-FI_EBUSY) and then crashes when an endpoint closes with a "
+         "rendezvous send pending"},
+        {"ofi_rxm", "closed-peer-directed-recv",
+         "libfabric 1.17 ofi_rxm never completes a receive directed at a peer that has closed"},
         {"ofi_rxm", "refused-sends",
          "libfabric 1.17 ofi_rxm answers -FI_EAGAIN for ever to sends to an address where nothing listens"},
     };

@@ -67,6 +67,9 @@ const P2pCase kCases[] = {
     {"rma-read", "fi_read 1 B..16 MiB both ways from registered remote buffers", 2, seconds(120), case_rma_read},
     {"peer-killed", "SIGKILL a rank mid-transfer: survivor gets errors within 10 s, cancels, talks to a third rank",
      3, seconds(90), case_peer_killed},
+    {"peer-closed", "ranks send and close before any receive is posted: their eager messages arrive intact, "
+                    "pending rendezvous and directed receives end in bounded time",
+     3, seconds(60), case_peer_closed},
     {"node-service", "clients given only the server's node and service (fi_getinfo dest_addr) exchange messages "
                      "with it; its fi_getname address and fi_av_insertsvc map to the same AV entry",
      3, seconds(60), case_node_service},

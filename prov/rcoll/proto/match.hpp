@@ -80,20 +80,15 @@ public:
 	bool remove(PostedReceive& receive) noexcept;
 
 	// The peer `source` is gone: unlinks every posted receive directed at it
-	// (receives for any source stay) and every unexpected message from it,
-	// oldest first, handing each to the matching callback after unlinking.
-	// The callbacks must not touch other entries of this queue.
-	// Returns the number of entries removed.
-	template <class OnPosted, class OnUnexpected>
-	std::size_t drain_source(std::uint64_t source, OnPosted on_posted,
-				 OnUnexpected on_unexpected)
+	// (receives for any source stay), oldest first, handing each to the
+	// callback after unlinking. What it delivered stays receivable.
+	// The callback must not touch other entries of this queue.
+	// Returns the number of receives removed.
+	template <class OnPosted>
+	std::size_t drain_directed(std::uint64_t source, OnPosted on_posted)
 	{
-		const std::size_t receives = posted_.remove_if(
-			[source](const PostedReceive& r) { return r.source == source; }, on_posted);
-		const std::size_t messages = unexpected_.remove_if(
-			[source](const UnexpectedMessage& m) { return m.source == source; },
-			on_unexpected);
-		return receives + messages;
+		return posted_.remove_if([source](const PostedReceive& r) { return r.source == source; },
+					 on_posted);
 	}
 
 	bool is_posted(const PostedReceive& receive) const noexcept

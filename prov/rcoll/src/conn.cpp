@@ -275,8 +275,13 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 		RCOLL_INFO(FI_LOG_EP_CTRL, "connected to %s\n", peer->address.to_string().c_str());
 		flush_backlog(*peer);
 	} else if (event == FI_SHUTDOWN) {
-		if (is_conn)
+		if (is_conn) {
+			// What the peer sent before it closed may still wait in the
+			// core CQ behind this event: take it first, it stays receivable.
+			while (read_core_cq(8) > 0) {
+			}
 			fail_peer(*peer, -FI_ECONNRESET);
+		}
 		else if (peer->losing && entry.fid == &peer->losing->fid)
 			graveyard.push_back(std::move(peer->losing));
 		else if (peer->passive && entry.fid == &peer->passive->fid)

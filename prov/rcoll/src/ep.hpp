@@ -322,6 +322,8 @@ struct Endpoint {
 	void send_probe(Peer& peer);
 	uint64_t mark_awaited_peers();
 	void fail_peer(Peer& peer, int err);
+	void fail_receive(RecvOp& op);
+	bool failed_source(uint64_t key) const;
 	void schedule_failure(Peer& peer, int err);
 	void settle_failures();
 	void complete_orphans();

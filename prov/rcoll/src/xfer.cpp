@@ -619,10 +619,21 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 		}
 	} else if (auto* m = queue.post(*op)) {
 		u = static_cast<Unexpected*>(m->context);
+	} else if (source != proto::kAnySource && failed_source(source)) {
+		// Nothing it delivered matches, and it will send nothing more.
+		queue.remove(*op);
+		fail_receive(*op);
+		return 0;
 	}
 	if (u)
 		match_unexpected(*op, u);
 	return 0;
+}
+
+bool Endpoint::failed_source(uint64_t key) const
+{
+	auto it = peer_by_key.find(key);
+	return it != peer_by_key.end() && it->second->state == Peer::State::failed;
 }
 
 // A receive met a message that had arrived before it.
@@ -1081,19 +1092,18 @@ void Endpoint::fail_peer(Peer& peer, int err)
 			run_recv_actions(*op, op->machine->on_peer_failed());
 	if (coll)
 		coll->on_peer_failed(peer);
-	// Receives directed at the peer can never match now; its unexpected
-	// rendezvous requests can never be served.
-	for (proto::MatchQueue* q : {&msg_queue, &tagged_queue}) {
-		q->drain_source(
-			peer.key,
-			[&](proto::PostedReceive& pr) {
-				auto& op = static_cast<RecvOp&>(pr);
-				report_rx(op.context, op.flags, 0, op.buf, 0, op.tag, FI_ADDR_NOTAVAIL,
-					  FI_EIO, 0, true);
-				recvs.destroy(op.id);
-			},
-			[&](proto::UnexpectedMessage& m) { drop_unexpected(static_cast<Unexpected*>(m.context)); });
-	}
+	// Receives directed at the peer can never match now. What it delivered
+	// stays receivable: a peer that sends and closes (an MPI rank reaching
+	// MPI_Finalize) loses nothing; a receive that meets one of its
+	// rendezvous requests fails (match_unexpected).
+	for (proto::MatchQueue* q : {&msg_queue, &tagged_queue})
+		q->drain_directed(peer.key, [&](proto::PostedReceive& pr) { fail_receive(static_cast<RecvOp&>(pr)); });
+}
+
+void Endpoint::fail_receive(RecvOp& op)
+{
+	report_rx(op.context, op.flags, 0, op.buf, 0, op.tag, FI_ADDR_NOTAVAIL, FI_EIO, 0, true);
+	recvs.destroy(op.id);
 }
 
 // ---------------------------------------------------------------------------
