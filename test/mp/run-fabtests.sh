@@ -9,9 +9,8 @@
 #                              and for tcp;ofi_rxm side by side
 #                              (make check-fabtests)
 #   $RCOLL_BUILDDIR            build tree (default: the current directory)
-# Tests that cannot apply to rcoll, or that rely on a behaviour libfabric
-# does not define, are excluded by test/fabtests.exclude, printed with their
-# reasons. Closes with "N passed, N failed" (Notrun and excluded apart).
+# Tests that rcoll leaves out in a mode, with their reasons, are listed in
+# test/fabtests-<mode>.exclude and printed. Closes with "N passed, N failed" (Notrun and excluded apart).
 # Exits 77 (skipped) when the fabtests are not built on this machine.
 set -u
 
@@ -21,7 +20,6 @@ set_name=${1:-${RCOLL_FABTESTS_SET:-check}}
 builddir=${RCOLL_BUILDDIR:-$(pwd)}
 export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$builddir/.libs}
 export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
-exclude_file=$top/test/fabtests.exclude
 
 if ! prefix=$("$top/scripts/upstream.sh" --cached fabtests); then
     echo "SKIP run-fabtests: libfabric's fabtests are not built here (scripts/upstream.sh fabtests builds them)"
@@ -43,8 +41,11 @@ full)
     ;;
 esac
 
-echo "# fabtests from $prefix, sets $sets; excluded for rcoll in node-service mode (test/fabtests.exclude):"
-sed -n 's/^# \(.*\)/#   \1/p' "$exclude_file"
+echo "# fabtests from $prefix, sets $sets"
+for mode in node-service out-of-band; do
+    echo "# excluded for rcoll in $mode mode (test/fabtests-$mode.exclude):"
+    sed -n '/^# *$/,$ s/^# \(.\+\)/#   \1/p' "$top/test/fabtests-$mode.exclude"
+done
 
 passed=0
 failed=0
@@ -56,9 +57,8 @@ for prov in "${providers[@]}"; do
         # give them different loopback addresses.
         mode_args=()
         [ "$mode" = out-of-band ] && mode_args=(-b -L "-s 127.0.0.1" -C "-s 127.0.0.2")
-        # The exclusions concern finding a server by node and service.
         excludes=()
-        [ "$prov" = rcoll ] && [ "$mode" = node-service ] && excludes=(-f "$exclude_file")
+        [ "$prov" = rcoll ] && excludes=(-f "$top/test/fabtests-$mode.exclude")
         log=$(mktemp)
         mode_started=$(date +%s)
         "$prefix/bin/runfabtests.sh" -v -T 60 -t "$sets" -p "$prefix/bin" -s 127.0.0.1 -c 127.0.0.1 \
