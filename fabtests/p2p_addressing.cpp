@@ -147,7 +147,16 @@ void case_node_service_refused(Bootstrap& boot, const TestOptions& options)
         return;
     }
     expect(ctx.error != 0, "a send to %s, where nothing listens, completed without an error", where.c_str());
-    boot.note(strfmt("a send to %s, where nothing listens, failed: %s", where.c_str(), ctx.err_text.c_str()));
+    // An inject has no completion to report the failure: the call must.
+    ssize_t rc = -FI_EAGAIN;
+    const auto deadline = std::chrono::steady_clock::now() + kBound;
+    while (rc == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
+        rc = fi_inject(ep.ep(), buffer.data(), 8, nobody);
+        ep.progress();
+    }
+    expect(rc != 0 && rc != -FI_EAGAIN, "fi_inject to %s, where nothing listens, returned %zd", where.c_str(), rc);
+    boot.note(strfmt("a send to %s, where nothing listens, failed: %s; fi_inject returned %zd (%s)", where.c_str(),
+                     ctx.err_text.c_str(), rc, fi_strerror(static_cast<int>(-rc))));
 }
 
 }  // namespace fabtests

@@ -73,7 +73,9 @@ const P2pCase kCases[] = {
     {"node-service", "clients given only the server's node and service (fi_getinfo dest_addr) exchange messages "
                      "with it; its fi_getname address and fi_av_insertsvc map to the same AV entry",
      3, seconds(60), case_node_service},
-    {"node-service-refused", "a send to a node and service where nothing listens completes with an error", 1,
+    {"node-service-refused", "a send to a node and service where nothing listens completes with an error, and an "
+                             "inject returns one",
+     1,
      seconds(60), case_node_service_refused},
 };
 

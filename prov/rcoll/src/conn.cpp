@@ -96,7 +96,7 @@ Peer* Endpoint::peer_by_local_id(uint32_t id)
 }
 
 // The peer an operation addresses, connecting to it if needed.
-Peer* Endpoint::peer_for(fi_addr_t addr, int& err)
+Peer* Endpoint::peer_for(fi_addr_t addr, int& err, bool inject)
 {
 	const EpAddress* a = av ? av->lookup(addr) : nullptr;
 	if (!a) {
@@ -108,10 +108,21 @@ Peer* Endpoint::peer_for(fi_addr_t addr, int& err)
 	Peer& peer = peer_at(*a);
 	if (!peer.address.core_len)
 		peer.address = *a; // known so far only from its own connection request
+	if (inject && peer.state == Peer::State::failed && peer.connect_error) {
+		err = -peer.connect_error; // retrying would only fail the same way
+		return nullptr;
+	}
 	if (peer.state == Peer::State::idle || peer.state == Peer::State::failed) {
 		err = connect(peer);
 		if (err)
 			return nullptr;
+	}
+	// An injected message must reach the core now: queued behind a
+	// connection still being set up, it would be lost if the endpoint closed
+	// first (an MPI rank that injects, then finalizes).
+	if (inject && (peer.state != Peer::State::connected || !peer.backlog.empty())) {
+		err = -FI_EAGAIN;
+		return nullptr;
 	}
 	err = 0;
 	return &peer;
@@ -272,6 +283,7 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 				learn_key(*peer, hs.endpoint_key);
 		}
 		peer->state = Peer::State::connected;
+		peer->connect_error = 0;
 		RCOLL_INFO(FI_LOG_EP_CTRL, "connected to %s\n", peer->address.to_string().c_str());
 		flush_backlog(*peer);
 	} else if (event == FI_SHUTDOWN) {
@@ -318,6 +330,8 @@ void Endpoint::handle_cm_error(const fi_eq_err_entry& err)
 	}
 	RCOLL_WARN(FI_LOG_EP_CTRL, "connection to %s failed: %s\n", peer->address.to_string().c_str(),
 		   fi_strerror(err.err));
+	if (peer->state == Peer::State::connecting)
+		peer->connect_error = err.err;
 	fail_peer(*peer, -err.err);
 }
 
@@ -351,6 +365,7 @@ void Endpoint::check_connect_timeouts()
 		if (peer->state == Peer::State::connecting && now - peer->connect_started > limit) {
 			RCOLL_WARN(FI_LOG_EP_CTRL, "connection to %s timed out\n",
 				   peer->address.to_string().c_str());
+			peer->connect_error = FI_ETIMEDOUT;
 			fail_peer(*peer, -FI_ETIMEDOUT);
 		}
 	}

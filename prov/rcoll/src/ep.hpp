@@ -133,6 +133,7 @@ struct Peer {
 	uint64_t key = 0;        // the peer endpoint's key (its address identity)
 	EpAddress address{};     // core_len == 0 until the AV names it
 	State state = State::idle;
+	int connect_error = 0;   // our latest connect attempt failed with it (injects report it)
 	bool active = false;     // `conn` is our own connect (not an accepted one)
 	FidPtr<fid_ep> conn;     // the connection in use
 	FidPtr<fid_ep> losing;   // our connect that lost a simultaneous-connect race
@@ -307,7 +308,10 @@ struct Endpoint {
 	ssize_t cancel(void* context);
 
 	// Connections (conn.cpp).
-	Peer* peer_for(fi_addr_t addr, int& err);
+	// The peer behind an address, connecting to it if needed. For an inject
+	// (no completion to wait for), -FI_EAGAIN until the message can go to
+	// the core at once, or the error of the latest failed connect.
+	Peer* peer_for(fi_addr_t addr, int& err, bool inject = false);
 	Peer* peer_by_local_id(uint32_t id);
 	Peer& add_peer(uint64_t key, const EpAddress* address);
 	Peer& peer_at(const EpAddress& address);

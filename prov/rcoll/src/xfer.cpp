@@ -366,7 +366,7 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 		return -FI_EINVAL;
 	}
 	int err = 0;
-	Peer* peer = peer_for(dest, err);
+	Peer* peer = peer_for(dest, err, flags & kNoCompletion);
 	if (!peer)
 		return err;
 	const bool inject = flags & FI_INJECT;
