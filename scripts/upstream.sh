@@ -3,12 +3,19 @@
 # once, into a cache outside the source tree, and prints the install prefix.
 #   upstream.sh fabtests   libfabric 1.17.0's own fabtests, against the system libfabric
 #   upstream.sh mpich      MPICH 4.0.2 with the ch4:ofi device, against the system libfabric
+#   upstream.sh --cached fabtests|mpich   the prefix of a complete build, or exit 1:
+#                          never builds (tests skip when nothing is cached)
 # The cache is $RCOLL_CACHE_DIR (default /var/cache/rcoll as root, else
 # ~/.cache/rcoll); a build is keyed by its tarball's checksum, so a later
 # run on the same machine skips it. Build output goes to <prefix>.log.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-what=${1:?usage: upstream.sh fabtests|mpich}
+cached_only=0
+if [ "${1:-}" = --cached ]; then
+	cached_only=1
+	shift
+fi
+what=${1:?usage: upstream.sh [--cached] fabtests|mpich}
 vendor=${RCOLL_VENDOR_DIR:-$top/../shared/vendor}
 if [ "$(id -u)" -eq 0 ]; then
 	cache=${RCOLL_CACHE_DIR:-/var/cache/rcoll}
@@ -31,6 +38,7 @@ if [ -f "$prefix/.complete" ]; then
 	echo "$prefix"
 	exit 0
 fi
+[ "$cached_only" = 0 ] || exit 1
 
 mkdir -p "$cache"
 # One builder at a time per component; the others wait and reuse its result.
