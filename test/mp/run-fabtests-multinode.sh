@@ -65,22 +65,30 @@ lock=${TMPDIR:-/tmp}/rcoll-fi-multinode.lock
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The ranks run under another name: after any failed test, libfabric's
+# runfabtests.sh SIGKILLs every process on the host whose name starts with
+# "fi_", which would end the runs of this script that happen to overlap.
+ln -s "$client" "$work/multinode_coll"
+client=$work/multinode_coll
 
-# one_run PROV N DIR: the ranks' outputs go to DIR/rank<i>; succeeds when
-# every rank exits 0 having printed "passed".
+# one_run PROV N DIR: rank i's output goes to DIR/rank<i>, its exit status
+# and seconds to DIR/status<i>; succeeds when every rank exits 0 having
+# printed "passed".
 one_run() {
-    local prov=$1 n=$2 dir=$3 r pids=() ok=0
+    local prov=$1 n=$2 dir=$3 r ok=0
     [ ${#isolate[@]} -eq 0 ] || ip link set lo up || return 1
     for ((r = 0; r < n; r++)); do
-        timeout -s KILL "$limit" "$client" -p "$prov" -n "$n" -B 0 -s 127.0.0.1 127.0.0.1 \
-            >"$dir/rank$r" 2>&1 &
-        pids+=($!)
+        (
+            start=$SECONDS
+            timeout -s KILL "$limit" "$client" -p "$prov" -n "$n" -B 0 -s 127.0.0.1 127.0.0.1 \
+                >"$dir/rank$r" 2>&1
+            echo "$? $((SECONDS - start))" >"$dir/status$r"
+        ) &
         sleep 0.2
     done
-    for r in "${!pids[@]}"; do
-        wait "${pids[$r]}"
-        echo $? >"$dir/status$r"
-        [ "$(cat "$dir/status$r")" = 0 ] && grep -q '^passed' "$dir/rank$r" || ok=1
+    wait
+    for ((r = 0; r < n; r++)); do
+        read -r status _ <"$dir/status$r" && [ "$status" = 0 ] && grep -q '^passed' "$dir/rank$r" || ok=1
     done
     return $ok
 }
@@ -113,8 +121,11 @@ for p in "$prov" $compare; do
                 bad=$((bad + 1))
                 echo "FAIL fi_multinode_coll [$p, $n ranks, run $i, $(($(date +%s) - t0)) s]"
                 for ((r = 0; r < n; r++)); do
-                    status=$(cat "$dir/status$r" 2>/dev/null || echo "?")
-                    [ "$status" = 137 ] && status="$status (killed after $limit s)"
+                    read -r status seconds <"$dir/status$r" || status="?"
+                    if [ "$status" = 137 ]; then
+                        [ "${seconds:-0}" -ge "$limit" ] && status="$status (killed after $limit s)" ||
+                            status="$status (SIGKILL after ${seconds:-?} s, from outside this script)"
+                    fi
                     echo "    | rank $r: exit status $status"
                     grep -v '^libfabric:.*<info>' "$dir/rank$r" | grep . | tail -n 3 | sed -e "s/^/    | rank $r: /"
                 done
