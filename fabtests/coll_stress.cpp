@@ -1,4 +1,5 @@
-// Many collectives in flight on two groups of one endpoint at once.
+// Many collectives in flight on two groups of one endpoint at once, and
+// joins racing the connections they open.
 #include "coll_cases.hpp"
 
 #include <array>
@@ -130,6 +131,42 @@ void run_two_groups(Bootstrap& boot, const TestOptions& options)
                               calls, window, tally.skipped_text().c_str()));
 }
 
+// Every round: fresh endpoints (so no connection exists yet), addresses
+// exchanged, and every rank joins the full group at once, which makes every
+// pair connect to each other simultaneously. Once its FI_JOIN_COMPLETE is
+// read, a rank stops calling the provider until every rank has joined (a
+// plain bootstrap barrier, as fi_multinode_coll's out-of-band barrier): a
+// join that completed while its own records still waited in the provider
+// for a connection leaves a member waiting for a rank that no longer
+// progresses, and that member's join times out.
+void run_join_storm(Bootstrap& boot, const TestOptions& options)
+{
+    const int rounds = options.quick ? 10 : 30;
+    const int me = boot.rank();
+    const int n = boot.size();
+    std::vector<int> everyone(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r)
+        everyone[static_cast<size_t>(r)] = r;
+    for (int round = 0; round < rounds; ++round) {
+        CollEndpoint ep({options.provider});
+        const auto world = ep.exchange_addresses(boot);
+        boot.note(strfmt("round %d: joining", round));
+        Group group(ep, av_set_range(ep, world[0], world[static_cast<size_t>(n - 1)], 1, static_cast<size_t>(n)),
+                    everyone, world, me, strfmt("round %d", round), std::chrono::seconds(10));
+        boot.note(strfmt("round %d: joined, waiting for the others without progress", round));
+        boot.barrier(std::chrono::seconds(15));
+        // The group works: one verified barrier, then nobody closes while
+        // a peer may still need it.
+        OpContext ctx;
+        post(ep, group, CallSpec{FI_BARRIER}, nullptr, nullptr, ctx);
+        ep.wait_done(ctx, strfmt("round %d: fi_barrier", round));
+        expect_collective_completion(ctx, strfmt("round %d: fi_barrier", round));
+        ProgressingBarrier(ep, boot, n).wait();
+    }
+    summary_note(boot, strfmt("%d rounds of fresh endpoints joining at once, then a barrier without progress",
+                              rounds));
+}
+
 }  // namespace
 
 void add_stress_cases(std::vector<CollCase>& cases)
@@ -138,6 +175,10 @@ void add_stress_cases(std::vector<CollCase>& cases)
                      "5 ranks, groups {0,1,2,3} and {4,3,2,1} on one endpoint: 1,000 mixed verified calls per "
                      "group, 24 in flight per group, streams interleaved differently on each rank",
                      kRanks, seconds(300), "", run_two_groups});
+    cases.push_back({"join-storm",
+                     "4 ranks, 30 rounds of fresh endpoints joining one group at once (every pair connecting "
+                     "simultaneously), each rank then stopping progress until all joined: every join completes",
+                     4, seconds(240), "", run_join_storm});
 }
 
 }  // namespace fabtests::coll

@@ -376,9 +376,29 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	early_.erase(joined.join_id);
 	for (const Early& e : ready)
 		accept_record(joined, e.peer_key, e.record);
-	if (!joined.missing && joined.state == CollGroup::State::joining)
-		finish_join(joined, 0);
+	maybe_finish_join(joined);
 	return 0;
+}
+
+// A member's record can arrive before our own record to it has left: it
+// waits in the peer's queue until our side of that connection is set up
+// (the peer's data may come in before the core reports the connection to
+// us, and a lost simultaneous connect waits for the peer's). Completing
+// then would let the application stop calling in (under manual progress,
+// nothing else sends it) while that member's join waits for the record
+// forever. So the join completes once every record was heard and ours
+// were all handed to the core.
+bool Collectives::records_sent(const CollGroup& g) const
+{
+	return std::all_of(g.peers.begin(), g.peers.end(), [](const Peer* p) {
+		return !p || (p->state == Peer::State::connected && p->backlog.empty() && p->controls.empty());
+	});
+}
+
+void Collectives::maybe_finish_join(CollGroup& g)
+{
+	if (g.state == CollGroup::State::joining && !g.missing && records_sent(g))
+		finish_join(g, 0);
 }
 
 void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
@@ -396,8 +416,7 @@ void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
 	for (auto& g : slots_) {
 		if (g && g->state == CollGroup::State::joining && g->join_id == h.tag) {
 			accept_record(*g, peer.key, payload);
-			if (!g->missing)
-				finish_join(*g, 0);
+			maybe_finish_join(*g);
 			return;
 		}
 	}
@@ -526,7 +545,9 @@ void Collectives::progress()
 		if (!g)
 			continue;
 		if (g->state == CollGroup::State::joining) {
-			check_timeout(*g, now);
+			maybe_finish_join(*g);
+			if (g->state == CollGroup::State::joining)
+				check_timeout(*g, now);
 			continue;
 		}
 		if (!g->failure && (g->transport->write_error() || g->transport->member_stopped()))

@@ -95,6 +95,8 @@ private:
 	static bool group_busy(const CollGroup& g);
 	CollGroup* group_at(fi_addr_t coll_addr);
 	void accept_record(CollGroup& g, uint64_t peer_key, std::span<const std::byte> payload);
+	bool records_sent(const CollGroup& g) const;
+	void maybe_finish_join(CollGroup& g);
 	void finish_join(CollGroup& g, int err);
 	void check_timeout(CollGroup& g, std::chrono::steady_clock::time_point now);
 	void begin_failure(CollGroup& g, int err);

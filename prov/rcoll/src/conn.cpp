@@ -341,14 +341,22 @@ int Endpoint::poll_cm()
 	alignas(fi_eq_cm_entry) std::byte cm[sizeof(fi_eq_cm_entry) + 256];
 	uint32_t event;
 	ssize_t ret;
-	while ((ret = fi_eq_read(core_eq.get(), &event, cm, sizeof(cm), 0)) > 0) {
-		handle_cm_event(event, *reinterpret_cast<fi_eq_cm_entry*>(cm), size_t(ret));
-		handled++;
-	}
-	if (ret == -FI_EAVAIL) {
-		fi_eq_err_entry err{};
-		if (fi_eq_readerr(core_eq.get(), &err, 0) > 0)
+	// Read dry, errors included: an error (a refused connect that lost a
+	// simultaneous-connect race, say) must not leave the events queued
+	// behind it, such as an FI_CONNECTED whose connection already carries
+	// data, for a later call.
+	for (;;) {
+		ret = fi_eq_read(core_eq.get(), &event, cm, sizeof(cm), 0);
+		if (ret > 0) {
+			handle_cm_event(event, *reinterpret_cast<fi_eq_cm_entry*>(cm), size_t(ret));
+		} else if (ret == -FI_EAVAIL) {
+			fi_eq_err_entry err{};
+			if (fi_eq_readerr(core_eq.get(), &err, 0) <= 0)
+				break;
 			handle_cm_error(err);
+		} else {
+			break;
+		}
 		handled++;
 	}
 	cm_busy = std::any_of(peers.begin(), peers.end(), [](const auto& p) {
