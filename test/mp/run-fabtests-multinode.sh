@@ -8,13 +8,13 @@
 # which other fabtests on this host may hold.
 #
 #   run-fabtests-multinode.sh          make check: the provider under test at
-#                                      2, 3 and 4 ranks, 3 runs each
+#                                      2 and 4 ranks, 5 runs each
 #   run-fabtests-multinode.sh --full   2..8 ranks, 20 runs each, beside
 #                                      tcp;ofi_rxm for comparison
 #
 #   RCOLL_TEST_PROV            provider under test (default "rcoll")
-#   RCOLL_MULTINODE_RANKS      rank counts (default "2 3 4"; --full: "2 3 4 5 6 7 8")
-#   RCOLL_MULTINODE_REPEAT     runs per rank count (default 3; --full: 20)
+#   RCOLL_MULTINODE_RANKS      rank counts (default "2 4"; --full: "2 3 4 5 6 7 8")
+#   RCOLL_MULTINODE_REPEAT     runs per rank count (default 5; --full: 20)
 #   RCOLL_MULTINODE_COMPARE    providers run the same way for comparison only
 #                              (default none; --full: "tcp;ofi_rxm")
 #   RCOLL_MULTINODE_LIMIT      seconds one run may take before it counts as a
@@ -39,8 +39,8 @@ if [ "${1:-}" = --full ]; then
     repeat=${RCOLL_MULTINODE_REPEAT:-20}
     compare=${RCOLL_MULTINODE_COMPARE-tcp;ofi_rxm}
 else
-    ranks_list=${RCOLL_MULTINODE_RANKS:-2 3 4}
-    repeat=${RCOLL_MULTINODE_REPEAT:-3}
+    ranks_list=${RCOLL_MULTINODE_RANKS:-2 4}
+    repeat=${RCOLL_MULTINODE_REPEAT:-5}
     compare=${RCOLL_MULTINODE_COMPARE:-}
 fi
 limit=${RCOLL_MULTINODE_LIMIT:-60}

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Flake hunting: runs the multi-process suites again and again under CPU
+# contention and prints each case's failure rate. Every run uses the
+# suites' own time limits and nothing is retried: a failure counts.
+#
+#   repeat.sh [-n RUNS] [-l LOADERS] [SUITE...]
+#     -n RUNS     repetitions of each suite (default 20)
+#     -l LOADERS  busy loops in the background (default: one per core)
+#     SUITE       coll   rcoll_coll_test: node-local, through the core, mixed
+#                 p2p    rcoll_p2p_test
+#                 hosts  both on network-namespace hosts (root only)
+#                 (default: coll p2p)
+#   RCOLL_TEST_QUICK    1 by default here (smaller sizes); 0 for full cases
+#   RCOLL_COLL_CASES, RCOLL_NETNS_P2P_CASES, ...  narrow a suite, as in the
+#                       runners under test/mp
+#   RCOLL_BUILD_DIR     build tree (default build/)
+#
+# The collective cases run at up to 8 ranks on this machine's cores, so the
+# ranks alone outnumber the cores; the loaders add a competing load.
+# Closes with one line per case that failed at least once and
+# "N passed, N failed" over all runs.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${RCOLL_BUILD_DIR:-$top/build}
+runs=20
+loaders=$(nproc)
+while getopts "n:l:" opt; do
+	case $opt in
+	n) runs=$OPTARG ;;
+	l) loaders=$OPTARG ;;
+	*) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+suites=("$@")
+[ ${#suites[@]} -gt 0 ] || suites=(coll p2p)
+export RCOLL_TEST_QUICK=${RCOLL_TEST_QUICK:-1} RCOLL_BUILDDIR=$build
+
+runner_of() {
+	case $1 in
+	coll) echo "$top/test/mp/run-coll.sh" ;;
+	p2p) echo "$top/test/mp/run-p2p.sh" ;;
+	hosts) echo "$top/test/mp/netns-hosts.sh" ;;
+	*) echo "repeat.sh: unknown suite '$1' (coll, p2p, hosts)" >&2; return 1 ;;
+	esac
+}
+for suite in "${suites[@]}"; do runner_of "$suite" >/dev/null || exit 2; done
+
+pids=()
+stop_loaders() { [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null; }
+trap stop_loaders EXIT
+for ((i = 0; i < loaders; i++)); do
+	(while :; do :; done) &
+	pids+=($!)
+done
+
+results=$(mktemp)
+started=$(date +%s)
+echo "# $runs runs of: ${suites[*]}; $loaders busy loops on $(nproc) cores; RCOLL_TEST_QUICK=$RCOLL_TEST_QUICK"
+for ((run = 1; run <= runs; run++)); do
+	for suite in "${suites[@]}"; do
+		log=$(mktemp)
+		(cd "$build" && "$(runner_of "$suite")") >"$log" 2>&1
+		# One line per case result: "<PASS|FAIL> <suite>/<case> <label>".
+		awk -v suite="$suite" '
+			/^(PASS|FAIL) / {
+				label = ""
+				if (match($0, / \((node-local|through the core|mixed: even ranks node-local)\)$/))
+					label = substr($0, RSTART + 2, RLENGTH - 3)
+				print $1 "\t" suite "/" $2 "\t" label
+			}' "$log" >>"$results"
+		summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+		echo "run $run/$runs $suite: ${summary:-no summary (see below)} [$(($(date +%s) - started)) s]"
+		grep -E '^FAIL ' "$log" | sed 's/^/    /'
+		[ -n "$summary" ] || tail -n 5 "$log" | sed 's/^/    | /'
+		rm -f "$log"
+	done
+done
+stop_loaders
+pids=()
+
+echo
+echo "# failure rate per case (cases that never failed are not listed)"
+awk -F'\t' '
+	{ key = $2 ($3 == "" ? "" : " (" $3 ")"); total[key]++; if ($1 == "FAIL") failed[key]++ }
+	END {
+		for (k in total) if (failed[k]) printf "%-60s %3d of %3d failed\n", k, failed[k], total[k]
+	}' "$results" | sort
+awk -F'\t' '{ if ($1 == "PASS") p++; else f++ } END { printf "%d passed, %d failed\n", p, f }' "$results"
+failed=$(awk -F'\t' '$1 == "FAIL"' "$results" | wc -l)
+rm -f "$results"
+[ "$failed" -eq 0 ]
