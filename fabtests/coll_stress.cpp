@@ -1,5 +1,5 @@
-// Many collectives in flight on two groups of one endpoint at once, and
-// joins racing the connections they open.
+// Many collectives in flight on two groups of one endpoint at once, joins
+// racing the connections they open, and long runs of calls of every size.
 #include "coll_cases.hpp"
 
 #include <array>
@@ -167,6 +167,46 @@ void run_join_storm(Bootstrap& boot, const TestOptions& options)
                               rounds));
 }
 
+// The benchmark users write first: every rank repeats an allreduce of
+// 8 B, 64 B, ... 4 MiB (FI_UINT64, FI_SUM), with a barrier before each call,
+// `iterations` times per size, on one group for the whole run. Every result
+// is verified, and any error completion (a member's connection reset in the
+// middle, say) fails the case.
+void run_size_ladder(Bootstrap& boot, const TestOptions& options)
+{
+    const int iterations = options.quick ? 20 : 200;
+    const int me = boot.rank();
+    const int n = boot.size();
+    std::vector<int> everyone(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r)
+        everyone[static_cast<size_t>(r)] = r;
+    CollEndpoint ep({options.provider});
+    const auto world = ep.exchange_addresses(boot);
+    Group group(ep, av_set_range(ep, world[0], world[static_cast<size_t>(n - 1)], 1, static_cast<size_t>(n)),
+                everyone, world, me, "all ranks");
+    size_t calls = 0;
+    for (size_t bytes = 8; bytes <= (size_t{4} << 20); bytes = bytes < (size_t{2} << 20) ? bytes * 8 : bytes * 2) {
+        const CallSpec allreduce{FI_ALLREDUCE, bytes / sizeof(uint64_t), FI_UINT64, FI_SUM, 0};
+        for (int i = 0; i < iterations; ++i) {
+            const std::string what = strfmt("%s, call %d", allreduce.describe().c_str(), i);
+            OpContext barrier;
+            post(ep, group, CallSpec{FI_BARRIER}, nullptr, nullptr, barrier);
+            ep.wait_done(barrier, "barrier before " + what);
+            expect_collective_completion(barrier, "barrier before " + what);
+            CheckedCall call;
+            call.prepare(group, allreduce, make_seed(0x1ADD, bytes, static_cast<uint64_t>(i)));
+            call.post(ep);
+            call.wait(ep);
+            call.verify();
+            ++calls;
+        }
+    }
+    ProgressingBarrier(ep, boot, n).wait();
+    summary_note(boot, strfmt("%zu verified allreduces of 8 B..4 MiB (x8, then 4 MiB), %d per size, each after a "
+                              "barrier, on one group",
+                              calls, iterations));
+}
+
 }  // namespace
 
 void add_stress_cases(std::vector<CollCase>& cases)
@@ -179,6 +219,10 @@ void add_stress_cases(std::vector<CollCase>& cases)
                      "4 ranks, 30 rounds of fresh endpoints joining one group at once (every pair connecting "
                      "simultaneously), each rank then stopping progress until all joined: every join completes",
                      4, seconds(240), "", run_join_storm});
+    cases.push_back({"size-ladder",
+                     "4 ranks: allreduce FI_UINT64 of 8 B, 64 B, ... 4 MiB, 200 verified calls per size (20 with "
+                     "--quick), a barrier before each: no error completion, no wrong result",
+                     4, seconds(300), "", run_size_ladder});
 }
 
 }  // namespace fabtests::coll
