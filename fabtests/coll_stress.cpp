@@ -26,6 +26,18 @@ CallSpec mixed_call(size_t k, int size)
     return {coll, count, type.type, valid_op(type.type, k / 3), static_cast<int>((k / 2) % static_cast<size_t>(size))};
 }
 
+// A group of every rank, in rank order.
+Group join_all(CollEndpoint& ep, Bootstrap& boot, const std::vector<fi_addr_t>& world, const std::string& label,
+               std::chrono::milliseconds budget)
+{
+    const int n = boot.size();
+    std::vector<int> everyone(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r)
+        everyone[static_cast<size_t>(r)] = r;
+    return Group(ep, av_set_range(ep, world[0], world[static_cast<size_t>(n - 1)], 1, static_cast<size_t>(n)),
+                 everyone, world, boot.rank(), label, budget);
+}
+
 // One group's stream of calls, with a window of them in flight.
 struct Stream {
     Stream(const Group* g, uint64_t stream_id) : group(g), id(stream_id) {}
@@ -142,17 +154,12 @@ void run_two_groups(Bootstrap& boot, const TestOptions& options)
 void run_join_storm(Bootstrap& boot, const TestOptions& options)
 {
     const int rounds = options.quick ? 10 : 30;
-    const int me = boot.rank();
     const int n = boot.size();
-    std::vector<int> everyone(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r)
-        everyone[static_cast<size_t>(r)] = r;
     for (int round = 0; round < rounds; ++round) {
         CollEndpoint ep({options.provider});
         const auto world = ep.exchange_addresses(boot);
         boot.note(strfmt("round %d: joining", round));
-        Group group(ep, av_set_range(ep, world[0], world[static_cast<size_t>(n - 1)], 1, static_cast<size_t>(n)),
-                    everyone, world, me, strfmt("round %d", round), std::chrono::seconds(10));
+        const Group group = join_all(ep, boot, world, strfmt("round %d", round), std::chrono::seconds(10));
         boot.note(strfmt("round %d: joined, waiting for the others without progress", round));
         boot.barrier(std::chrono::seconds(15));
         // The group works: one verified barrier, then nobody closes while
@@ -175,15 +182,10 @@ void run_join_storm(Bootstrap& boot, const TestOptions& options)
 void run_size_ladder(Bootstrap& boot, const TestOptions& options)
 {
     const int iterations = options.quick ? 20 : 200;
-    const int me = boot.rank();
     const int n = boot.size();
-    std::vector<int> everyone(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r)
-        everyone[static_cast<size_t>(r)] = r;
     CollEndpoint ep({options.provider});
     const auto world = ep.exchange_addresses(boot);
-    Group group(ep, av_set_range(ep, world[0], world[static_cast<size_t>(n - 1)], 1, static_cast<size_t>(n)),
-                everyone, world, me, "all ranks");
+    const Group group = join_all(ep, boot, world, "all ranks", kDefaultWait);
     size_t calls = 0;
     for (size_t bytes = 8; bytes <= (size_t{4} << 20); bytes = bytes < (size_t{2} << 20) ? bytes * 8 : bytes * 2) {
         const CallSpec allreduce{FI_ALLREDUCE, bytes / sizeof(uint64_t), FI_UINT64, FI_SUM, 0};
