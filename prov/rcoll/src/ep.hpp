@@ -9,6 +9,7 @@
 #include "common.hpp"
 #include "domain.hpp"
 #include "mr.hpp"
+#include "proto/fifo.hpp"
 #include "proto/match.hpp"
 #include "proto/pool.hpp"
 #include "proto/rendezvous.hpp"
@@ -139,8 +140,8 @@ struct Peer {
 	FidPtr<fid_ep> losing;   // our connect that lost a simultaneous-connect race
 	FidPtr<fid_ep> passive;  // the accepted side of a connection to ourselves
 	uint32_t eager_limit = 0;
-	std::deque<BufferRecord*> backlog; // waiting for the connection or for core queue space
-	std::deque<QueuedControl> controls; // waiting for a transmit buffer
+	proto::Fifo<BufferRecord*> backlog; // waiting for the connection or for core queue space
+	proto::Fifo<QueuedControl> controls; // waiting for a transmit buffer
 	std::chrono::steady_clock::time_point connect_started;
 	// Silent-host detection (Endpoint::probe_silent_peers): a message
 	// count, so the data path reads no clock; the scans turn it into a

@@ -1067,11 +1067,11 @@ void Endpoint::fail_peer(Peer& peer, int err)
 		graveyard.push_back(std::move(peer.conn));
 	if (peer.losing)
 		graveyard.push_back(std::move(peer.losing));
-	for (BufferRecord* r : peer.backlog) {
+	peer.backlog.for_each([&](BufferRecord* r) {
 		if (r->count)
 			report_tx(r->context, r->cq_flags, 0, FI_EIO, true, send_cntr);
 		release_tx_buffer(r);
-	}
+	});
 	peer.backlog.clear();
 	peer.controls.clear();
 	std::vector<uint32_t> doomed;

@@ -1,0 +1,70 @@
+// A first-in, first-out queue that allocates nothing until something is
+// queued. Every connection has two of them (sends waiting for the
+// connection or for core queue space, control messages waiting for a
+// transmit buffer), almost always empty: std::deque allocates a block per
+// queue on construction, which a full mesh pays for every peer.
+// Storage is a ring that doubles when full.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+namespace rcoll::proto {
+
+template <class T>
+class Fifo {
+public:
+	bool empty() const noexcept { return count_ == 0; }
+	std::size_t size() const noexcept { return count_; }
+	std::size_t capacity() const noexcept { return slots_.size(); }
+
+	T& front() noexcept { return slots_[head_]; }
+	const T& front() const noexcept { return slots_[head_]; }
+
+	void push_back(T value)
+	{
+		if (count_ == slots_.size())
+			grow();
+		slots_[(head_ + count_) % slots_.size()] = std::move(value);
+		++count_;
+	}
+
+	void pop_front() noexcept
+	{
+		slots_[head_] = T{}; // release what the entry owns now
+		head_ = (head_ + 1) % slots_.size();
+		--count_;
+	}
+
+	void clear() noexcept
+	{
+		while (!empty())
+			pop_front();
+	}
+
+	// Visits the entries oldest first.
+	template <class F>
+	void for_each(F&& visit)
+	{
+		for (std::size_t i = 0; i < count_; ++i)
+			visit(slots_[(head_ + i) % slots_.size()]);
+	}
+
+private:
+	void grow()
+	{
+		std::vector<T> bigger(std::max<std::size_t>(4, 2 * slots_.size()));
+		for (std::size_t i = 0; i < count_; ++i)
+			bigger[i] = std::move(slots_[(head_ + i) % slots_.size()]);
+		slots_.swap(bigger);
+		head_ = 0;
+	}
+
+	std::vector<T> slots_;
+	std::size_t head_ = 0;
+	std::size_t count_ = 0;
+};
+
+} // namespace rcoll::proto

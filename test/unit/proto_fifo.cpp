@@ -1,0 +1,60 @@
+// The per-connection queue: nothing allocated until used, order kept across
+// growth and wrap-around, entries released as they leave.
+#include <criterion/criterion.h>
+
+#include <deque>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "proto/fifo.hpp"
+
+using rcoll::proto::Fifo;
+
+Test(fifo, allocates_nothing_until_used)
+{
+	Fifo<int> q;
+	cr_assert(q.empty());
+	cr_assert_eq(q.capacity(), 0u);
+	q.clear();
+	cr_assert_eq(q.capacity(), 0u);
+	q.push_back(7);
+	cr_assert_gt(q.capacity(), 0u);
+	cr_assert_eq(q.front(), 7);
+}
+
+Test(fifo, keeps_order_across_growth_and_wraparound)
+{
+	Fifo<int> q;
+	std::deque<int> model;
+	std::mt19937 rng(12345);
+	int next = 0;
+	for (int step = 0; step < 100000; ++step) {
+		if (model.empty() || rng() % 3 != 0) {
+			q.push_back(next);
+			model.push_back(next++);
+		} else {
+			cr_assert_eq(q.front(), model.front(), "front differs at step %d", step);
+			q.pop_front();
+			model.pop_front();
+		}
+		cr_assert_eq(q.size(), model.size(), "size differs at step %d", step);
+	}
+	std::vector<int> seen;
+	q.for_each([&](int v) { seen.push_back(v); });
+	cr_assert(seen == std::vector<int>(model.begin(), model.end()), "for_each visits oldest first");
+}
+
+Test(fifo, releases_entries_as_they_leave)
+{
+	auto owned = std::make_shared<int>(1);
+	Fifo<std::shared_ptr<int>> q;
+	q.push_back(owned);
+	q.push_back(owned);
+	cr_assert_eq(owned.use_count(), 3);
+	q.pop_front();
+	cr_assert_eq(owned.use_count(), 2, "a popped entry is released at once");
+	q.clear();
+	cr_assert_eq(owned.use_count(), 1);
+	cr_assert(q.empty());
+}
