@@ -10,7 +10,8 @@
 #                              count), tcp;ofi_rxm (make check-fabtests)
 #   $RCOLL_BUILDDIR            build tree (default: the current directory)
 # Tests that rcoll leaves out in a mode, with their reasons, are listed in
-# test/fabtests-<mode>.exclude and printed. Closes with "N passed, N failed" (Notrun and excluded apart).
+# test/fabtests-<mode>.exclude and printed. Closes with rcoll's
+# "N passed, N failed" (Notrun and excluded apart).
 # Exits 77 (skipped) when the fabtests are not built on this machine.
 set -u
 
