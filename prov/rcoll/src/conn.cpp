@@ -146,12 +146,6 @@ fid_ep* Endpoint::open_core_ep(fi_info* core_info, Peer& peer)
 	return guard.release();
 }
 
-namespace {
-
-// The local address active connections leave from: the listening address
-// with port 0, so each connect gets its own port.
-} // namespace
-
 int Endpoint::connect(Peer& peer)
 {
 	if (!peer.address.core_len)
@@ -165,6 +159,8 @@ int Endpoint::connect(Peer& peer)
 		return -FI_ENOMEM;
 	memcpy(info->dest_addr, peer.address.core, peer.address.core_len);
 	info->dest_addrlen = peer.address.core_len;
+	// Active connections leave from the listening address with port 0, so
+	// each connect gets its own port.
 	if (info->src_addr)
 		clear_port(info->src_addr);
 	fid_ep* ep = open_core_ep(info.get(), peer);
@@ -293,11 +289,11 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 			while (read_core_cq(8) > 0) {
 			}
 			fail_peer(*peer, -FI_ECONNRESET);
-		}
-		else if (peer->losing && entry.fid == &peer->losing->fid)
+		} else if (peer->losing && entry.fid == &peer->losing->fid) {
 			graveyard.push_back(std::move(peer->losing));
-		else if (peer->passive && entry.fid == &peer->passive->fid)
+		} else if (peer->passive && entry.fid == &peer->passive->fid) {
 			graveyard.push_back(std::move(peer->passive));
+		}
 	}
 }
 
