@@ -135,6 +135,7 @@ struct Peer {
 	EpAddress address{};     // core_len == 0 until the AV names it
 	State state = State::idle;
 	int connect_error = 0;   // our latest connect attempt failed with it (injects report it)
+	uint32_t failures = 0;   // times the peer failed: a rendezvous request from before cannot be served
 	bool active = false;     // `conn` is our own connect (not an accepted one)
 	FidPtr<fid_ep> conn;     // the connection in use
 	FidPtr<fid_ep> losing;   // our connect that lost a simultaneous-connect race
@@ -209,6 +210,7 @@ struct Unexpected {
 	proto::MsgHeader header{};
 	std::vector<std::byte> payload;   // eager data
 	proto::RtsBody rts{};             // rendezvous request (header.opcode == Rts)
+	uint32_t peer_failures = 0;       // peer->failures when it arrived
 };
 
 // One application RMA operation, issued in core operations of at most

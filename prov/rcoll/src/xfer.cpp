@@ -641,7 +641,8 @@ void Endpoint::match_unexpected(RecvOp& op, Unexpected* u)
 {
 	if (u->header.opcode == Opcode::Eager) {
 		complete_eager(op, u->peer, u->header, u->payload.data(), u->payload.size());
-	} else if (u->peer->state == Peer::State::failed) {
+	} else if (u->peer->state == Peer::State::failed || u->peer_failures != u->peer->failures) {
+		// Its sender's connection ended since: no one can serve the request.
 		report_rx(op.context, op.flags, 0, op.buf, 0, u->header.tag, source_of(u->peer), FI_EIO,
 			  0, true);
 		recvs.destroy(op.id);
@@ -655,7 +656,8 @@ void Endpoint::match_unexpected(RecvOp& op, Unexpected* u)
 // sender still waits for its buffer to be released: tell it we are done.
 void Endpoint::discard_unexpected(Unexpected* u)
 {
-	if (u->header.opcode == Opcode::Rts && u->peer->state == Peer::State::connected) {
+	if (u->header.opcode == Opcode::Rts && u->peer->state == Peer::State::connected &&
+	    u->peer_failures == u->peer->failures) {
 		MsgHeader h;
 		h.opcode = Opcode::ReadDone;
 		send_body(*this, *u->peer, h, proto::ReadDoneBody{u->rts.sender_cookie});
@@ -886,6 +888,7 @@ void Endpoint::deliver(Peer& peer, const proto::ParsedMessage& m)
 	proto::PostedReceive* posted = queue.deliver(u->match);
 	if (!posted) {
 		u->peer = &peer;
+		u->peer_failures = peer.failures;
 		u->header = m.header;
 		if (m.header.opcode == Opcode::Eager)
 			u->payload.assign(m.payload.begin(), m.payload.end());
@@ -1063,6 +1066,7 @@ void Endpoint::fail_peer(Peer& peer, int err)
 	RCOLL_WARN(FI_LOG_EP_CTRL, "peer %s failed: %s\n", peer.address.to_string().c_str(),
 		   fi_strerror(-err));
 	peer.state = Peer::State::failed;
+	peer.failures++;
 	if (peer.conn)
 		graveyard.push_back(std::move(peer.conn));
 	if (peer.losing)
