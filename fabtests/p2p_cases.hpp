@@ -49,6 +49,7 @@ void case_rma_writedata(Bootstrap&, const TestOptions&);
 void case_rma_read(Bootstrap&, const TestOptions&);
 void case_peer_killed(Bootstrap&, const TestOptions&);
 void case_peer_closed(Bootstrap&, const TestOptions&);
+void case_inject_then_close(Bootstrap&, const TestOptions&);
 void case_node_service(Bootstrap&, const TestOptions&);
 void case_node_service_refused(Bootstrap&, const TestOptions&);
 

@@ -11,6 +11,7 @@ namespace {
 
 constexpr int kReceiver = 0;
 constexpr int kClosedSignal = 0;
+constexpr int kStartedSignal = 1;
 constexpr uint64_t kTaggedTag = 0xC105ED0100;  // + rank
 constexpr uint64_t kLargeTag = 0xC105ED0200;   // + rank
 constexpr size_t kTaggedBytes = 1000;
@@ -152,6 +153,47 @@ void case_peer_closed(Bootstrap& boot, const TestOptions& options)
                         senders);
     boot.note(strfmt("%d ranks sent and closed before any receive: their %d eager messages arrived intact, %s; %s",
                      senders, 2 * senders, large_note.c_str(), directed_note.c_str()));
+}
+
+// A rank injects to a peer it has never talked to, while that peer is busy
+// elsewhere for a second (no progress: it cannot accept the connection
+// yet), and closes as soon as the calls return. Injects report no
+// completion, so the provider may only take them once they can reach the
+// core; the receiver gets them all.
+void case_inject_then_close(Bootstrap& boot, const TestOptions& options)
+{
+    constexpr int kInjects = 8;
+    constexpr size_t kBytes = 64;
+    constexpr uint64_t kTag = 0x1C10'5E00;
+    EndpointConfig config{options.provider};
+    Endpoint ep(config);
+    const auto peers = ep.exchange_addresses(boot);
+    RegisteredBuffer buffer(ep, kInjects * kBytes);
+    if (boot.rank() == 1) {
+        boot.signal_add(kStartedSignal, 1);
+        for (int i = 0; i < kInjects; ++i) {
+            auto slot = buffer.bytes(static_cast<size_t>(i) * kBytes, kBytes);
+            fill_pattern(slot, make_seed(0x1C, static_cast<uint64_t>(i)));
+            FT_POST(ep, fi_tinject(ep.ep(), slot.data(), kBytes, peers[kReceiver], kTag + static_cast<uint64_t>(i)));
+        }
+        boot.signal_add(kClosedSignal, 1);
+        return;  // closes the endpoint at once
+    }
+    boot.signal_wait_at_least(kStartedSignal, 1, [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::vector<OpContext> ctx(kInjects);
+    for (int i = 0; i < kInjects; ++i)
+        post_recv(ep, {Api::tagged, buffer.data() + static_cast<size_t>(i) * kBytes, kBytes, buffer.desc(),
+                       FI_ADDR_UNSPEC, kTag + static_cast<uint64_t>(i), 0, {}},
+                  ctx[static_cast<size_t>(i)]);
+    for (int i = 0; i < kInjects; ++i) {
+        const std::string what = strfmt("injected message %d of a rank that closed right after", i);
+        ep.wait_ok(ctx[static_cast<size_t>(i)], what, kFailureBound);
+        expect_pattern(buffer.bytes(static_cast<size_t>(i) * kBytes, kBytes), make_seed(0x1C, static_cast<uint64_t>(i)),
+                       what);
+    }
+    boot.note(strfmt("%d messages injected to an unconnected peer right before closing all arrived intact",
+                     kInjects));
 }
 
 }  // namespace fabtests

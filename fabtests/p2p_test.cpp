@@ -70,6 +70,9 @@ const P2pCase kCases[] = {
     {"peer-closed", "ranks send and close before any receive is posted: their eager messages arrive intact, "
                     "pending rendezvous and directed receives end in bounded time",
      3, seconds(60), case_peer_closed},
+    {"inject-then-close", "a rank injects to a peer that is not accepting connections yet, then closes at once: "
+                          "every message arrives",
+     2, seconds(60), case_inject_then_close},
     {"node-service", "clients given only the server's node and service (fi_getinfo dest_addr) exchange messages "
                      "with it; its fi_getname address and fi_av_insertsvc map to the same AV entry",
      3, seconds(60), case_node_service},
