@@ -1,6 +1,6 @@
 #include "coll_values.hpp"
 
-#include "engine/types.hpp"
+#include "store_value.hpp"
 
 #include <complex>
 #include <cstring>
@@ -204,8 +204,8 @@ void fill_reduction_input(fi_datatype type, fi_op op, std::span<std::byte> buf, 
         using T = decltype(zero);
         const size_t n = buf.size() / sizeof(T);
         for (size_t k = 0; k < n; ++k) {
-            rcoll::engine::store_without_padding(buf.data() + k * sizeof(T),
-                                                 input_value<T>(op, first_index + k, rank, size));
+            fabtests::store_without_padding(buf.data() + k * sizeof(T),
+                                           input_value<T>(op, first_index + k, rank, size));
         }
     });
 }

@@ -3,8 +3,9 @@
 // hosts), a shared-memory bootstrap for address exchange, RAII wrappers
 // around the plain libfabric C API, completion dispatch and data patterns.
 //
-// These clients know nothing of rcoll's internals: they are ordinary OFI
-// applications that follow the strictest rules a provider may impose
+// These clients use nothing of rcoll but its libfabric interface (one
+// exception: rcoll_coll_test's algorithm cases read the engine's table of
+// algorithms to force each in turn): they are ordinary OFI applications that follow the strictest rules a provider may impose
 // (FI_CONTEXT, FI_MR_LOCAL descriptors, provider keys, virtual addresses),
 // so every provider they pass is exercised the way a demanding MPI would.
 #pragma once

@@ -34,7 +34,7 @@ done
 shift $((OPTIND - 1))
 suites=("$@")
 [ ${#suites[@]} -gt 0 ] || suites=(coll p2p)
-export RCOLL_TEST_QUICK=${RCOLL_TEST_QUICK:-1} RCOLL_BUILDDIR=$build
+export RCOLL_TEST_QUICK=${RCOLL_TEST_QUICK:-1} RCOLL_BUILD_DIR=$build
 
 runner_of() {
 	case $1 in

@@ -81,13 +81,13 @@ run_client_cases() {
 # loopback_setup LIMIT [PROV]: what every loopback suite shares: the
 # provider (PROV, default $RCOLL_TEST_PROV, else "rcoll"), the per-case
 # limit ($RCOLL_TEST_CASE_LIMIT seconds, default LIMIT), rcoll loaded from
-# the build tree ($RCOLL_BUILDDIR, default the current directory as under
+# the build tree ($RCOLL_BUILD_DIR, default the current directory as under
 # `make check`), and the client arguments in suite_args (--quick when
 # $RCOLL_TEST_QUICK=1).
 loopback_setup() {
     prov=${2:-${RCOLL_TEST_PROV:-rcoll}}
     case_limit=${RCOLL_TEST_CASE_LIMIT:-$1}
-    suite_builddir=${RCOLL_BUILDDIR:-$(pwd)}
+    suite_builddir=${RCOLL_BUILD_DIR:-$(pwd)}
     # libfabric's built-in providers (tcp, ofi_rxm) do not depend on this path.
     export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$suite_builddir/.libs}
     export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}

@@ -21,7 +21,7 @@
 #                           unacknowledged data after ~6 s instead of ~15 min)
 #   RCOLL_NETNS_WINDOW      seconds a point-to-point case watches a silent
 #                           peer when nothing bounds the wait (default 10)
-#   RCOLL_TEST_PROV, RCOLL_BUILDDIR, RCOLL_TEST_CASE_LIMIT  as in run-p2p.sh
+#   RCOLL_TEST_PROV, RCOLL_BUILD_DIR, RCOLL_TEST_CASE_LIMIT  as in run-p2p.sh
 #
 # Prints one line per case and closes with "N passed, N failed". Needs root
 # (CAP_NET_ADMIN, /run/netns) and iproute2; without them it prints SKIP and
@@ -29,7 +29,7 @@
 set -u
 
 prov=${RCOLL_TEST_PROV:-rcoll}
-builddir=${RCOLL_BUILDDIR:-$(pwd)}
+builddir=${RCOLL_BUILD_DIR:-$(pwd)}
 hosts=${RCOLL_NETNS_HOSTS:-4}
 subnet=${RCOLL_NETNS_SUBNET:-10.77.0}
 case_limit=${RCOLL_TEST_CASE_LIMIT:-300}

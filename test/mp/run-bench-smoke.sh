@@ -5,7 +5,7 @@
 # a figure for rcoll and for its core path (tcp;ofi_rxm may fail there, as
 # it does). Performance itself is not judged here.
 set -u
-builddir=${RCOLL_BUILDDIR:-$(pwd)}
+builddir=${RCOLL_BUILD_DIR:-$(pwd)}
 bench=$builddir/fabtests/rcoll_p2p_bench
 export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$builddir/.libs}
 export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}

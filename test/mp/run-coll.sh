@@ -7,7 +7,7 @@
 #   $RCOLL_TEST_QUICK=1        fewer counts and rounds
 #   $RCOLL_COLL_CASES          space-separated case names (default: all)
 #   $RCOLL_COLL_MIXED_CASES    cases of the mixed pass (default: a subset)
-#   $RCOLL_BUILDDIR            build tree (default: the current directory, as
+#   $RCOLL_BUILD_DIR            build tree (default: the current directory, as
 #                              under `make check`)
 # On rcoll the cases run in three passes, because a group's members reach
 # each other two ways: the node-local path (members on one host write into

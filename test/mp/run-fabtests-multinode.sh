@@ -19,7 +19,7 @@
 #                              (default none; --full: "tcp;ofi_rxm")
 #   RCOLL_MULTINODE_LIMIT      seconds one run may take before it counts as a
 #                              hang and is killed (default 60)
-#   RCOLL_BUILDDIR             build tree (default: the current directory)
+#   RCOLL_BUILD_DIR             build tree (default: the current directory)
 #
 # Prints a line per failed run (with the ranks' last output), one line of
 # pass/fail counts per provider and rank count, and closes with
@@ -32,7 +32,7 @@
 set -u
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
-builddir=${RCOLL_BUILDDIR:-$(pwd)}
+builddir=${RCOLL_BUILD_DIR:-$(pwd)}
 prov=${RCOLL_TEST_PROV:-rcoll}
 if [ "${1:-}" = --full ]; then
     ranks_list=${RCOLL_MULTINODE_RANKS:-2 3 4 5 6 7 8}

@@ -8,7 +8,7 @@
 #                              "full": unit, functional and short, for rcoll
 #                              and, for comparison (its failures do not
 #                              count), tcp;ofi_rxm (make check-fabtests)
-#   $RCOLL_BUILDDIR            build tree (default: the current directory)
+#   $RCOLL_BUILD_DIR            build tree (default: the current directory)
 # Tests that rcoll leaves out in a mode, with their reasons, are listed in
 # test/fabtests-<mode>.exclude and printed. Closes with rcoll's
 # "N passed, N failed" (Notrun and excluded apart).
@@ -18,7 +18,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 set_name=${1:-${RCOLL_FABTESTS_SET:-check}}
-builddir=${RCOLL_BUILDDIR:-$(pwd)}
+builddir=${RCOLL_BUILD_DIR:-$(pwd)}
 export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$builddir/.libs}
 export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
 

@@ -4,12 +4,12 @@
 # other transport can carry the traffic.
 #   $RCOLL_TEST_PROV (or $1)   provider, default "rcoll"; "tcp;ofi_rxm" (or
 #                              "tcp") for libfabric's own stack
-#   $RCOLL_BUILDDIR            build tree (default: the current directory)
+#   $RCOLL_BUILD_DIR            build tree (default: the current directory)
 # Closes with "N passed, N failed".
 set -u
 
 prov=${1:-${RCOLL_TEST_PROV:-rcoll}}
-builddir=${RCOLL_BUILDDIR:-$(pwd)}
+builddir=${RCOLL_BUILD_DIR:-$(pwd)}
 job_limit=${RCOLL_TEST_MPI_LIMIT:-120}
 export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$builddir/.libs}
 export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}

@@ -4,14 +4,14 @@
 # and over tcp;ofi_rxm for comparison. MPICH's shared memory is off
 # (MPIR_CVAR_NOLOCAL) and so are its OFI active messages, so that every
 # byte goes through the provider.
-#   $RCOLL_BUILDDIR   build tree (default: the current directory)
+#   $RCOLL_BUILD_DIR   build tree (default: the current directory)
 # Closes with "N passed, N failed"; exits 77 (skipped) when no MPICH is
 # built on this machine.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
-builddir=${RCOLL_BUILDDIR:-$(pwd)}
+builddir=${RCOLL_BUILD_DIR:-$(pwd)}
 job_limit=${RCOLL_TEST_MPI_LIMIT:-120}
 ranks=4
 

@@ -4,7 +4,7 @@
 #   $RCOLL_TEST_PROV (or $1)   provider name, default "rcoll"; "tcp;ofi_rxm"
 #                              runs the same cases over libfabric's own stack
 #   $RCOLL_TEST_QUICK=1        smaller sizes and fewer iterations
-#   $RCOLL_BUILDDIR            build tree (default: the current directory, as
+#   $RCOLL_BUILD_DIR            build tree (default: the current directory, as
 #                              under `make check`)
 # Prints one line per case and closes with "N passed, N failed"; cases that
 # do not apply to the provider are listed as N/A and counted apart.

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/group.hpp"
+#include "fabtests/store_value.hpp"
 #include "engine/reduce.hpp"
 #include "transport/sim.hpp"
 
@@ -253,7 +254,7 @@ inline void fill_reduction_input(Datatype d, ReduceOp op, std::byte* out, uint64
 	with_type(d, [&](auto zero) {
 		using T = decltype(zero);
 		for (uint64_t i = 0; i < count; ++i)
-			store_without_padding(out + i * sizeof(T), input_value<T>(op, r, first + i, p));
+			fabtests::store_without_padding(out + i * sizeof(T), input_value<T>(op, r, first + i, p));
 	});
 }
 

@@ -299,7 +299,7 @@ Test(pool, receive_pool_config_is_checked)
 	cr_assert_eq(rx.init(), -ENOMEM, "registration errors are passed on");
 }
 
-// sur2005's point: with one shared pool, memory follows the traffic, not
+// The point of Sur et al. 2005: with one shared pool, memory follows the traffic, not
 // the peer count. Many peers sending in turn, each message handled at once,
 // never grow the pool past the target.
 Test(pool, receive_memory_does_not_grow_with_peers)

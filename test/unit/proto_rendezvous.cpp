@@ -586,7 +586,7 @@ Test(rendezvous, receiver_op_id_must_fit_the_immediate)
 	cr_assert_null(a.find<action::SendCts>());
 }
 
-// takagi2013's argument for a random slot: with a constant slot, data full
+// the argument of Takagi et al. 2013 for a random slot: with a constant slot, data full
 // of that constant (zeros are common) collides every time; with a random
 // slot about 1 in 256.
 Test(rendezvous, random_slot_rarely_collides_on_zero_data)

@@ -486,6 +486,23 @@ Test(wire, immediate_encoding)
 		cr_assert(!decode_immediate(kind << kImmediateIdBits | 7), "kind %u", kind);
 }
 
+Test(wire, collective_immediate_round_trips)
+{
+	for (CollectiveArrival a : {CollectiveArrival{0, 0}, CollectiveArrival{3, 77},
+				    CollectiveArrival{kMaxCollectiveSlots - 1, kMaxArrivalCounters - 1}}) {
+		const auto data = encode_collective(a);
+		cr_assert(data.has_value());
+		const auto imm = decode_immediate(*data);
+		cr_assert(imm.has_value());
+		cr_assert_eq(imm->kind, ImmediateKind::Collective);
+		const CollectiveArrival back = decode_collective(imm->id);
+		cr_assert_eq(back.slot, a.slot);
+		cr_assert_eq(back.counter, a.counter);
+	}
+	cr_assert(!encode_collective({kMaxCollectiveSlots, 0}), "slot out of range");
+	cr_assert(!encode_collective({0, kMaxArrivalCounters}), "counter out of range");
+}
+
 Test(wire, handshake_round_trips_and_tolerates_padding)
 {
 	const Handshake sent{HandshakeKind::Accept, 0x0123456789abcdef, 4242, 8192};

@@ -6,7 +6,7 @@
 //
 // ReceivePool implements the shared receive queue accounting of Sur, Chai,
 // Jin, Panda, "Shared Receive Queue based Scalable MPI Design for InfiniBand
-// Clusters" (OSU-CISRC-10/05-TR66, 2005; "sur2005" below): every
+// Clusters" (OSU-CISRC-10/05-TR66, 2005): every
 // connection of an endpoint draws from one pool posted to one shared
 // receive context, so receive memory is target_posted .. max_buffers
 // buffers whatever the number of peers. The
@@ -145,7 +145,7 @@ struct ReceivePoolConfig {
 	std::size_t max_buffers = 0;   // posted + held by the caller, at most
 };
 
-// The minimum low watermark of sur2005, eq. (5): buffers the link can fill
+// The minimum low watermark of Sur et al. 2005, eq. (5): buffers the link can fill
 // while the refill is not running. `link_gbit_per_s` is the link bandwidth,
 // `min_message_bytes` the smallest message (header only), `refill_delay_us`
 // the longest gap between two progress calls (the paper's t_wakeup).

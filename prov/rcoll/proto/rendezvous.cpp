@@ -101,7 +101,7 @@ Actions RendezvousSender::on_cts(const CtsBody& cts) noexcept
 			return unexpected("CTS receiver op id does not fit an immediate");
 		break;
 	case CompletionMode::PollLastByte:
-		// takagi2013 PS2: the receiver cannot see a write that leaves its
+		// Takagi et al. 2013, PS2: the receiver cannot see a write that leaves its
 		// slot byte unchanged, so say so explicitly.
 		collision = std::to_integer<std::uint8_t>(payload_[cts.transfer_length - 1]) ==
 			    cts.slot_value;
@@ -241,7 +241,7 @@ Actions RendezvousReceiver::on_rts(const RtsBody& rts, std::uint64_t message_len
 	case CompletionMode::Immediate:
 		break;
 	case CompletionMode::PollLastByte: {
-		// takagi2013 PR1': a random slot value, at the last byte the
+		// Takagi et al. 2013, PR1': a random slot value, at the last byte the
 		// sender will actually write (not the end of a longer buffer).
 		slot_value_ = random.next_byte();
 		auto& slot = reinterpret_cast<unsigned char&>(buffer_[transfer_length_ - 1]);

@@ -157,7 +157,7 @@ private:
 // The slot values of POLL_LAST_BYTE mode: SplitMix64 (Steele, Lea, Flood,
 // "Fast splittable pseudorandom number generators", OOPSLA 2014). Not for
 // secrecy, only so that the slot is unlikely to equal the data's last byte
-// (takagi2013: a constant slot collides with frequent values like 0).
+// (Takagi et al. 2013: a constant slot collides with frequent values like 0).
 class SlotRandom {
 public:
 	explicit SlotRandom(std::uint64_t seed) noexcept : state_(seed) {}
@@ -209,7 +209,7 @@ public:
 	RendezvousReceiver(std::uint32_t op_id, std::span<std::byte> buffer,
 			   RemoteBuffer exposed) noexcept;
 
-	// takagi2013's choice: PUT needs the sender named in advance, GET serves
+	// the choice of Takagi et al. 2013: PUT needs the sender named in advance, GET serves
 	// receives from any source.
 	static constexpr Path path_for(std::uint64_t receive_source) noexcept
 	{

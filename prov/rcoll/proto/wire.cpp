@@ -334,6 +334,18 @@ std::optional<Immediate> decode_immediate(std::uint32_t data) noexcept
 	return Immediate{static_cast<ImmediateKind>(kind), data & kMaxImmediateId};
 }
 
+std::optional<std::uint32_t> encode_collective(const CollectiveArrival& a) noexcept
+{
+	if (a.slot >= kMaxCollectiveSlots || a.counter >= kMaxArrivalCounters)
+		return std::nullopt;
+	return encode_immediate(ImmediateKind::Collective, a.slot << kCollectiveCounterBits | a.counter);
+}
+
+CollectiveArrival decode_collective(std::uint32_t id) noexcept
+{
+	return {(id & kMaxImmediateId) >> kCollectiveCounterBits, id & (kMaxArrivalCounters - 1)};
+}
+
 void encode_handshake(const Handshake& hs, void* out) noexcept
 {
 	std::byte* p = bytes(out);

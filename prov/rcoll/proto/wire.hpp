@@ -149,7 +149,7 @@ struct RtsBody {
 // How the receiver of a PUT detects that the data has landed.
 enum class CompletionMode : std::uint8_t {
 	Immediate = 1,	  // the last write carries an immediate (kind RendezvousPut)
-	PollLastByte = 2, // the receiver polls the slot byte (takagi2013 PUT)
+	PollLastByte = 2, // the receiver polls the slot byte (Takagi et al. 2013, PUT)
 };
 
 // CTS: the receiver's buffer for the sender's RDMA write.
@@ -171,7 +171,7 @@ struct CtsBody {
 
 enum class FinReason : std::uint8_t {
 	// The sender's byte at transfer_length - 1 equals the slot value, so the
-	// receiver's poll cannot see the write land (takagi2013 PS2).
+	// receiver's poll cannot see the write land (Takagi et al. 2013, PS2).
 	Collision = 1,
 };
 
@@ -270,6 +270,23 @@ std::optional<std::uint32_t> encode_immediate(ImmediateKind kind, std::uint32_t 
 // nullopt for kinds this version does not define (kind 0 included, so a
 // zeroed immediate never dispatches).
 std::optional<Immediate> decode_immediate(std::uint32_t data) noexcept;
+
+// A collective write's immediate names the TARGET's slot for the group (so
+// one endpoint can hold many groups) and the engine's arrival counter.
+inline constexpr unsigned kCollectiveSlotBits = 10;
+inline constexpr unsigned kCollectiveCounterBits = kImmediateIdBits - kCollectiveSlotBits;
+inline constexpr std::uint32_t kMaxCollectiveSlots = 1u << kCollectiveSlotBits;
+inline constexpr std::uint32_t kMaxArrivalCounters = 1u << kCollectiveCounterBits;
+
+struct CollectiveArrival {
+	std::uint32_t slot = 0;
+	std::uint32_t counter = 0;
+};
+
+// nullopt when the slot or the counter is out of range.
+std::optional<std::uint32_t> encode_collective(const CollectiveArrival& a) noexcept;
+// The arrival an immediate of kind Collective names (its id).
+CollectiveArrival decode_collective(std::uint32_t id) noexcept;
 
 // ---------------------------------------------------------------------------
 // Connection handshake, carried in the core's connection request / accept

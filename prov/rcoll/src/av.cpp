@@ -1,7 +1,7 @@
 #include "av.hpp"
 
 #include "attr.hpp"
-#include "coll.hpp"
+#include "av_set.hpp"
 #include "domain.hpp"
 #include "eq.hpp"
 

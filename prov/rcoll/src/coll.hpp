@@ -1,13 +1,12 @@
-// fi_collective(3) on rcoll endpoints: address-vector sets, fi_join (itself
-// a collective: members agree on the group and exchange their scratch
-// regions), and the collectives, run by the engine (prov/rcoll/engine) over
-// RDMA writes (prov/rcoll/transport/fabric).
+// fi_collective(3) on rcoll endpoints: groups joined from address-vector
+// sets (coll_group.cpp), and the collectives on them (coll.cpp), run by the
+// engine (prov/rcoll/engine) over RDMA writes (coll_transport.hpp).
 #pragma once
 
 #include "common.hpp"
 #include "engine/group.hpp"
 #include "proto/wire.hpp"
-#include "transport/fabric.hpp"
+#include "coll_transport.hpp"
 #include "wait.hpp"
 
 #include <chrono>
@@ -23,15 +22,12 @@ struct AddressVector;
 struct Endpoint;
 struct Peer;
 
-// fid_av_set: an ordered list of AV addresses; a member's rank in a group
-// joined from it is its position.
-struct AvSet {
-	FidShell<fid_av_set, AvSet> shell;
-	AddressVector* av = nullptr;
-	std::vector<fi_addr_t> members;
+// Bounded by the arrival counters a group needs (they must fit the
+// immediate's counter bits, checked at join) and by what is tested.
+inline constexpr size_t kMaxMembers = 16384;
 
-	static int open(AddressVector* av, fi_av_set_attr* attr, fid_av_set** out, void* context);
-};
+// fi_mc addresses: a tag bit no AV index reaches, plus the group's slot.
+inline constexpr fi_addr_t kGroupAddressBit = fi_addr_t(1) << 62;
 
 // One joined (or joining) group: the application's fid_mc.
 struct CollGroup {
@@ -40,7 +36,7 @@ struct CollGroup {
 	uint32_t rank = 0, size = 0;
 	std::vector<uint64_t> member_keys;      // endpoint keys, by group rank
 	std::vector<Peer*> peers;               // by group rank (ours: nullptr)
-	std::unique_ptr<FabricTransport> transport;
+	std::unique_ptr<CollTransport> transport;
 	std::unique_ptr<engine::Group> group;   // once the join completed
 	std::optional<CrowdedHost> crowded;     // more members on this host than CPUs
 	enum class State { joining, joined, failed };

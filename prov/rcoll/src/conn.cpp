@@ -17,25 +17,6 @@
 
 namespace rcoll {
 
-int CoreRegistrar::register_region(void* addr, size_t length, proto::RegisteredRegion& out) noexcept
-{
-	fid_mr* mr = nullptr;
-	int ret = fi_mr_reg(core_, addr, length, kAllAccess, 0, 0, 0, &mr, nullptr);
-	if (ret) {
-		RCOLL_WARN(FI_LOG_MR, "registering a bounce-buffer chunk: %s\n", fi_strerror(-ret));
-		return ret;
-	}
-	out.handle = mr;
-	out.desc = fi_mr_desc(mr);
-	return 0;
-}
-
-void CoreRegistrar::deregister_region(const proto::RegisteredRegion& region) noexcept
-{
-	if (region.handle)
-		fi_close(&static_cast<fid_mr*>(region.handle)->fid);
-}
-
 Peer& Endpoint::add_peer(uint64_t key, const EpAddress* addr)
 {
 	auto peer = std::make_unique<Peer>();
@@ -373,92 +354,6 @@ void Endpoint::check_connect_timeouts()
 			fail_peer(*peer, -FI_ETIMEDOUT);
 		}
 	}
-}
-
-// ---------------------------------------------------------------------------
-// Silent hosts. A host that lost its link sends no reset: TCP notices only
-// when it has unacknowledged data of its own (after tcp_retries2
-// retransmissions), an RC queue pair only when a work request runs out of
-// retries. A side that merely waits on the peer (a rendezvous receive whose
-// data stopped coming, a send waiting for READ_DONE, an RMA read) has
-// nothing outstanding and would wait forever. So a peer that operations
-// wait on and that sent nothing for FI_RCOLL_PROBE_INTERVAL_MS gets a PROBE.
-// The peer's kernel or HCA acknowledges it, not its application: a peer
-// busy computing without calling into libfabric is never taken for dead, as
-// a ping/pong timeout would take it under manual progress. A dead host
-// leaves the probe unacknowledged, the core fails the connection, and
-// fail_peer completes the peer's operations with FI_EIO.
-
-// Stamps every peer an operation waits on with a new scan number, returned.
-uint64_t Endpoint::mark_awaited_peers()
-{
-	const uint64_t scan = ++probe_scans;
-	auto mark = [scan](Peer* peer) {
-		if (peer)
-			peer->awaited_in_scan = scan;
-	};
-	sends.for_each([&](SendOp& op) { mark(op.peer); });
-	recvs.for_each([&](RecvOp& op) {
-		if (op.machine) // matched a rendezvous request: waits on its sender
-			mark(op.peer);
-	});
-	for (const auto& op : rma_ops)
-		mark(op->peer);
-	// A member waiting for another's collective write has nothing
-	// outstanding either: every member of a group with work pending counts.
-	if (coll)
-		coll->for_each_awaited_peer([&](Peer& peer) { mark(&peer); });
-	return scan;
-}
-
-// Called from progress every kCmPollInterval calls; reads the clock there,
-// and scans four times per interval, so a peer is probed between one and
-// one and a quarter intervals after its last arrival.
-void Endpoint::probe_silent_peers()
-{
-	const size_t interval_ms = config().probe_interval_ms;
-	if (!interval_ms)
-		return;
-	const auto now = std::chrono::steady_clock::now();
-	if (now < next_probe_scan)
-		return;
-	const auto interval = std::chrono::milliseconds(interval_ms);
-	next_probe_scan = now + interval / 4;
-	const uint64_t scan = mark_awaited_peers();
-	for (const auto& p : peers) {
-		Peer& peer = *p;
-		if (peer.awaited_in_scan != scan || peer.state != Peer::State::connected) {
-			peer.watched = false;
-			continue;
-		}
-		if (!peer.watched || peer.arrivals != peer.arrivals_seen) {
-			// Newly awaited, or heard from since the last scan.
-			peer.watched = true;
-			peer.arrivals_seen = peer.arrivals;
-			peer.quiet_since = now;
-			continue;
-		}
-		// At most one probe per interval. A control message still waiting
-		// for a transmit buffer goes out before a probe queued now would,
-		// and gives the peer as much to acknowledge.
-		if (now - peer.quiet_since < interval || !peer.controls.empty())
-			continue;
-		RCOLL_DBG(FI_LOG_EP_CTRL, "probing %s: awaited, silent for %lld ms\n",
-			  peer.address.to_string().c_str(),
-			  (long long)std::chrono::duration_cast<std::chrono::milliseconds>(now - peer.quiet_since).count());
-		peer.quiet_since = now;
-		send_probe(peer);
-	}
-}
-
-// A probe carries a completion (never injected): its error fails a dead
-// host's connection, and its success proves that every message injected to
-// the peer before it has left (InjectLedger).
-void Endpoint::send_probe(Peer& peer)
-{
-	proto::MsgHeader probe;
-	probe.opcode = proto::Opcode::Probe;
-	send_control(peer, probe, nullptr, 0);
 }
 
 } // namespace rcoll

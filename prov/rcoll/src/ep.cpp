@@ -13,6 +13,7 @@
 #include <chrono>
 #include <thread>
 #include <cstring>
+#include <random>
 
 namespace rcoll {
 

@@ -96,4 +96,23 @@ fi_ops_mr memory_region_ops = {
 	.regattr = mr_regattr,
 };
 
+int CoreRegistrar::register_region(void* addr, size_t length, proto::RegisteredRegion& out) noexcept
+{
+	fid_mr* mr = nullptr;
+	int ret = fi_mr_reg(core_, addr, length, kAllAccess, 0, 0, 0, &mr, nullptr);
+	if (ret) {
+		RCOLL_WARN(FI_LOG_MR, "registering a bounce-buffer chunk: %s\n", fi_strerror(-ret));
+		return ret;
+	}
+	out.handle = mr;
+	out.desc = fi_mr_desc(mr);
+	return 0;
+}
+
+void CoreRegistrar::deregister_region(const proto::RegisteredRegion& region) noexcept
+{
+	if (region.handle)
+		fi_close(&static_cast<fid_mr*>(region.handle)->fid);
+}
+
 } // namespace rcoll

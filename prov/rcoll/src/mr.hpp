@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common.hpp"
+#include "proto/pool.hpp"
 
 namespace rcoll {
 
@@ -43,6 +44,17 @@ inline void* core_desc_of(void* app_desc)
 {
 	return app_desc ? static_cast<MemoryRegion*>(app_desc)->core_desc() : nullptr;
 }
+
+// Registers bounce-pool chunks with the core domain.
+class CoreRegistrar final : public proto::Registrar {
+public:
+	explicit CoreRegistrar(fid_domain* core) : core_(core) {}
+	int register_region(void* addr, size_t length, proto::RegisteredRegion& out) noexcept override;
+	void deregister_region(const proto::RegisteredRegion& region) noexcept override;
+
+private:
+	fid_domain* core_;
+};
 
 extern fi_ops_mr memory_region_ops;
 

@@ -1,8 +1,111 @@
-// fi_rma(3) entry points: reads and writes on the core connection.
+// fi_rma(3): reads and writes straight on the core connection, chunk by
+// chunk. fi_writedata's 8 bytes of data travel as a WRITE_DATA message after
+// the write (the core's immediate is 4 bytes on verbs and is rcoll's own
+// dispatch space).
+#include "config.hpp"
 #include "domain.hpp"
 #include "ep.hpp"
 
+#include <memory>
+
 namespace rcoll {
+
+ssize_t Endpoint::rma(bool write, const void* buf, size_t len, void* desc, fi_addr_t dest,
+		      uint64_t addr, uint64_t key, uint64_t data, uint64_t flags, void* context)
+{
+	if (!enabled)
+		return -FI_EOPBADSTATE;
+	if (len && !buf)
+		return -FI_EINVAL;
+	if ((flags & FI_REMOTE_CQ_DATA) && (data >> 32))
+		return -FI_EINVAL;
+	int err = 0;
+	Peer* peer = peer_for(dest, err);
+	if (!peer)
+		return err;
+	if (peer->state != Peer::State::connected)
+		return -FI_EAGAIN; // connecting: the application progresses and retries
+	auto op = std::make_unique<RmaOp>();
+	op->context = context;
+	op->flags = (write ? FI_WRITE : FI_READ) | FI_RMA | (flags & FI_REMOTE_CQ_DATA);
+	op->report = !(flags & kNoCompletion) && (!tx_selective || (flags & FI_COMPLETION));
+	op->peer = peer;
+	op->data = data;
+	ChunkedRma& t = op->transfer;
+	t.write = write;
+	t.local = static_cast<std::byte*>(const_cast<void*>(buf));
+	t.remote_addr = addr;
+	t.key = key;
+	t.length = len;
+	if (desc) {
+		t.desc = core_desc_of(desc);
+	} else if (len) {
+		int ret = op->own_mr.reg(domain->core.get(), buf, len,
+					 write ? FI_WRITE | FI_SEND : FI_READ | FI_RECV);
+		if (ret)
+			return ret;
+		t.desc = op->own_mr.desc();
+	}
+	if (flags & FI_INJECT) {
+		// The buffer must be reusable on return: copy it into our own memory.
+		op->inject_copy.assign(t.local, t.local + len);
+		t.local = op->inject_copy.data();
+		op->own_mr = CoreRegistration();
+		if (len) {
+			int ret = op->own_mr.reg(domain->core.get(), t.local, len, FI_WRITE | FI_SEND);
+			if (ret)
+				return ret;
+		}
+		t.desc = op->own_mr.desc();
+	}
+	// The first chunk is posted now: the application learns of a full core
+	// queue from this call. Later chunks the core refuses are retried.
+	if (ssize_t ret = t.post_next(peer->conn.get(), &op->transfer_cc.space, config().rma_chunk)) {
+		t.retry = false;
+		return ret;
+	}
+	rma_ops.push_back(std::move(op));
+	return 0;
+}
+
+void Endpoint::issue_chunk(RmaOp& op)
+{
+	ssize_t ret = post_chunk(*op.peer, op.transfer, op.transfer_cc);
+	if (ret && ret != -FI_EAGAIN)
+		on_chunk_done(op, int(-ret));
+}
+
+// A chunk completed (err == 0) or the transfer failed: the next chunk, or
+// the operation's completion.
+void Endpoint::on_chunk_done(RmaOp& op, int err)
+{
+	if (!err && !op.transfer.chunk_done()) {
+		issue_chunk(op);
+		return;
+	}
+	op.transfer.in_flight = op.transfer.retry = false;
+	if (!err && op.transfer.write && (op.flags & FI_REMOTE_CQ_DATA)) {
+		proto::MsgHeader h;
+		h.opcode = proto::Opcode::WriteData;
+		h.flags = proto::kFlagRemoteCqData;
+		h.cq_data = op.data;
+		ssize_t ret = send_control(*op.peer, h, nullptr, 0);
+		if (ret)
+			err = int(-ret);
+	}
+	report_tx(op.context, op.flags & ~uint64_t(FI_REMOTE_CQ_DATA), op.transfer.length, err,
+		  op.report, op.transfer.write ? write_cntr : read_cntr);
+	for (auto it = rma_ops.begin(); it != rma_ops.end(); ++it) {
+		if (it->get() == &op) {
+			rma_ops.erase(it);
+			break;
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Entry points.
+
 namespace {
 
 ssize_t rma_read(fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t addr,

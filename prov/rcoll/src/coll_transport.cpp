@@ -1,8 +1,7 @@
-#include "transport/fabric.hpp"
+#include "coll_transport.hpp"
 
-#include "proto/wire.hpp"
-#include "src/domain.hpp"
-#include "src/ep.hpp"
+#include "domain.hpp"
+#include "ep.hpp"
 
 #include <unistd.h>
 
@@ -14,12 +13,18 @@ namespace rcoll {
 
 using engine::Errc;
 
-FabricTransport::WriteContext::WriteContext(FabricTransport* o)
-	: cc(CoreContext::Kind::coll_write, this), owner(o)
+// A core write completed or failed. A failure also ends the member's
+// connection (after the transport kept it for the group's two-step failure).
+void CollTransport::WriteContext::finish(Endpoint& ep, void* owner, const CoreEvent& event)
 {
+	auto* ctx = static_cast<WriteContext*>(owner);
+	Peer* peer = ctx->peer;
+	ctx->owner->on_write_done(ctx, event.err);
+	if (event.err)
+		ep.fail_connection_of(peer, event.err);
 }
 
-FabricTransport::FabricTransport(Endpoint& ep, uint32_t slot, std::vector<Peer*> members,
+CollTransport::CollTransport(Endpoint& ep, uint32_t slot, std::vector<Peer*> members,
 				 uint32_t rank)
 	: ep_(ep), slot_(slot), rank_(rank), members_(members.size()),
 	  inject_limit_(ep.domain->core_info->tx_attr->inject_size)
@@ -28,13 +33,13 @@ FabricTransport::FabricTransport(Endpoint& ep, uint32_t slot, std::vector<Peer*>
 		members_[i].peer = members[i];
 }
 
-FabricTransport::~FabricTransport()
+CollTransport::~CollTransport()
 {
 	scratch_mr_ = CoreRegistration();
 	registrations_.clear();
 }
 
-int FabricTransport::init(size_t scratch_bytes, bool node_local)
+int CollTransport::init(size_t scratch_bytes, bool node_local)
 {
 	host_ = local::host_identity();
 	offer_local_ = node_local && host_;
@@ -54,7 +59,7 @@ int FabricTransport::init(size_t scratch_bytes, bool node_local)
 	return scratch_mr_.reg(ep_.domain->core.get(), s.data(), s.size() ? s.size() : 1, kAllAccess);
 }
 
-engine::MemoryKey FabricTransport::encode(const RemoteBuffer& r)
+engine::MemoryKey CollTransport::encode(const RemoteBuffer& r)
 {
 	engine::MemoryKey k;
 	static_assert(sizeof(RemoteBuffer) <= engine::memory_key_bytes);
@@ -62,20 +67,20 @@ engine::MemoryKey FabricTransport::encode(const RemoteBuffer& r)
 	return k;
 }
 
-FabricTransport::RemoteBuffer FabricTransport::decode(const engine::MemoryKey& k)
+CollTransport::RemoteBuffer CollTransport::decode(const engine::MemoryKey& k)
 {
 	RemoteBuffer r;
 	std::memcpy(&r, k.bytes.data(), sizeof(r));
 	return r;
 }
 
-engine::MemoryKey FabricTransport::scratch_key() const
+engine::MemoryKey CollTransport::scratch_key() const
 {
 	std::span<std::byte> s = scratch_file_.scratch();
 	return encode({reinterpret_cast<uint64_t>(s.data()), scratch_mr_.key(), s.size()});
 }
 
-FabricTransport::LocalAddress FabricTransport::local_address() const
+CollTransport::LocalAddress CollTransport::local_address() const
 {
 	LocalAddress a;
 	a.host = host_;
@@ -87,7 +92,7 @@ FabricTransport::LocalAddress FabricTransport::local_address() const
 	return a;
 }
 
-void FabricTransport::set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch,
+void CollTransport::set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch,
 				 const LocalAddress& local)
 {
 	RemoteBuffer r = decode(scratch);
@@ -130,7 +135,7 @@ void FabricTransport::set_member(uint32_t rank, uint32_t slot, const engine::Mem
 
 // One pidfd per peer process, whatever the number of groups: descriptors
 // stay few. A record naming another pid than the one watched is refused.
-int FabricTransport::watch_process(Peer& peer, pid_t pid)
+int CollTransport::watch_process(Peer& peer, pid_t pid)
 {
 	if (peer.process)
 		return peer.process->pid() == pid ? 0 : -EINVAL;
@@ -145,12 +150,12 @@ int FabricTransport::watch_process(Peer& peer, pid_t pid)
 	}
 }
 
-std::span<std::byte> FabricTransport::scratch() noexcept
+std::span<std::byte> CollTransport::scratch() noexcept
 {
 	return scratch_file_.scratch();
 }
 
-Errc FabricTransport::register_memory(std::span<std::byte> buffer, engine::Access,
+Errc CollTransport::register_memory(std::span<std::byte> buffer, engine::Access,
 				      engine::Registration& out) noexcept
 {
 	try {
@@ -176,7 +181,7 @@ Errc FabricTransport::register_memory(std::span<std::byte> buffer, engine::Acces
 	}
 }
 
-void FabricTransport::deregister_memory(const engine::Registration& r) noexcept
+void CollTransport::deregister_memory(const engine::Registration& r) noexcept
 {
 	if (r.handle < registrations_.size() && registrations_[r.handle]) {
 		registrations_[r.handle].reset();
@@ -188,7 +193,7 @@ void FabricTransport::deregister_memory(const engine::Registration& r) noexcept
 	}
 }
 
-Errc FabricTransport::write(const engine::WriteRequest& w) noexcept
+Errc CollTransport::write(const engine::WriteRequest& w) noexcept
 {
 	if (failed_)
 		return Errc::io_error;
@@ -250,17 +255,11 @@ Errc FabricTransport::write(const engine::WriteRequest& w) noexcept
 	ctx->peer = peer;
 	ctx->proves = peer->injects.posted;
 
-	ssize_t ret;
-	if (w.has_immediate) {
-		auto imm = immediate_for(w, m.slot);
-		if (!imm)
-			return Errc::invalid_argument;
-		ret = fi_writedata(peer->conn.get(), w.source, w.length, desc, *imm, 0, addr + w.offset,
-				   key, &ctx->cc.space);
-	} else {
-		ret = fi_write(peer->conn.get(), w.source, w.length, desc, 0, addr + w.offset, key,
-			       &ctx->cc.space);
-	}
+	std::optional<uint32_t> imm;
+	if (w.has_immediate && !(imm = proto::encode_collective({m.slot, w.immediate})))
+		return Errc::invalid_argument;
+	ssize_t ret = post_core_write(peer->conn.get(), w.source, w.length, desc, addr + w.offset, key,
+				      imm, &ctx->cc.space);
 	if (ret)
 		return refused(ret);
 	free_contexts_.pop_back();
@@ -268,21 +267,12 @@ Errc FabricTransport::write(const engine::WriteRequest& w) noexcept
 	return Errc::ok;
 }
 
-std::optional<uint32_t> FabricTransport::immediate_for(const engine::WriteRequest& w,
-						      uint32_t target_slot)
-{
-	if (w.immediate >= kMaxCounters)
-		return std::nullopt;
-	return proto::encode_immediate(proto::ImmediateKind::Collective,
-				       (target_slot << kCounterBits) | w.immediate);
-}
-
 // A member on this host: the data is copied into its memory (its mapped
 // scratch, or a call buffer through cross-memory attach), then its doorbell
 // is rung with the immediate, so the arrival is seen only after the data is
 // in place. Done when it returns: the source may be reused at once. nullopt:
 // this write must go through the core (no cross-memory attach).
-std::optional<Errc> FabricTransport::write_local(const engine::WriteRequest& w, Member& m,
+std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Member& m,
 						 uint64_t addr) noexcept
 {
 	local::PeerMapping& peer = *m.mapping;
@@ -330,7 +320,7 @@ std::optional<Errc> FabricTransport::write_local(const engine::WriteRequest& w, 
 	return Errc::ok;
 }
 
-bool FabricTransport::queue_completion(uint64_t cookie) noexcept
+bool CollTransport::queue_completion(uint64_t cookie) noexcept
 {
 	engine::TransportEvent done;
 	done.kind = engine::TransportEvent::Kind::write_complete;
@@ -349,23 +339,19 @@ bool FabricTransport::queue_completion(uint64_t cookie) noexcept
 // 8-byte allreduce step saves that work per message; the engine gets its
 // write_complete at once (the source may be reused: it was copied). The
 // peer's InjectLedger bounds how many injected writes stay unproven.
-Errc FabricTransport::inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr, uint64_t key,
+Errc CollTransport::inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr, uint64_t key,
 			     uint32_t target_slot) noexcept
 {
 	fid_ep* conn = peer.conn.get();
 	if (!queue_completion(w.cookie)) // first, so a full deque cannot lose a posted write
 		return Errc::no_memory;
-	ssize_t ret;
-	if (w.has_immediate) {
-		auto imm = immediate_for(w, target_slot);
-		if (!imm) {
-			events_.pop_back();
-			return Errc::invalid_argument;
-		}
-		ret = fi_inject_writedata(conn, w.source, w.length, *imm, 0, addr, key);
-	} else {
-		ret = fi_inject_write(conn, w.source, w.length, 0, addr, key);
+	std::optional<uint32_t> imm;
+	if (w.has_immediate && !(imm = proto::encode_collective({target_slot, w.immediate}))) {
+		events_.pop_back();
+		return Errc::invalid_argument;
 	}
+	// No context: the core injects it.
+	ssize_t ret = post_core_write(conn, w.source, w.length, nullptr, addr, key, imm, nullptr);
 	if (ret) {
 		events_.pop_back();
 		return refused(ret);
@@ -379,7 +365,7 @@ Errc FabricTransport::inject(const engine::WriteRequest& w, Peer& peer, uint64_t
 // failure, handled like a failed write (on_write_done): the operation waits,
 // and the group fails in two steps, so that its buffers outlive the other
 // members' writes into them.
-Errc FabricTransport::refused(ssize_t ret) noexcept
+Errc CollTransport::refused(ssize_t ret) noexcept
 {
 	if (ret == -FI_EAGAIN)
 		return Errc::would_block;
@@ -389,7 +375,7 @@ Errc FabricTransport::refused(ssize_t ret) noexcept
 	return Errc::would_block;
 }
 
-size_t FabricTransport::poll(std::span<engine::TransportEvent> out) noexcept
+size_t CollTransport::poll(std::span<engine::TransportEvent> out) noexcept
 {
 	size_t n = 0;
 	while (n < out.size() && !events_.empty()) {
@@ -421,7 +407,7 @@ size_t FabricTransport::poll(std::span<engine::TransportEvent> out) noexcept
 	return n;
 }
 
-void FabricTransport::on_arrival(uint32_t counter)
+void CollTransport::on_arrival(uint32_t counter)
 {
 	engine::TransportEvent ev;
 	ev.kind = engine::TransportEvent::Kind::arrival;
@@ -430,7 +416,7 @@ void FabricTransport::on_arrival(uint32_t counter)
 	events_.push_back(ev);
 }
 
-void FabricTransport::on_write_done(WriteContext* ctx, int err)
+void CollTransport::on_write_done(WriteContext* ctx, int err)
 {
 	in_flight_--;
 	activity_++;
@@ -453,7 +439,7 @@ void FabricTransport::on_write_done(WriteContext* ctx, int err)
 
 // Marks ride in the same doorbell as arrivals, above every counter: the
 // top bit, the kind, and the rank of the member that rang it.
-void FabricTransport::stop()
+void CollTransport::stop()
 {
 	if (stopped_)
 		return;
@@ -463,14 +449,14 @@ void FabricTransport::stop()
 	retry_stop_marks();
 }
 
-void FabricTransport::retry_stop_marks()
+void CollTransport::retry_stop_marks()
 {
 	for (Member& m : members_)
 		if (m.stop_pending && m.mapping->ring(kStopMark | rank_))
 			m.stop_pending = false;
 }
 
-void FabricTransport::on_rung(uint32_t value)
+void CollTransport::on_rung(uint32_t value)
 {
 	const uint32_t rank = value & kMarkRank;
 	if (rank >= members_.size() || rank == rank_)
@@ -486,13 +472,13 @@ void FabricTransport::on_rung(uint32_t value)
 	}
 }
 
-bool FabricTransport::may_write_memory(uint32_t rank) const
+bool CollTransport::may_write_memory(uint32_t rank) const
 {
 	const Member& m = members_[rank];
 	return m.maps_us && !m.stop_rung && !(m.process && m.process->exited());
 }
 
-void FabricTransport::fail(int err)
+void CollTransport::fail(int err)
 {
 	stop(); // members that mapped us learn it here too
 	scratch_file_.mark_ended();
@@ -500,7 +486,7 @@ void FabricTransport::fail(int err)
 		failed_ = err ? err : FI_EIO;
 }
 
-bool FabricTransport::has_member(const Peer* peer) const
+bool CollTransport::has_member(const Peer* peer) const
 {
 	for (const Member& m : members_)
 		if (m.peer == peer)

@@ -2,23 +2,22 @@
 // engine write is one RDMA write (with immediate data when the engine asks
 // for an arrival) on the core MSG endpoint to that member, into its scratch
 // region registered at join time or into a buffer it registered for one
-// call (papers/gupta2002: static registration per group, dynamic for large
-// messages). Arrivals come back through the endpoint's completion queue.
+// call (Gupta et al. 2002: static registration per group, dynamic for
+// large messages). Arrivals come back through the endpoint's completion queue.
 //
 // Members on the same host are written to through the node-local path
 // instead (transport/local.hpp): a copy into their memory and a doorbell,
 // the same contract without the core.
 //
-// Immediate data layout (32 bits, verbs' limit): the top 4 bits are rcoll's
-// dispatch kind (proto::ImmediateKind::Collective), then the TARGET's slot
-// for the group (so one endpoint can hold many groups), then the engine's
-// arrival counter.
+// An arrival's immediate (proto::encode_collective) names the target's slot
+// for the group and the engine's arrival counter.
 #pragma once
 
+#include "common.hpp"
 #include "engine/transport.hpp"
-#include "src/common.hpp"
-#include "src/ep.hpp"
-#include "src/mr.hpp"
+#include "mr.hpp"
+#include "ops.hpp"
+#include "proto/wire.hpp"
 #include "transport/local.hpp"
 
 #include <deque>
@@ -31,12 +30,10 @@ namespace rcoll {
 struct Endpoint;
 struct Peer;
 
-class FabricTransport final : public engine::Transport {
+class CollTransport final : public engine::Transport {
 public:
-	static constexpr unsigned kSlotBits = 10;
-	static constexpr unsigned kCounterBits = 28 - kSlotBits;
-	static constexpr uint32_t kMaxSlots = 1u << kSlotBits;
-	static constexpr uint32_t kMaxCounters = 1u << kCounterBits;
+	static constexpr uint32_t kMaxSlots = proto::kMaxCollectiveSlots;
+	static constexpr uint32_t kMaxCounters = proto::kMaxArrivalCounters;
 	// Doorbell values other than arrival counters (see stop()).
 	static constexpr uint32_t kMark = 1u << 31;
 	static constexpr uint32_t kStopMark = kMark;		    // | rank: it stopped writing
@@ -47,15 +44,16 @@ public:
 	// member it goes to (whose connection fails if the write does).
 	struct WriteContext {
 		CoreContext cc;
-		FabricTransport* owner;
+		CollTransport* owner;
 		Peer* peer = nullptr;
 		uint64_t cookie = 0;
 		uint64_t proves = 0; // the member's injects posted before it (InjectLedger)
-		explicit WriteContext(FabricTransport* o);
+		explicit WriteContext(CollTransport* o) : cc(&WriteContext::finish, this), owner(o) {}
+		static void finish(Endpoint& ep, void* owner, const CoreEvent& event);
 	};
 
-	FabricTransport(Endpoint& ep, uint32_t slot, std::vector<Peer*> members, uint32_t rank);
-	~FabricTransport() override;
+	CollTransport(Endpoint& ep, uint32_t slot, std::vector<Peer*> members, uint32_t rank);
+	~CollTransport() override;
 
 	// Where this member runs (host 0: unknown), and how members on its host
 	// may reach it without the core (fd -1: they may not).
@@ -142,7 +140,6 @@ private:
 	struct RemoteBuffer {
 		uint64_t addr = 0, key = 0, len = 0;
 	};
-	static std::optional<uint32_t> immediate_for(const engine::WriteRequest& w, uint32_t target_slot);
 	engine::Errc refused(ssize_t ret) noexcept;
 	static int watch_process(Peer& peer, pid_t pid);
 	std::optional<engine::Errc> write_local(const engine::WriteRequest& w, Member& m,

@@ -1,0 +1,466 @@
+// Collective groups from fi_join to close: the join protocol (itself a
+// collective: members agree on the group and exchange their scratch regions
+// and how members on one host reach each other), and group failure, which
+// ends a group's operations without letting a member write into buffers the
+// application got back.
+#include "coll.hpp"
+
+#include "av.hpp"
+#include "av_set.hpp"
+#include "config.hpp"
+#include "domain.hpp"
+#include "engine/cost_model.hpp"
+#include "engine/tuning.hpp"
+#include "ep.hpp"
+#include "eq.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace rcoll {
+
+namespace {
+
+// What each member tells every other during fi_join. Little-endian by
+// memcpy on the hosts rcoll supports; fixed layout, checked before use.
+struct JoinRecord {
+	static constexpr uint32_t kMagic = 0x6a6f696e; // "join"
+	uint32_t magic = kMagic;
+	uint32_t rank = 0;
+	uint32_t size = 0;
+	uint32_t slot = 0;         // the sender's slot: goes into immediates to it
+	uint64_t config = 0;       // fingerprint of the group configuration
+	engine::MemoryKey scratch; // the sender's scratch region
+	CollTransport::LocalAddress local; // how members on its host reach it
+};
+static_assert(sizeof(JoinRecord) == 72);
+
+// A member that failed a group tells every other member it writes no more
+// into their buffers for that group (see Collectives::begin_failure).
+struct StopNotice {
+	static constexpr uint32_t kMagic = 0x73746f70; // "stop"
+	uint32_t magic = kMagic;
+	uint32_t rank = 0;
+};
+static_assert(sizeof(StopNotice) == 8);
+
+uint64_t fnv1a(uint64_t h, const void* data, size_t len)
+{
+	auto* p = static_cast<const unsigned char*>(data);
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+double parse_double(const std::string& text, double fallback, const char* name)
+{
+	char* end = nullptr;
+	double v = strtod(text.c_str(), &end);
+	if (text.empty() || !end || *end || !(v >= 0)) {
+		RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_%s=%s is not a number; using %g\n", name,
+			   text.c_str(), fallback);
+		return fallback;
+	}
+	return v;
+}
+
+} // namespace
+
+namespace {
+
+int close_group(fid* f)
+{
+	return guarded([&] {
+		CollGroup* g = owner_of<CollGroup>(f);
+		std::lock_guard guard(g->ep->domain->lock);
+		return g->ep->coll->close(*g);
+	});
+}
+
+} // namespace
+
+Collectives::Collectives(Endpoint& ep) : ep_(ep), config_(group_config()) {}
+
+Collectives::~Collectives() = default;
+
+engine::GroupConfig Collectives::group_config() const
+{
+	const Config& c = config();
+	engine::CostParams cost;
+	cost.alpha_us = parse_double(c.coll_alpha_us, cost.alpha_us, "COLL_ALPHA_US");
+	cost.beta_us_per_byte = parse_double(c.coll_beta_us_per_byte, cost.beta_us_per_byte,
+					     "COLL_BETA_US_PER_BYTE");
+	cost.gamma_us_per_byte = parse_double(c.coll_gamma_us_per_byte, cost.gamma_us_per_byte,
+					      "COLL_GAMMA_US_PER_BYTE");
+	std::vector<engine::TuneRule> rules;
+	if (!c.coll_tune.empty()) {
+		std::string error;
+		if (engine::parse_tuning(c.coll_tune, rules, error) != engine::Errc::ok) {
+			RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_COLL_TUNE ignored: %s\n", error.c_str());
+			rules.clear();
+		}
+	}
+	engine::GroupConfig g;
+	g.selector = engine::Selector(cost, std::move(rules));
+	return g;
+}
+
+// Members must run the same configuration: the schedules they build must
+// mirror each other.
+uint64_t Collectives::config_fingerprint() const
+{
+	const Config& c = config();
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (const std::string* s : {&c.coll_tune, &c.coll_alpha_us, &c.coll_beta_us_per_byte,
+				     &c.coll_gamma_us_per_byte})
+		h = fnv1a(fnv1a(h, s->data(), s->size()), "|", 1);
+	return h;
+}
+
+int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** mc, void* context)
+{
+	if (!(flags & FI_COLLECTIVE) || !addr || !addr->set || !mc)
+		return -FI_EINVAL;
+	if (!ep_.enabled)
+		return -FI_EOPBADSTATE;
+	if (!ep_.eq) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: bind an EQ to the endpoint first\n");
+		return -FI_ENOEQ;
+	}
+	const AvSet* set = owner_of<AvSet>(const_cast<fid_av_set*>(addr->set));
+	if (set->av != ep_.av)
+		return -FI_EINVAL;
+	const uint32_t size = uint32_t(set->members.size());
+	if (size == 0 || size > kMaxMembers)
+		return -FI_EINVAL;
+
+	auto g = std::make_unique<CollGroup>();
+	g->ep = &ep_;
+	g->size = size;
+	bool found = false;
+	std::vector<Peer*> peers(size, nullptr);
+	uint64_t list_hash = 0xcbf29ce484222325ULL;
+	for (uint32_t r = 0; r < size; r++) {
+		const EpAddress* a = ep_.av->lookup(set->members[r]);
+		if (!a)
+			return -FI_EINVAL;
+		if (!a->keyed()) {
+			// Members agree on a group by their keys.
+			RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: member %u was inserted by node and service "
+				   "and has not been reached yet; insert its fi_getname address\n", r);
+			return -FI_EINVAL;
+		}
+		g->member_keys.push_back(a->key);
+		list_hash = fnv1a(list_hash, &a->key, sizeof(a->key));
+		if (a->key == ep_.address.key) {
+			if (found)
+				return -FI_EINVAL; // the same endpoint twice
+			found = true;
+			g->rank = r;
+		}
+	}
+	if (!found) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: this endpoint is not in the set\n");
+		return -FI_EINVAL;
+	}
+	for (uint32_t r = 0; r < size; r++) {
+		if (r == g->rank)
+			continue;
+		int err = 0;
+		peers[r] = ep_.peer_for(set->members[r], err);
+		if (!peers[r])
+			return err;
+	}
+
+	uint32_t slot = 0;
+	while (slot < slots_.size() && slots_[slot])
+		slot++;
+	if (slot >= CollTransport::kMaxSlots) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: %u groups per endpoint at most\n",
+			   CollTransport::kMaxSlots);
+		return -FI_ENOSPC;
+	}
+	// Every arrival counter of the group must fit the immediate.
+	if (engine::Group::counter_count(size, config_) > CollTransport::kMaxCounters)
+		return -FI_EINVAL;
+
+	g->peers = peers;
+	g->transport = std::make_unique<CollTransport>(ep_, slot, peers, g->rank);
+	int ret = g->transport->init(engine::Group::scratch_bytes(size, config_), config().coll_local);
+	if (ret)
+		return ret;
+
+	// Members agree on this join by its id: the member list and how many
+	// joins of that same list this endpoint made before.
+	uint32_t ordinal = ordinals_[list_hash]++;
+	g->join_id = fnv1a(list_hash, &ordinal, sizeof(ordinal));
+	g->join_context = context;
+	g->heard.assign(size, false);
+	g->heard[g->rank] = true;
+	g->missing = size - 1;
+
+	g->shell.owner = g.get();
+	g->shell.fid.fid.fclass = FI_CLASS_MC;
+	g->shell.fid.fid.context = context;
+	g->shell.fid.fid.ops = &fid_ops_table<close_group>;
+	g->shell.fid.fi_addr = kGroupAddressBit | slot;
+
+	JoinRecord rec;
+	rec.rank = g->rank;
+	rec.size = size;
+	rec.slot = slot;
+	rec.config = config_fingerprint();
+	rec.scratch = g->transport->scratch_key();
+	rec.local = g->transport->local_address();
+	proto::MsgHeader h;
+	h.opcode = proto::Opcode::Eager;
+	h.flags = proto::kFlagCollective | proto::kFlagTagged;
+	h.tag = g->join_id;
+	h.size = sizeof(rec);
+	for (uint32_t r = 0; r < size; r++) {
+		if (r == g->rank)
+			continue;
+		ret = int(ep_.send_control(*peers[r], h, &rec, sizeof(rec)));
+		if (ret) {
+			RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: sending the join record: %s\n",
+				   fi_strerror(-ret));
+			return ret;
+		}
+	}
+
+	if (slot == slots_.size())
+		slots_.emplace_back();
+	CollGroup& joined = *g;
+	slots_[slot] = std::move(g);
+	*mc = &joined.shell.fid;
+
+	// Records that arrived before this call.
+	auto [first, last] = early_.equal_range(joined.join_id);
+	std::vector<Early> ready;
+	for (auto it = first; it != last; ++it)
+		ready.push_back(std::move(it->second));
+	early_.erase(joined.join_id);
+	for (const Early& e : ready)
+		accept_record(joined, e.peer_key, e.record);
+	maybe_finish_join(joined);
+	return 0;
+}
+
+// A member's record can arrive before our own record to it has left: it
+// waits in the peer's queue until our side of that connection is set up
+// (the peer's data may come in before the core reports the connection to
+// us, and a lost simultaneous connect waits for the peer's). Completing
+// then would let the application stop calling in (under manual progress,
+// nothing else sends it) while that member's join waits for the record
+// forever. So the join completes once every record was heard and ours
+// were all handed to the core.
+bool Collectives::records_sent(const CollGroup& g) const
+{
+	return std::all_of(g.peers.begin(), g.peers.end(), [](const Peer* p) {
+		return !p || (p->state == Peer::State::connected && p->backlog.empty() && p->controls.empty());
+	});
+}
+
+void Collectives::maybe_finish_join(CollGroup& g)
+{
+	if (g.state == CollGroup::State::joining && !g.missing && records_sent(g))
+		finish_join(g, 0);
+}
+
+void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
+				  std::span<const std::byte> payload)
+{
+	if (payload.size() == sizeof(StopNotice)) {
+		StopNotice notice;
+		std::memcpy(&notice, payload.data(), sizeof(notice));
+		if (notice.magic == StopNotice::kMagic)
+			on_stop_notice(peer, h.tag, notice.rank);
+		else
+			RCOLL_WARN(FI_LOG_EP_CTRL, "dropping a collective control message: bad magic\n");
+		return;
+	}
+	for (auto& g : slots_) {
+		if (g && g->state == CollGroup::State::joining && g->join_id == h.tag) {
+			accept_record(*g, peer.key, payload);
+			maybe_finish_join(*g);
+			return;
+		}
+	}
+	early_.emplace(h.tag, Early{peer.key, {payload.begin(), payload.end()}});
+}
+
+// A member's join record: checked against what we know of the group before
+// its scratch key is trusted.
+void Collectives::accept_record(CollGroup& g, uint64_t peer_key, std::span<const std::byte> payload)
+{
+	JoinRecord rec;
+	auto refuse = [&](const char* why) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: bad join record: %s\n", why);
+		finish_join(g, -FI_EINVAL);
+	};
+	if (payload.size() != sizeof(rec))
+		return refuse("size");
+	std::memcpy(&rec, payload.data(), sizeof(rec));
+	if (rec.magic != JoinRecord::kMagic)
+		return refuse("magic");
+	if (rec.size != g.size || rec.rank >= g.size || g.member_keys[rec.rank] != peer_key)
+		return refuse("member list differs");
+	if (rec.slot >= CollTransport::kMaxSlots)
+		return refuse("slot");
+	if (rec.config != config_fingerprint())
+		return refuse("collective configuration (FI_RCOLL_COLL_*) differs between members");
+	if (g.state != CollGroup::State::joining || g.heard[rec.rank])
+		return;
+	g.heard[rec.rank] = true;
+	g.missing--;
+	g.transport->set_member(rec.rank, rec.slot, rec.scratch, rec.local);
+}
+
+void Collectives::finish_join(CollGroup& g, int err)
+{
+	if (g.state != CollGroup::State::joining)
+		return;
+	if (!err) {
+		std::unique_ptr<engine::Group> group;
+		engine::Errc e = engine::Group::create(g.rank, g.size, *g.transport, config_, group);
+		if (e != engine::Errc::ok)
+			err = -int(e);
+		else
+			g.group = std::move(group);
+	}
+	if (err) {
+		g.state = CollGroup::State::failed;
+		fi_eq_err_entry e{};
+		e.fid = &g.shell.fid.fid;
+		e.context = g.join_context;
+		e.err = -err;
+		e.prov_errno = err;
+		ep_.eq->push(FI_JOIN_COMPLETE, &e, sizeof(e), true);
+		return;
+	}
+	g.state = CollGroup::State::joined;
+	if (g.transport->members_on_host() > CrowdedHost::usable_cpus())
+		g.crowded.emplace();
+	fi_eq_entry e{};
+	e.fid = &g.shell.fid.fid;
+	e.context = g.join_context;
+	ep_.eq->push(FI_JOIN_COMPLETE, &e, sizeof(e));
+}
+
+int Collectives::close(CollGroup& g)
+{
+	if (g.group && g.group->outstanding())
+		return -FI_EBUSY;
+	// Members may still write into our scratch (the tail of a recycle
+	// barrier), so the slot and its registration stay until the endpoint
+	// closes; the group only stops taking operations.
+	g.closed = true;
+	return 0;
+}
+
+// A member that died without its connection failing (a host gone silent:
+// TCP notices only after minutes) must not hang the others: a group that has
+// work pending and sees nothing move for FI_RCOLL_COLL_TIMEOUT_MS fails. The
+// price: a member that computes longer than that before entering a
+// collective the others already wait in fails them too (0 disables).
+void Collectives::check_timeout(CollGroup& g, std::chrono::steady_clock::time_point now)
+{
+	const size_t limit_ms = config().coll_timeout_ms;
+	if (!limit_ms || g.failure)
+		return;
+	if (g.transport->activity() != g.seen_activity ||
+	    g.last_activity == std::chrono::steady_clock::time_point{}) {
+		g.seen_activity = g.transport->activity();
+		g.last_activity = now;
+		return;
+	}
+	if (now - g.last_activity < std::chrono::milliseconds(limit_ms))
+		return;
+	RCOLL_WARN(FI_LOG_EP_DATA, "collective group (slot %u) made no progress for %zu ms: failing it\n",
+		   g.transport->slot(), limit_ms);
+	begin_failure(g, FI_ETIMEDOUT);
+}
+
+// Failing a group without corrupting anything. Its operations may have
+// buffers registered for members to write into; ending them deregisters
+// those buffers, and a member's write that arrives after that would either
+// hit a dead key (the core then tears down the connection, which other
+// groups share) or land in memory the application got back. So: stop
+// starting writes, tell every live member, and end the operations only once
+// every member has said it stopped too (its notice travels behind its
+// writes on the same connection) or is dead, or after a bounded wait.
+void Collectives::begin_failure(CollGroup& g, int err)
+{
+	if (g.failure)
+		return;
+	g.failure = err;
+	g.failing_since = std::chrono::steady_clock::now();
+	if (g.state == CollGroup::State::joining) {
+		g.transport->fail(err);
+		finish_join(g, -err);
+		return;
+	}
+	g.transport->stop();
+	g.quiet.assign(g.size, false);
+	g.quiet[g.rank] = true;
+	StopNotice notice;
+	notice.rank = g.rank;
+	proto::MsgHeader h;
+	h.opcode = proto::Opcode::Eager;
+	h.flags = proto::kFlagCollective | proto::kFlagTagged;
+	h.tag = g.join_id;
+	h.size = sizeof(notice);
+	for (uint32_t r = 0; r < g.size; r++)
+		if (r != g.rank && g.peers[r]->state != Peer::State::failed)
+			ep_.send_control(*g.peers[r], h, &notice, sizeof(notice));
+	check_quiet(g, g.failing_since);
+}
+
+void Collectives::check_quiet(CollGroup& g, std::chrono::steady_clock::time_point now)
+{
+	if (!g.failure || g.transport->failed() || g.quiet.empty())
+		return;
+	// A member is quiet once nothing of it can still arrive: not through its
+	// connection (it sent its notice behind its writes, or the connection is
+	// gone), and not through this host's memory (it rang its stop mark, or
+	// its process is gone), since a broken connection does not stop a live
+	// member's memory writes.
+	bool all = g.transport->writes_in_flight() == 0;
+	for (uint32_t r = 0; all && r < g.size; r++)
+		all = (g.quiet[r] || g.peers[r]->state == Peer::State::failed) &&
+		      !g.transport->may_write_memory(r);
+	const size_t bound_ms = config().coll_timeout_ms ? config().coll_timeout_ms : 10000;
+	if (!all && now - g.failing_since < std::chrono::milliseconds(bound_ms))
+		return;
+	if (!all)
+		RCOLL_WARN(FI_LOG_EP_DATA, "collective group (slot %u): members did not confirm they "
+			   "stopped; ending its operations anyway\n", g.transport->slot());
+	g.transport->fail(g.failure);
+}
+
+void Collectives::on_stop_notice(Peer& peer, uint64_t join_id, uint32_t rank)
+{
+	for (auto& g : slots_) {
+		if (!g || g->join_id != join_id || rank >= g->size || g->member_keys[rank] != peer.key)
+			continue;
+		begin_failure(*g, FI_EIO); // a member failed the group: so do we
+		if (!g->quiet.empty())
+			g->quiet[rank] = true;
+		check_quiet(*g, std::chrono::steady_clock::now());
+		return;
+	}
+}
+
+void Collectives::on_peer_failed(Peer& peer)
+{
+	for (auto& g : slots_) {
+		if (!g || !g->transport->has_member(&peer))
+			continue;
+		begin_failure(*g, FI_EIO);
+		check_quiet(*g, std::chrono::steady_clock::now());
+	}
+}
+
+} // namespace rcoll

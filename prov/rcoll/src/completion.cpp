@@ -1,0 +1,77 @@
+// Completions to the application: its CQs and counters.
+#include "av.hpp"
+#include "cntr.hpp"
+#include "cq.hpp"
+#include "ep.hpp"
+
+namespace rcoll {
+
+fi_addr_t Endpoint::source_of(const Peer* peer) const
+{
+	return peer && av ? av->find(peer->key) : FI_ADDR_NOTAVAIL;
+}
+
+void Endpoint::report_tx(void* context, uint64_t flags, size_t len, int err, bool report,
+			 Counter* cntr)
+{
+	if (err) {
+		if (tx_cq) {
+			fi_cq_err_entry e{};
+			e.op_context = context;
+			e.flags = flags;
+			e.len = len;
+			e.err = err;
+			e.prov_errno = -err;
+			tx_cq->push_error(e, FI_ADDR_NOTAVAIL);
+		}
+		if (cntr)
+			cntr->errors++;
+		return;
+	}
+	if (report && tx_cq) {
+		fi_cq_tagged_entry e{};
+		e.op_context = context;
+		e.flags = flags;
+		e.len = len;
+		tx_cq->push(e, FI_ADDR_NOTAVAIL);
+	}
+	if (cntr)
+		cntr->value++;
+}
+
+void Endpoint::report_rx(const RxCompletion& c)
+{
+	const uint64_t data = (c.flags & FI_REMOTE_CQ_DATA) ? c.data : 0;
+	if (c.err) {
+		if (rx_cq) {
+			fi_cq_err_entry e{};
+			e.op_context = c.context;
+			e.flags = c.flags;
+			e.len = c.len;
+			e.buf = c.buf;
+			e.data = data;
+			e.tag = c.tag;
+			e.olen = c.olen;
+			e.err = c.err;
+			e.prov_errno = -c.err;
+			rx_cq->push_error(e, c.src);
+		}
+		if (recv_cntr)
+			recv_cntr->errors++;
+		return;
+	}
+	if (c.report && rx_cq) {
+		fi_cq_tagged_entry e{};
+		e.op_context = c.context;
+		e.flags = c.flags;
+		e.len = c.len;
+		e.buf = c.len ? c.buf : nullptr;
+		e.data = data;
+		e.tag = (c.flags & FI_TAGGED) ? c.tag : 0;
+		rx_cq->push(e, c.src);
+	}
+	if (recv_cntr)
+		recv_cntr->value++;
+}
+
+} // namespace rcoll

@@ -1,0 +1,81 @@
+// What an endpoint keeps per peer: its core connection and the messages
+// waiting for it (the per-peer term of the SRQ design: Sur et al. 2005).
+#pragma once
+
+#include "address.hpp"
+#include "common.hpp"
+#include "proto/fifo.hpp"
+#include "proto/wire.hpp"
+#include "transport/local.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace rcoll {
+
+struct BufferRecord;
+
+// A control message (CTS, FIN, READ_DONE, WRITE_DATA, a join record) that
+// found the transmit pool empty. It is kept by value and sent once a buffer
+// frees up: a lost CTS or READ_DONE would leave both sides of a rendezvous
+// waiting forever, so protocol messages never fail for want of a buffer.
+// Their number is bounded by the operations in flight (each has at most one
+// pending). They may overtake or be overtaken by the peer's buffered
+// messages: none of them takes part in message matching or ordering.
+struct QueuedControl {
+	proto::MsgHeader header;
+	std::vector<std::byte> body;
+};
+
+// Injected messages (small sends, control messages, small collective
+// writes) report no completion: the core may still hold them, unseen. A
+// message posted with a completion proves, when it completes, that all
+// posted before it on the connection left too (the core sends in order).
+// Injection pauses while kWindow injected messages are unproven, so the
+// next ones carry completions: that bounds what the core holds for a slow
+// peer (tcp never refuses an inject), and tells close when all has left.
+struct InjectLedger {
+	static constexpr uint64_t kWindow = 64;
+	uint64_t posted = 0; // messages injected so far
+	uint64_t proven = 0; // of them, known to have left
+	bool may_inject() const { return posted - proven < kWindow; }
+	bool all_proven() const { return posted == proven; }
+	void prove(uint64_t upto) { proven = std::max(proven, upto); }
+};
+
+struct Peer {
+	enum class State { idle, connecting, connected, failed };
+	uint32_t local_id = 0;   // our id for this connection: the peer puts it in src_conn
+	uint32_t remote_id = 0;  // the peer's id for it: we put it in our headers
+	uint64_t key = 0;        // the peer endpoint's key (its address identity)
+	EpAddress address{};     // core_len == 0 until the AV names it
+	State state = State::idle;
+	int connect_error = 0;   // our latest connect attempt failed with it (injects report it)
+	uint32_t failures = 0;   // times the peer failed: a rendezvous request from before cannot be served
+	bool active = false;     // `conn` is our own connect (not an accepted one)
+	FidPtr<fid_ep> conn;     // the connection in use
+	FidPtr<fid_ep> losing;   // our connect that lost a simultaneous-connect race
+	FidPtr<fid_ep> passive;  // the accepted side of a connection to ourselves
+	uint32_t eager_limit = 0;
+	proto::Fifo<BufferRecord*> backlog; // waiting for the connection or for core queue space
+	proto::Fifo<QueuedControl> controls; // waiting for a transmit buffer
+	std::chrono::steady_clock::time_point connect_started;
+	// Silent-host detection (Endpoint::probe_silent_peers): a message
+	// count, so the data path reads no clock; the scans turn it into a
+	// coarse time of last arrival.
+	uint64_t arrivals = 0;
+	uint64_t arrivals_seen = 0;       // `arrivals` when a scan last looked
+	uint64_t awaited_in_scan = 0;     // the last scan that found an operation waiting on it
+	bool watched = false;             // awaited at the previous scan too: quiet_since is valid
+	std::chrono::steady_clock::time_point quiet_since; // last arrival or probe, as scans saw it
+	InjectLedger injects;
+	// Its process, once a collective group found it on this host: one
+	// pidfd for every group (transport/local.hpp).
+	std::shared_ptr<local::ProcessWatch> process;
+};
+
+} // namespace rcoll

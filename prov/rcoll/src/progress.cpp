@@ -1,0 +1,204 @@
+// Progress: the loop that drives the core (connection events, completions,
+// refills, retries) and the dispatch of what the core reports: completions
+// through their context, messages by opcode, immediates by kind.
+#include "attr.hpp"
+#include "coll.hpp"
+#include "config.hpp"
+#include "ep.hpp"
+
+#include <vector>
+
+namespace rcoll {
+
+using proto::Opcode;
+
+namespace {
+
+constexpr size_t kCompletionBatch = 32;
+constexpr uint64_t kCmPollInterval = 64;
+
+} // namespace
+
+int Endpoint::progress()
+{
+	if (!enabled)
+		return 0;
+	int handled = 0;
+	// Connection events are rare and every read of the core EQ costs a
+	// system call: read it on each call only while a connection is being
+	// set up, else every kCmPollInterval calls.
+	if (cm_busy || progress_calls % kCmPollInterval == 0)
+		handled += poll_cm();
+	handled += read_core_cq(8);
+	refill_rx();
+	if (backlogged) {
+		// Only connected peers can drain; the others wait for FI_CONNECTED.
+		backlogged = 0;
+		for (auto& peer : peers) {
+			if (peer->state == Peer::State::connected)
+				flush_backlog(*peer);
+			backlogged += !peer->backlog.empty() || !peer->controls.empty();
+		}
+	}
+	if (stalled)
+		retry_stalled();
+	if (!polling.empty())
+		poll_last_bytes();
+	if (coll)
+		coll->progress();
+	if (progress_calls % kCmPollInterval == 0)
+		probe_silent_peers(); // reads the clock: not on every call
+	if (++progress_calls % 1024 == 0)
+		check_connect_timeouts();
+	settle_failures();
+	return handled;
+}
+
+// Up to `rounds` batches of core completions; stops early when the core CQ
+// runs dry.
+int Endpoint::read_core_cq(int rounds)
+{
+	int handled = 0;
+	fi_cq_data_entry batch[kCompletionBatch];
+	for (int round = 0; round < rounds; round++) {
+		ssize_t ret = fi_cq_read(core_cq.get(), batch, kCompletionBatch);
+		if (ret > 0) {
+			for (ssize_t i = 0; i < ret; i++)
+				on_core_completion(batch[i]);
+			// A stream of eager messages can use up the few posted
+			// buffers within one call: restock before the core reads on.
+			refill_rx();
+			handled += int(ret);
+			if (size_t(ret) < kCompletionBatch)
+				break;
+		} else if (ret == -FI_EAVAIL) {
+			fi_cq_err_entry err{};
+			if (fi_cq_readerr(core_cq.get(), &err, 0) <= 0)
+				break;
+			on_core_error(err);
+			handled++;
+		} else {
+			break;
+		}
+	}
+	return handled;
+}
+
+
+// Each operation handed to the core carries a CoreContext that knows how
+// to finish it. A remote write's immediate comes with the context of the
+// posted receive it consumed (verbs) or none (tcp).
+void Endpoint::on_core_completion(const fi_cq_data_entry& e)
+{
+	CoreContext* cc = CoreContext::of(e.op_context);
+	if (e.flags & FI_REMOTE_WRITE) {
+		if (cc)
+			cc->finish(*this, cc->owner, CoreEvent{.remote_write = true});
+		if (e.flags & FI_REMOTE_CQ_DATA)
+			on_remote_write(e.data);
+		return;
+	}
+	if (cc)
+		cc->finish(*this, cc->owner, CoreEvent{.len = e.len});
+}
+
+void Endpoint::on_core_error(const fi_cq_err_entry& e)
+{
+	CoreContext* cc = CoreContext::of(e.op_context);
+	const int err = e.err ? e.err : FI_EIO;
+	if (!cc) {
+		RCOLL_WARN(FI_LOG_EP_DATA, "core completion error without context: %s\n",
+			   fi_strerror(err));
+		return;
+	}
+	RCOLL_INFO(FI_LOG_EP_DATA, "core completion error: %s (prov_errno %d)\n", fi_strerror(err),
+		   e.prov_errno);
+	cc->finish(*this, cc->owner, CoreEvent{.err = err});
+}
+
+// Posts a transfer's next chunk. -FI_EAGAIN: progress retries it; another
+// error: the transfer failed (its peer too, when the core refused it).
+ssize_t Endpoint::post_chunk(Peer& peer, ChunkedRma& transfer, CoreContext& cc)
+{
+	if (peer.state == Peer::State::failed) {
+		// It failed while this transfer waited for its next chunk or a
+		// retry: nothing of it is in flight.
+		transfer.retry = false;
+		return -FI_ENOTCONN;
+	}
+	ssize_t ret = transfer.post_next(peer.conn.get(), &cc.space, config().rma_chunk);
+	if (ret == -FI_EAGAIN)
+		stalled++;
+	else if (ret)
+		RCOLL_WARN(FI_LOG_EP_DATA, "core %s: %s\n", transfer.write ? "write" : "read",
+			   fi_strerror(int(-ret)));
+	return ret;
+}
+
+void Endpoint::on_receive(BufferRecord* r, size_t len)
+{
+	proto::Limits limits;
+	limits.eager_limit = uint32_t(eager_limit);
+	limits.connection_count = uint32_t(peers.size());
+	limits.max_message_size = kMaxMsgSize;
+	proto::ParsedMessage m;
+	auto status = proto::validate_message(r->buffer->data(), len, limits, m);
+	Peer* peer = status == proto::WireStatus::Ok ? peer_by_local_id(m.header.src_conn) : nullptr;
+	if (!peer || peer->state == Peer::State::idle || peer->state == Peer::State::failed) {
+		RCOLL_WARN(FI_LOG_EP_DATA, "dropping a %zu-byte message: %s\n", len,
+			   status != proto::WireStatus::Ok ? proto::describe(status)
+							   : "unknown or closed connection");
+		return;
+	}
+	peer->arrivals++; // proof of life for probe_silent_peers
+	switch (m.header.opcode) {
+	case Opcode::Eager:
+	case Opcode::Rts: deliver(*peer, m); break;
+	case Opcode::Cts: on_cts(*peer, std::get<proto::CtsBody>(m.body)); break;
+	case Opcode::Fin: on_fin(*peer, std::get<proto::FinBody>(m.body)); break;
+	case Opcode::WriteData:
+		// The fi_writedata before this message has landed (same connection,
+		// in order): the target's completion carries the data.
+		report_rx({.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA, .data = m.header.cq_data, .src = source_of(peer)});
+		break;
+	case Opcode::Probe:
+		break; // counted above; its sender only wanted our kernel's ACK
+	case Opcode::ReadDone: on_read_done(*peer, std::get<proto::ReadDoneBody>(m.body)); break;
+	}
+}
+
+
+// The immediate of a core write that landed here: rcoll's dispatch kind
+// says whose it is.
+void Endpoint::on_remote_write(uint64_t data)
+{
+	auto imm = proto::decode_immediate(uint32_t(data));
+	if (imm && imm->kind == proto::ImmediateKind::RendezvousPut)
+		on_rendezvous_put(imm->id);
+	else if (imm && imm->kind == proto::ImmediateKind::Collective && coll)
+		coll->on_arrival(imm->id);
+	else
+		RCOLL_WARN(FI_LOG_EP_DATA, "unknown immediate data %#x\n", unsigned(data));
+}
+
+// Core operations the core refused with -FI_EAGAIN.
+void Endpoint::retry_stalled()
+{
+	stalled = 0;
+	sends.for_each([&](SendOp& op) {
+		if (op.transfer.retry)
+			issue_chunk(op);
+	});
+	recvs.for_each([&](RecvOp& op) {
+		if (op.transfer.retry)
+			issue_chunk(op);
+	});
+	std::vector<RmaOp*> waiting;
+	for (auto& op : rma_ops)
+		if (op->transfer.retry)
+			waiting.push_back(op.get());
+	for (RmaOp* op : waiting)
+		issue_chunk(*op);
+}
+
+} // namespace rcoll

@@ -1,0 +1,411 @@
+// Receiving: posted receives matched against arriving messages (rcoll's
+// own tag matching, proto::MatchQueue), messages that arrived first, the
+// shared receive context's bounce buffers, and the receiver's half of the
+// rendezvous (Takagi et al. 2013; its state machine is
+// proto::RendezvousReceiver).
+#include "av.hpp"
+#include "coll.hpp"
+#include "config.hpp"
+#include "domain.hpp"
+#include "ep.hpp"
+
+#include <cstring>
+
+namespace rcoll {
+
+using proto::MsgHeader;
+using proto::Opcode;
+
+namespace {
+
+uint64_t completion_flags(const MsgHeader& h)
+{
+	uint64_t f = FI_RECV | ((h.flags & proto::kFlagTagged) ? FI_TAGGED : FI_MSG);
+	if (h.flags & proto::kFlagRemoteCqData)
+		f |= FI_REMOTE_CQ_DATA;
+	return f;
+}
+
+} // namespace
+
+void Endpoint::release_rx(BufferRecord* r)
+{
+	rx_pool->release(*r->buffer);
+}
+
+// Keeps the shared receive context stocked (Sur et al. 2005): the pool counts
+// posted minus consumed buffers, since verbs gives no SRQ limit event.
+void Endpoint::refill_rx()
+{
+	for (size_t n = rx_pool->refill_count(); n > 0; n--) {
+		proto::BounceBuffer* b = rx_pool->acquire_for_post();
+		if (!b)
+			return;
+		while (rx_records.size() <= b->index())
+			rx_records.emplace_back(&BufferRecord::finish_receive);
+		BufferRecord* r = &rx_records[b->index()];
+		r->buffer = b;
+		ssize_t ret = fi_recv(srx.get(), b->data(), b->size(), b->desc(), FI_ADDR_UNSPEC,
+				      &r->cc.space);
+		if (ret) {
+			rx_pool->post_failed(*b);
+			if (ret != -FI_EAGAIN)
+				RCOLL_WARN(FI_LOG_EP_DATA, "posting to the shared receive context: %s\n",
+					   fi_strerror(int(-ret)));
+			return;
+		}
+	}
+}
+
+
+// A receive buffer came back from the core: with a message, flushed (its
+// connection closed), or consumed by a remote write's immediate (verbs).
+// Either way it returns to the pool, and the refill posts it again.
+void BufferRecord::finish_receive(Endpoint& ep, void* owner, const CoreEvent& event)
+{
+	auto* r = static_cast<BufferRecord*>(owner);
+	ep.rx_pool->consumed(*r->buffer);
+	if (!event.err && !event.remote_write)
+		ep.on_receive(r, event.len);
+	else if (event.err && event.err != FI_ECANCELED)
+		RCOLL_INFO(FI_LOG_EP_DATA, "receive error: %s\n", fi_strerror(event.err));
+	ep.release_rx(r);
+}
+
+ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag,
+		       uint64_t ignore, uint64_t flags, void* context)
+{
+	if (!enabled)
+		return -FI_EOPBADSTATE;
+	if (len && !buf)
+		return -FI_EINVAL;
+	uint64_t source = proto::kAnySource;
+	if (src != FI_ADDR_UNSPEC && (caps & FI_DIRECTED_RECV)) {
+		const EpAddress* a = av ? av->lookup(src) : nullptr;
+		if (!a) {
+			RCOLL_WARN(FI_LOG_EP_DATA, "receive from fi_addr %llu, not in the address vector\n",
+				   (unsigned long long)src);
+			return -FI_EINVAL;
+		}
+		source = a->key;
+	}
+	const bool tagged = flags & FI_TAGGED;
+	proto::MatchQueue& queue = queue_for(flags);
+	const bool report = !rx_selective || (flags & FI_COMPLETION);
+
+	if (tagged && (flags & FI_PEEK)) {
+		Unexpected* u = nullptr;
+		if (auto* m = queue.peek(source, tag, ignore))
+			u = static_cast<Unexpected*>(m->context);
+		if (!u) {
+			report_rx({.context = context, .flags = FI_RECV | FI_TAGGED, .tag = tag, .err = FI_ENOMSG});
+			return 0;
+		}
+		// FI_CLAIM keeps the message for the FI_CLAIM receive that follows;
+		// FI_DISCARD (with or without FI_CLAIM) drops it now.
+		if (flags & (FI_CLAIM | FI_DISCARD))
+			queue.claim(u->match);
+		if ((flags & FI_CLAIM) && !(flags & FI_DISCARD) && context)
+			static_cast<fi_context*>(context)->internal[0] = u;
+		report_rx({.context = context, .flags = completion_flags(u->header), .len = u->header.size, .data = u->header.cq_data, .tag = u->header.tag, .src = source_of(u->peer)});
+		if (flags & FI_DISCARD)
+			discard_unexpected(u);
+		return 0;
+	}
+
+	uint32_t id = 0;
+	RecvOp* op = recvs.create(id);
+	if (!op)
+		return -FI_EAGAIN;
+	op->id = id;
+	op->flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
+	op->report = report;
+	op->buf = static_cast<std::byte*>(buf);
+	op->len = len;
+	op->app_mr = static_cast<MemoryRegion*>(desc);
+	op->core_desc = core_desc_of(desc);
+	op->source = source;
+	op->tag = tagged ? tag : 0;
+	op->ignore = tagged ? ignore : 0;
+	op->context = context;
+
+	Unexpected* u = nullptr;
+	if (tagged && (flags & FI_CLAIM)) {
+		u = context ? static_cast<Unexpected*>(static_cast<fi_context*>(context)->internal[0]) : nullptr;
+		if (!u) {
+			recvs.destroy(id);
+			return -FI_EINVAL;
+		}
+		if (flags & FI_DISCARD) {
+			report_rx({.context = context, .flags = completion_flags(u->header), .data = u->header.cq_data, .tag = u->header.tag, .src = source_of(u->peer), .report = report});
+			discard_unexpected(u);
+			recvs.destroy(id);
+			return 0;
+		}
+	} else if (auto* m = queue.post(*op)) {
+		u = static_cast<Unexpected*>(m->context);
+	} else if (source != proto::kAnySource && failed_source(source)) {
+		// Nothing it delivered matches, and it will send nothing more.
+		queue.remove(*op);
+		fail_receive(*op);
+		return 0;
+	}
+	if (u)
+		match_unexpected(*op, u);
+	return 0;
+}
+
+bool Endpoint::failed_source(uint64_t key) const
+{
+	auto it = peer_by_key.find(key);
+	return it != peer_by_key.end() && it->second->state == Peer::State::failed;
+}
+
+// A receive met a message that had arrived before it.
+void Endpoint::match_unexpected(RecvOp& op, Unexpected* u)
+{
+	if (u->header.opcode == Opcode::Eager) {
+		complete_eager(op, u->peer, u->header, u->payload.data(), u->payload.size());
+	} else if (u->peer->state == Peer::State::failed || u->peer_failures != u->peer->failures) {
+		// Its sender's connection ended since: no one can serve the request.
+		report_rx({.context = op.context, .flags = op.flags, .buf = op.buf, .tag = u->header.tag, .src = source_of(u->peer), .err = FI_EIO});
+		recvs.destroy(op.id);
+	} else {
+		start_rendezvous_recv(op, *u->peer, u->header, u->rts);
+	}
+	drop_unexpected(u);
+}
+
+// FI_DISCARD: the message is consumed without its data. A rendezvous
+// sender still waits for its buffer to be released: tell it we are done.
+void Endpoint::discard_unexpected(Unexpected* u)
+{
+	if (u->header.opcode == Opcode::Rts && u->peer->state == Peer::State::connected &&
+	    u->peer_failures == u->peer->failures) {
+		MsgHeader h;
+		h.opcode = Opcode::ReadDone;
+		send_control(*u->peer, h, proto::ReadDoneBody{u->rts.sender_cookie});
+	}
+	drop_unexpected(u);
+}
+
+void Endpoint::drop_unexpected(Unexpected* u)
+{
+	u->payload.clear();
+	spare_unexpected.emplace_back(u);
+}
+
+Unexpected* Endpoint::new_unexpected()
+{
+	if (spare_unexpected.empty())
+		return new Unexpected();
+	Unexpected* u = spare_unexpected.back().release();
+	spare_unexpected.pop_back();
+	u->peer = nullptr;
+	u->header = proto::MsgHeader{};
+	u->payload.clear();
+	u->rts = proto::RtsBody{};
+	return u;
+}
+
+void Endpoint::complete_eager(RecvOp& op, Peer* peer, const MsgHeader& h, const std::byte* data,
+			      size_t size)
+{
+	const size_t n = std::min(size, op.len);
+	if (n)
+		memcpy(op.buf, data, n);
+	const uint64_t cflags = completion_flags(h);
+	if (size > op.len)
+		report_rx({.context = op.context, .flags = cflags, .len = n, .buf = op.buf, .data = h.cq_data, .tag = h.tag, .src = source_of(peer), .err = FI_ETRUNC, .olen = size - op.len});
+	else
+		report_rx({.context = op.context, .flags = cflags, .len = n, .buf = op.buf, .data = h.cq_data, .tag = h.tag, .src = source_of(peer), .report = op.report});
+	recvs.destroy(op.id);
+}
+
+void Endpoint::start_rendezvous_recv(RecvOp& op, Peer& peer, const MsgHeader& h,
+				     const proto::RtsBody& rts)
+{
+	op.peer = &peer;
+	op.header = h;
+	const uint64_t transfer = std::min<uint64_t>(h.size, op.len);
+	uint64_t key = 0;
+	if (transfer) {
+		if (op.app_mr) {
+			key = op.app_mr->core.key();
+		} else {
+			int ret = op.own_mr.reg(domain->core.get(), op.buf, transfer,
+						FI_RECV | FI_WRITE | FI_READ | FI_REMOTE_WRITE);
+			if (ret) {
+				report_rx({.context = op.context, .flags = completion_flags(h), .buf = op.buf, .data = h.cq_data, .tag = h.tag, .src = source_of(&peer), .err = -ret});
+				recvs.destroy(op.id);
+				return;
+			}
+			op.core_desc = op.own_mr.desc();
+			key = op.own_mr.key();
+		}
+	}
+	op.machine.emplace(op.id, std::span<std::byte>(op.buf, transfer),
+			   proto::RemoteBuffer{reinterpret_cast<uint64_t>(op.buf), key});
+	const auto path = proto::RendezvousReceiver::path_for(op.source);
+	const auto mode = config().rndv_poll_last_byte() ? proto::CompletionMode::PollLastByte
+							  : proto::CompletionMode::Immediate;
+	run_recv_actions(op, op.machine->on_rts(rts, h.size, path, mode, slot_random));
+}
+
+void Endpoint::run_recv_actions(RecvOp& op, const proto::Actions& actions)
+{
+	for (const proto::Action& a : actions) {
+		if (auto* cts = std::get_if<proto::action::SendCts>(&a)) {
+			MsgHeader h;
+			h.opcode = Opcode::Cts;
+			send_control(*op.peer, h, cts->body);
+			if (cts->body.mode == proto::CompletionMode::PollLastByte && !op.polling) {
+				op.polling = true;
+				polling.push_back(op.id);
+			}
+		} else if (auto* rd = std::get_if<proto::action::Read>(&a)) {
+			ChunkedRma& t = op.transfer;
+			t.write = false;
+			t.local = op.buf;
+			t.desc = op.core_desc;
+			t.remote_addr = rd->source.addr;
+			t.key = rd->source.key;
+			t.length = rd->length;
+			t.done = 0;
+			issue_chunk(op);
+		} else if (auto* done = std::get_if<proto::action::SendReadDone>(&a)) {
+			MsgHeader h;
+			h.opcode = Opcode::ReadDone;
+			send_control(*op.peer, h, done->body);
+		} else if (auto* c = std::get_if<proto::action::Complete>(&a)) {
+			const MsgHeader& h = op.header;
+			int err = outcome_errno(c->outcome);
+			size_t olen = c->outcome == proto::Outcome::Truncated
+					      ? size_t(c->message_length - c->transferred)
+					      : 0;
+			report_rx({.context = op.context, .flags = completion_flags(h), .len = size_t(c->transferred), .buf = op.buf, .data = h.cq_data, .tag = h.tag, .src = source_of(op.peer), .err = err, .olen = olen, .report = op.report});
+			recvs.destroy(op.id);
+			return; // op is gone
+		} else if (auto* v = std::get_if<proto::action::Violation>(&a)) {
+			RCOLL_WARN(FI_LOG_EP_DATA, "rendezvous protocol violation from %s: %s\n",
+				   op.peer->address.to_string().c_str(), v->what);
+			schedule_failure(*op.peer, -FI_EOTHER);
+		}
+	}
+}
+
+// The GET data, chunk by chunk.
+void Endpoint::issue_chunk(RecvOp& op)
+{
+	ssize_t ret = post_chunk(*op.peer, op.transfer, op.transfer_cc);
+	if (ret && ret != -FI_EAGAIN)
+		run_recv_actions(op, op.machine->on_read_failed());
+}
+
+void Endpoint::on_chunk_done(RecvOp& op, int err)
+{
+	if (err) {
+		op.transfer.in_flight = op.transfer.retry = false;
+		run_recv_actions(op, op.machine->on_read_failed());
+	} else if (op.transfer.chunk_done()) {
+		run_recv_actions(op, op.machine->on_read_complete());
+	} else {
+		issue_chunk(op);
+	}
+}
+
+void Endpoint::on_fin(Peer& peer, const proto::FinBody& fin)
+{
+	RecvOp* op = recvs.find(fin.receiver_op_id);
+	if (!op || op->peer != &peer || !op->machine) {
+		RCOLL_WARN(FI_LOG_EP_DATA, "FIN for an unknown receive\n");
+		return;
+	}
+	run_recv_actions(*op, op->machine->on_fin(fin));
+}
+
+// The immediate of a rendezvous PUT: its data landed.
+void Endpoint::on_rendezvous_put(uint32_t receiver_id)
+{
+	RecvOp* op = recvs.find(receiver_id);
+	if (!op || !op->machine) {
+		RCOLL_WARN(FI_LOG_EP_DATA, "immediate for an unknown receive\n");
+		return;
+	}
+	run_recv_actions(*op, op->machine->on_immediate());
+}
+
+// An eager message or a rendezvous request: to the oldest posted receive
+// that accepts it, else queued as unexpected (its payload copied out so the
+// bounce buffer goes straight back to the shared receive context).
+void Endpoint::deliver(Peer& peer, const proto::ParsedMessage& m)
+{
+	if (m.header.flags & proto::kFlagCollective) {
+		if (coll)
+			coll->on_join_message(peer, m.header, m.payload);
+		return;
+	}
+	Unexpected* u = new_unexpected();
+	u->match.source = peer.key;
+	u->match.tag = m.header.tag;
+	u->match.context = u;
+	proto::MatchQueue& queue = (m.header.flags & proto::kFlagTagged) ? tagged_queue : msg_queue;
+	proto::PostedReceive* posted = queue.deliver(u->match);
+	if (!posted) {
+		u->peer = &peer;
+		u->peer_failures = peer.failures;
+		u->header = m.header;
+		if (m.header.opcode == Opcode::Eager)
+			u->payload.assign(m.payload.begin(), m.payload.end());
+		else
+			u->rts = std::get<proto::RtsBody>(m.body);
+		return;
+	}
+	drop_unexpected(u);
+	RecvOp& op = *static_cast<RecvOp*>(posted);
+	if (m.header.opcode == Opcode::Eager)
+		complete_eager(op, &peer, m.header, m.payload.data(), m.payload.size());
+	else
+		start_rendezvous_recv(op, peer, m.header, std::get<proto::RtsBody>(m.body));
+}
+
+
+// POLL_LAST_BYTE mode: receives whose slot byte may have changed.
+void Endpoint::poll_last_bytes()
+{
+	for (size_t i = 0; i < polling.size();) {
+		RecvOp* op = recvs.find(polling[i]);
+		if (!op || !op->machine || op->machine->done()) {
+			polling[i] = polling.back();
+			polling.pop_back();
+			continue;
+		}
+		i++;
+		run_recv_actions(*op, op->machine->poll());
+	}
+}
+
+
+void Endpoint::fail_receive(RecvOp& op)
+{
+	report_rx({.context = op.context, .flags = op.flags, .buf = op.buf, .tag = op.tag, .err = FI_EIO});
+	recvs.destroy(op.id);
+}
+
+
+// fi_cancel: a posted receive completes with FI_ECANCELED.
+
+ssize_t Endpoint::cancel(void* context)
+{
+	for (proto::MatchQueue* q : {&msg_queue, &tagged_queue}) {
+		if (proto::PostedReceive* pr = q->cancel(context)) {
+			auto& op = *static_cast<RecvOp*>(pr);
+			report_rx({.context = op.context, .flags = op.flags, .buf = op.buf, .tag = op.tag, .err = FI_ECANCELED});
+			recvs.destroy(op.id);
+			return 0;
+		}
+	}
+	return -FI_ENOENT;
+}
+
+} // namespace rcoll

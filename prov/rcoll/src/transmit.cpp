@@ -1,0 +1,204 @@
+// Core messages through the transmit bounce pool: eager sends, rendezvous
+// requests and control messages, each in order on its peer's connection,
+// waiting in the peer's backlog while it connects or the core is full.
+#include "config.hpp"
+#include "ep.hpp"
+
+#include <cstring>
+
+namespace rcoll {
+
+using proto::MsgHeader;
+using proto::Opcode;
+
+BufferRecord* Endpoint::get_tx_buffer()
+{
+	proto::BounceBuffer* b = tx_pool->acquire();
+	if (!b)
+		return nullptr;
+	while (tx_records.size() <= b->index())
+		tx_records.emplace_back(&BufferRecord::finish_send);
+	BufferRecord* r = &tx_records[b->index()];
+	r->buffer = b;
+	r->peer = nullptr;
+	r->header = MsgHeader{};
+	r->len = 0;
+	r->context = nullptr;
+	r->cq_flags = 0;
+	r->report = r->count = r->in_core = false;
+	r->may_inject = true;
+	r->payload = nullptr;
+	r->payload_desc = nullptr;
+	r->payload_len = 0;
+	return r;
+}
+
+void Endpoint::release_tx_buffer(BufferRecord* r)
+{
+	tx_pool->release(*r->buffer);
+}
+
+
+bool Endpoint::tx_buffer_available() const
+{
+	return tx_pool->free_count() > 0 || tx_pool->capacity() < tx_pool->max_buffers();
+}
+
+// The core sent a buffered message, or failed to: the send it carries
+// completes, and a failure ends the connection.
+void BufferRecord::finish_send(Endpoint& ep, void* owner, const CoreEvent& event)
+{
+	auto* r = static_cast<BufferRecord*>(owner);
+	Peer* peer = r->peer;
+	r->in_core = false;
+	if (!event.err && peer)
+		peer->injects.prove(r->proves);
+	if (r->count)
+		ep.report_tx(r->context, r->cq_flags, event.err ? 0 : r->header.size, event.err,
+			     event.err || r->report, ep.send_cntr);
+	ep.release_tx_buffer(r);
+	if (event.err)
+		ep.fail_connection_of(peer, event.err);
+}
+
+ssize_t Endpoint::post_tx(BufferRecord* r)
+{
+	Peer& peer = *r->peer;
+	if (peer.state != Peer::State::connected || !peer.backlog.empty()) {
+		peer.backlog.push_back(r);
+		backlogged++;
+		return 0;
+	}
+	ssize_t ret = transmit(peer, r);
+	if (ret == -FI_EAGAIN) {
+		peer.backlog.push_back(r);
+		backlogged++;
+		return 0;
+	}
+	if (ret) {
+		// The connection is unusable: fail it rather than let operations
+		// wait for messages that never left.
+		RCOLL_WARN(FI_LOG_EP_DATA, "core send: %s\n", fi_strerror(int(-ret)));
+		schedule_failure(peer, int(ret));
+	}
+	return ret;
+}
+
+// Hands one message to the core connection. One that fits the core's
+// inject size is injected: the core then writes no completion, which on tcp
+// also spares the wait-fd signal it raises per completion and the CQ poll
+// that would fetch it, so the buffer and the send it carries complete here.
+// A direct send gathers the header and the application's payload.
+ssize_t Endpoint::transmit(Peer& peer, BufferRecord* r)
+{
+	r->header.src_conn = peer.remote_id;
+	proto::encode_header(r->header, r->buffer->data());
+	ssize_t ret;
+	if (r->payload_len) {
+		iovec iov[2] = {{r->buffer->data(), r->len},
+				{const_cast<std::byte*>(r->payload), r->payload_len}};
+		void* descs[2] = {r->buffer->desc(), r->payload_desc};
+		fi_msg msg{};
+		msg.msg_iov = iov;
+		msg.desc = descs;
+		msg.iov_count = 2;
+		msg.context = &r->cc.space;
+		ret = fi_sendmsg(peer.conn.get(), &msg, FI_COMPLETION);
+	} else if (r->may_inject && r->len <= core_inject_size && peer.injects.may_inject()) {
+		ret = fi_inject(peer.conn.get(), r->buffer->data(), r->len, 0);
+		if (ret == 0) {
+			peer.injects.posted++;
+			if (r->count)
+				report_tx(r->context, r->cq_flags, r->header.size, 0, r->report, send_cntr);
+			release_tx_buffer(r);
+			return 0;
+		}
+		return ret;
+	} else {
+		ret = fi_send(peer.conn.get(), r->buffer->data(), r->len, r->buffer->desc(), 0,
+			      &r->cc.space);
+	}
+	if (ret == 0) {
+		r->in_core = true;
+		r->proves = peer.injects.posted;
+	}
+	return ret;
+}
+
+void Endpoint::flush_backlog(Peer& peer)
+{
+	while (peer.state == Peer::State::connected && !peer.backlog.empty()) {
+		BufferRecord* r = peer.backlog.front();
+		if (r->header.opcode == Opcode::Eager && r->header.size > peer.eager_limit) {
+			// Queued before the handshake told us the peer takes less.
+			peer.backlog.pop_front();
+			RCOLL_WARN(FI_LOG_EP_DATA, "eager message of %llu bytes above the peer's limit %u\n",
+				   (unsigned long long)r->header.size, peer.eager_limit);
+			report_tx(r->context, r->cq_flags, 0, FI_EMSGSIZE, true, send_cntr);
+			release_tx_buffer(r);
+			continue;
+		}
+		ssize_t ret = transmit(peer, r);
+		if (ret == -FI_EAGAIN)
+			return;
+		peer.backlog.pop_front();
+		if (ret) {
+			RCOLL_WARN(FI_LOG_EP_DATA, "core send: %s\n", fi_strerror(int(-ret)));
+			report_tx(r->context, r->cq_flags, 0, int(-ret), true, r->count ? send_cntr : nullptr);
+			release_tx_buffer(r);
+			schedule_failure(peer, int(ret));
+			return;
+		}
+	}
+	// Control messages go after the buffered ones, which already hold
+	// buffers: waiting for them could only hold those buffers longer.
+	while (peer.state == Peer::State::connected && !peer.controls.empty()) {
+		const QueuedControl& c = peer.controls.front();
+		if (send_buffered(peer, c.header, c.body.data(), c.body.size()) == -FI_EAGAIN)
+			return; // the pool is still empty: a later progress call retries
+		peer.controls.pop_front();
+	}
+}
+
+// A header-and-body message through a bounce buffer, in order with the
+// peer's other buffered messages; -FI_EAGAIN when the pool is empty.
+ssize_t Endpoint::send_buffered(Peer& peer, const MsgHeader& header, const void* body,
+				size_t body_len)
+{
+	BufferRecord* r = get_tx_buffer();
+	if (!r)
+		return -FI_EAGAIN;
+	r->peer = &peer;
+	r->header = header;
+	if (body_len)
+		memcpy(r->buffer->data() + proto::kHeaderSize, body, body_len);
+	r->len = proto::kHeaderSize + body_len;
+	// A probe exists to fail: it needs a completion. verbs (1.17) drops
+	// the error of an injected send without a trace, and only an error
+	// completion tells us which connection died.
+	r->may_inject = header.opcode != Opcode::Probe;
+	ssize_t ret = post_tx(r);
+	if (ret)
+		release_tx_buffer(r);
+	return ret;
+}
+
+// Never fails for want of a transmit buffer (see QueuedControl). A message
+// for a failed peer is dropped: the operations it belonged to are failing.
+ssize_t Endpoint::send_control(Peer& peer, const MsgHeader& header, const void* body,
+			       size_t body_len)
+{
+	if (peer.state == Peer::State::failed)
+		return -FI_ENOTCONN;
+	if (peer.controls.empty()) {
+		ssize_t ret = send_buffered(peer, header, body, body_len);
+		if (ret != -FI_EAGAIN)
+			return ret;
+	}
+	auto* bytes = static_cast<const std::byte*>(body);
+	peer.controls.push_back(QueuedControl{header, {bytes, bytes + body_len}});
+	backlogged++;
+	return 0;
+}
+
+} // namespace rcoll
