@@ -27,62 +27,70 @@ using std::chrono::seconds;
 // The engine's collectives are declared in fi_collective_op order.
 fi_collective_op to_fi(rcoll::engine::Collective c)
 {
-    return static_cast<fi_collective_op>(static_cast<int>(c));
+	return static_cast<fi_collective_op>(static_cast<int>(c));
 }
 
 void require_rcoll(const TestOptions& options)
 {
-    if (options.provider != "rcoll")
-        throw NotApplicable("FI_RCOLL_COLL_TUNE is an rcoll parameter");
+	if (options.provider != "rcoll")
+		throw NotApplicable("FI_RCOLL_COLL_TUNE is an rcoll parameter");
 }
 
 // Sizes in bytes (per call, or per rank block): tiny, just below and above
 // the 16 KiB eager limit, several 64 KiB chunks, and an odd megabyte.
 std::vector<size_t> forced_sizes(bool quick)
 {
-    if (quick)
-        return {1, 16 * 1024 + 1, 200 * 1024};
-    return {1, 100, 16 * 1024 - 1, 16 * 1024 + 1, 200 * 1024, (1u << 20) + 3};
+	if (quick)
+		return {1, 16 * 1024 + 1, 200 * 1024};
+	return {1, 100, 16 * 1024 - 1, 16 * 1024 + 1, 200 * 1024, (1u << 20) + 3};
 }
 
 void run_forced(Bootstrap& boot, const TestOptions& options, fi_collective_op coll)
 {
-    require_rcoll(options);
-    CollEndpoint ep({options.provider});
-    const auto world = ep.exchange_addresses(boot);
-    ProgressingBarrier sync(ep, boot, boot.size());
-    CheckedCall checked;
-    size_t verified = 0;
-    std::string sizes_seen;
-    // Full group and this rank's stride-2 group: two group sizes per launch.
-    for (Shape shape : {Shape::full, Shape::strided}) {
-        auto group = join_shape(ep, boot, world, shape);
-        if (coll == FI_BARRIER) {
-            check_barrier_semantics(ep, boot, *group, shape == Shape::full ? 0 : 1 + boot.rank() % 2,
-                                    options.quick ? 5 : 20);
-            verified += options.quick ? 5 : 20;
-        } else {
-            static constexpr fi_datatype kTypes[] = {FI_INT32, FI_FLOAT, FI_UINT8, FI_DOUBLE, FI_INT64};
-            const int last = group->size() - 1;
-            uint64_t k = 0;
-            std::vector<int> roots = {0};
-            if (is_rooted(coll) && last > 0)
-                roots.push_back(last);
-            for (size_t bytes : forced_sizes(options.quick)) {
-                for (int root : roots) {
-                    const fi_datatype type = kTypes[k % std::size(kTypes)];
-                    const size_t element = datatype_info(type).size;
-                    const CallSpec call{coll, (bytes + element - 1) / element, type, valid_op(type, k), root};
-                    boot.note(strfmt("last started: %s on %s", call.describe().c_str(), group->label().c_str()));
-                    run_checked(ep, checked, *group, call, make_seed(0xA160, k++, static_cast<uint64_t>(shape)));
-                    ++verified;
-                }
-            }
-        }
-        sizes_seen += strfmt("%s%d", sizes_seen.empty() ? "" : ",", group->size());
-        sync.wait();
-    }
-    summary_note(boot, strfmt("%zu verified calls on groups of %s", verified, sizes_seen.c_str()));
+	require_rcoll(options);
+	CollEndpoint ep({options.provider});
+	const auto world = ep.exchange_addresses(boot);
+	ProgressingBarrier sync(ep, boot, boot.size());
+	CheckedCall checked;
+	size_t verified = 0;
+	std::string sizes_seen;
+	// Full group and this rank's stride-2 group: two group sizes per launch.
+	for (Shape shape : {Shape::full, Shape::strided}) {
+		auto group = join_shape(ep, boot, world, shape);
+		if (coll == FI_BARRIER) {
+			check_barrier_semantics(ep, boot, *group,
+						shape == Shape::full ? 0 : 1 + boot.rank() % 2,
+						options.quick ? 5 : 20);
+			verified += options.quick ? 5 : 20;
+		} else {
+			static constexpr fi_datatype kTypes[] = {FI_INT32, FI_FLOAT, FI_UINT8,
+								 FI_DOUBLE, FI_INT64};
+			const int last = group->size() - 1;
+			uint64_t k = 0;
+			std::vector<int> roots = {0};
+			if (is_rooted(coll) && last > 0)
+				roots.push_back(last);
+			for (size_t bytes : forced_sizes(options.quick)) {
+				for (int root : roots) {
+					const fi_datatype type = kTypes[k % std::size(kTypes)];
+					const size_t element = datatype_info(type).size;
+					const CallSpec call{coll, (bytes + element - 1) / element,
+							    type, valid_op(type, k), root};
+					boot.note(strfmt("last started: %s on %s",
+							 call.describe().c_str(),
+							 group->label().c_str()));
+					run_checked(ep, checked, *group, call,
+						    make_seed(0xA160, k++,
+							      static_cast<uint64_t>(shape)));
+					++verified;
+				}
+			}
+		}
+		sizes_seen += strfmt("%s%d", sizes_seen.empty() ? "" : ",", group->size());
+		sync.wait();
+	}
+	summary_note(boot,
+		     strfmt("%zu verified calls on groups of %s", verified, sizes_seen.c_str()));
 }
 
 // Members that disagree on FI_RCOLL_COLL_TUNE would build mirror-image
@@ -90,25 +98,28 @@ void run_forced(Bootstrap& boot, const TestOptions& options, fi_collective_op co
 // also shows that the variable reaches the provider.
 void run_tune_mismatch(Bootstrap& boot, const TestOptions& options)
 {
-    require_rcoll(options);
-    setenv("FI_RCOLL_COLL_TUNE", boot.rank() == 0 ? "allreduce:@ring" : "allreduce:@recursive_doubling", 1);
-    CollEndpoint ep({options.provider});
-    const auto world = ep.exchange_addresses(boot);
-    AvSetPtr set = av_set_range(ep, world.front(), world.back(), 1, world.size());
-    fi_addr_t set_addr = FI_ADDR_NOTAVAIL;
-    FT_CHECK(fi_av_set_addr(set.get(), &set_addr));
-    fid_mc* raw = nullptr;
-    int join_context = 0;
-    FT_CHECK(fi_join_collective(ep.ep(), set_addr, set.get(), 0, &raw, &join_context));
-    FidPtr<fid_mc> mc(raw);
-    const JoinEvent event = ep.wait_join(mc.get(), "join with mismatched FI_RCOLL_COLL_TUNE", seconds(10));
-    expect(event.error != 0,
-           "the join succeeded although rank 0 forces allreduce:@ring and rank 1 "
-           "allreduce:@recursive_doubling");
-    expect(event.context == &join_context, "the failed join's event carries context %p, want %p", event.context,
-           static_cast<void*>(&join_context));
-    ProgressingBarrier(ep, boot, boot.size()).wait();
-    summary_note(boot, strfmt("join refused with %s", fi_strerror(event.error)));
+	require_rcoll(options);
+	setenv("FI_RCOLL_COLL_TUNE",
+	       boot.rank() == 0 ? "allreduce:@ring" : "allreduce:@recursive_doubling", 1);
+	CollEndpoint ep({options.provider});
+	const auto world = ep.exchange_addresses(boot);
+	AvSetPtr set = av_set_range(ep, world.front(), world.back(), 1, world.size());
+	fi_addr_t set_addr = FI_ADDR_NOTAVAIL;
+	FT_CHECK(fi_av_set_addr(set.get(), &set_addr));
+	fid_mc* raw = nullptr;
+	int join_context = 0;
+	FT_CHECK(fi_join_collective(ep.ep(), set_addr, set.get(), 0, &raw, &join_context));
+	FidPtr<fid_mc> mc(raw);
+	const JoinEvent event =
+		ep.wait_join(mc.get(), "join with mismatched FI_RCOLL_COLL_TUNE", seconds(10));
+	expect(event.error != 0,
+	       "the join succeeded although rank 0 forces allreduce:@ring and rank 1 "
+	       "allreduce:@recursive_doubling");
+	expect(event.context == &join_context,
+	       "the failed join's event carries context %p, want %p", event.context,
+	       static_cast<void*>(&join_context));
+	ProgressingBarrier(ep, boot, boot.size()).wait();
+	summary_note(boot, strfmt("join refused with %s", fi_strerror(event.error)));
 }
 
 // FI_RCOLL_COLL_LOCAL as this rank's provider reads it (default on).
@@ -118,28 +129,29 @@ bool offers_node_local(const char* value) { return !value || std::string_view(va
 // (a registration may split one mapping into several lines).
 int mapped_regions()
 {
-    std::ifstream maps("/proc/self/maps");
-    std::set<std::string> inodes;
-    for (std::string line; std::getline(maps, line);) {
-        if (line.find("memfd:rcoll-coll") == std::string::npos)
-            continue;
-        std::istringstream fields(line);
-        std::string range, perms, offset, device, inode;
-        fields >> range >> perms >> offset >> device >> inode;
-        inodes.insert(device + ":" + inode);
-    }
-    return static_cast<int>(inodes.size());
+	std::ifstream maps("/proc/self/maps");
+	std::set<std::string> inodes;
+	for (std::string line; std::getline(maps, line);) {
+		if (line.find("memfd:rcoll-coll") == std::string::npos)
+			continue;
+		std::istringstream fields(line);
+		std::string range, perms, offset, device, inode;
+		fields >> range >> perms >> offset >> device >> inode;
+		inodes.insert(device + ":" + inode);
+	}
+	return static_cast<int>(inodes.size());
 }
 
 // Process descriptors (pidfds) this process holds.
 int open_pidfds()
 {
-    int n = 0;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-        std::error_code error;
-        n += std::filesystem::read_symlink(entry.path(), error).string() == "anon_inode:[pidfd]";
-    }
-    return n;
+	int n = 0;
+	for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+		std::error_code error;
+		n += std::filesystem::read_symlink(entry.path(), error).string() ==
+		     "anon_inode:[pidfd]";
+	}
+	return n;
 }
 
 // A rank that offers the node-local path keeps its scratch in a memory
@@ -150,79 +162,95 @@ int open_pidfds()
 // namespaces, RCOLL_TEST_NETNS) only those in the same one are local.
 void run_node_local_path(Bootstrap& boot, const TestOptions& options)
 {
-    if (options.provider != "rcoll")
-        throw NotApplicable("the node-local path is rcoll's");
-    const bool mixed = std::string_view(std::getenv("RCOLL_TEST_COLL_LOCAL") ?: "") == "even";
-    const bool mine = offers_node_local(std::getenv("FI_RCOLL_COLL_LOCAL"));
-    CollEndpoint ep({options.provider});
-    const auto world = ep.exchange_addresses(boot);
-    expect(mapped_regions() == 0, "%d collective regions mapped before any join", mapped_regions());
-    auto group = join_shape(ep, boot, world, Shape::full);
-    int peers_local = 0;
-    for (int r = 0; r < boot.size(); ++r)
-        if (r != boot.rank() && mine && (!mixed || r % 2 == 0) &&
-            namespace_of_rank(r) == namespace_of_rank(boot.rank()))
-            ++peers_local;
-    const int mapped = mapped_regions();
-    const int own = mine ? 1 : 0;
-    expect(mapped == own + peers_local,
-           "rank %d (FI_RCOLL_COLL_LOCAL %s) maps %d collective scratch files; want %d of its own and %d of "
-           "local members",
-           boot.rank(), mine ? "on" : "off", mapped, own, peers_local);
-    // A second group of the same members maps their second files, but
-    // watches each member's process with the pidfd it already has.
-    auto second = join_shape(ep, boot, world, Shape::reversed);
-    expect(mapped_regions() == 2 * (own + peers_local), "rank %d maps %d collective scratch files with 2 groups; "
-           "want %d", boot.rank(), mapped_regions(), 2 * (own + peers_local));
-    expect(open_pidfds() == peers_local, "rank %d holds %d pidfds for %d local members in 2 groups", boot.rank(),
-           open_pidfds(), peers_local);
-    CheckedCall checked;
-    uint64_t k = 0;
-    run_checked(ep, checked, *second, {FI_ALLREDUCE, 1000, FI_INT32, FI_SUM}, make_seed(0x10CA, 99));
-    for (const CallSpec& call : {CallSpec{FI_BARRIER, 0, FI_UINT8},
-                                 CallSpec{FI_ALLREDUCE, 1, FI_INT64, FI_SUM},
-                                 CallSpec{FI_BROADCAST, (1u << 20) + 3, FI_UINT8, FI_SUM, boot.size() - 1},
-                                 CallSpec{FI_ALLREDUCE, 1u << 19, FI_DOUBLE, FI_SUM},
-                                 CallSpec{FI_ALLGATHER, 70000, FI_INT32}})
-        run_checked(ep, checked, *group, call, make_seed(0x10CA, k++));
-    ProgressingBarrier(ep, boot, boot.size()).wait();
-    summary_note(boot, strfmt("rank %d maps %d members' scratch files (%s), %llu verified calls", boot.rank(),
-                              mapped - own,
-                              mine ? "node-local on" : "node-local off", static_cast<unsigned long long>(k)));
+	if (options.provider != "rcoll")
+		throw NotApplicable("the node-local path is rcoll's");
+	const bool mixed = std::string_view(std::getenv("RCOLL_TEST_COLL_LOCAL") ?: "") == "even";
+	const bool mine = offers_node_local(std::getenv("FI_RCOLL_COLL_LOCAL"));
+	CollEndpoint ep({options.provider});
+	const auto world = ep.exchange_addresses(boot);
+	expect(mapped_regions() == 0, "%d collective regions mapped before any join",
+	       mapped_regions());
+	auto group = join_shape(ep, boot, world, Shape::full);
+	int peers_local = 0;
+	for (int r = 0; r < boot.size(); ++r)
+		if (r != boot.rank() && mine && (!mixed || r % 2 == 0) &&
+		    namespace_of_rank(r) == namespace_of_rank(boot.rank()))
+			++peers_local;
+	const int mapped = mapped_regions();
+	const int own = mine ? 1 : 0;
+	expect(mapped == own + peers_local,
+	       "rank %d (FI_RCOLL_COLL_LOCAL %s) maps %d collective scratch files; want %d of its "
+	       "own and %d of "
+	       "local members",
+	       boot.rank(), mine ? "on" : "off", mapped, own, peers_local);
+	// A second group of the same members maps their second files, but
+	// watches each member's process with the pidfd it already has.
+	auto second = join_shape(ep, boot, world, Shape::reversed);
+	expect(mapped_regions() == 2 * (own + peers_local),
+	       "rank %d maps %d collective scratch files with 2 groups; "
+	       "want %d",
+	       boot.rank(), mapped_regions(), 2 * (own + peers_local));
+	expect(open_pidfds() == peers_local,
+	       "rank %d holds %d pidfds for %d local members in 2 groups", boot.rank(),
+	       open_pidfds(), peers_local);
+	CheckedCall checked;
+	uint64_t k = 0;
+	run_checked(ep, checked, *second, {FI_ALLREDUCE, 1000, FI_INT32, FI_SUM},
+		    make_seed(0x10CA, 99));
+	for (const CallSpec& call :
+	     {CallSpec{FI_BARRIER, 0, FI_UINT8}, CallSpec{FI_ALLREDUCE, 1, FI_INT64, FI_SUM},
+	      CallSpec{FI_BROADCAST, (1u << 20) + 3, FI_UINT8, FI_SUM, boot.size() - 1},
+	      CallSpec{FI_ALLREDUCE, 1u << 19, FI_DOUBLE, FI_SUM},
+	      CallSpec{FI_ALLGATHER, 70000, FI_INT32}})
+		run_checked(ep, checked, *group, call, make_seed(0x10CA, k++));
+	ProgressingBarrier(ep, boot, boot.size()).wait();
+	summary_note(boot,
+		     strfmt("rank %d maps %d members' scratch files (%s), %llu verified calls",
+			    boot.rank(), mapped - own, mine ? "node-local on" : "node-local off",
+			    static_cast<unsigned long long>(k)));
 }
 
-}  // namespace
+} // namespace
 
 void add_algorithm_cases(std::vector<CollCase>& cases)
 {
-    for (unsigned c = 0; c < rcoll::engine::collective_count; ++c) {
-        const auto engine_coll = static_cast<rcoll::engine::Collective>(c);
-        const fi_collective_op coll = to_fi(engine_coll);
-        const std::string_view coll_text = rcoll::engine::to_string(engine_coll);
-        for (rcoll::engine::Algorithm algorithm : rcoll::engine::algorithms_for(engine_coll)) {
-            const std::string_view algorithm_text = rcoll::engine::to_string(algorithm);
-            const std::string tune = strfmt("%.*s:@%.*s", static_cast<int>(coll_text.size()), coll_text.data(),
-                                            static_cast<int>(algorithm_text.size()), algorithm_text.data());
-            for (int ranks : {5, 8}) {
-                cases.push_back({strfmt("algorithm-%s-%.*s-%d", collective_name(coll),
-                                        static_cast<int>(algorithm_text.size()), algorithm_text.data(), ranks),
-                                 strfmt("FI_RCOLL_COLL_TUNE=%s, %d ranks: full and stride-2 groups, 1 B..1 MiB, "
-                                        "first and last root",
-                                        tune.c_str(), ranks),
-                                 ranks, seconds(180), tune, [coll](Bootstrap& boot, const TestOptions& options) {
-                                     run_forced(boot, options, coll);
-                                 }});
-            }
-        }
-    }
-    cases.push_back({"node-local-path",
-                     "5 ranks: members on one host map each other's collective scratch exactly when both offer "
-                     "the node-local path (FI_RCOLL_COLL_LOCAL), a second group adds mappings but no pidfds, and "
-                     "verified calls of 8 B to 4 MiB work over it",
-                     5, seconds(60), "", run_node_local_path});
-    cases.push_back({"tune-mismatch",
-                     "members with different FI_RCOLL_COLL_TUNE: fi_join completes with an error on both", 2,
-                     seconds(60), "", run_tune_mismatch});
+	for (unsigned c = 0; c < rcoll::engine::collective_count; ++c) {
+		const auto engine_coll = static_cast<rcoll::engine::Collective>(c);
+		const fi_collective_op coll = to_fi(engine_coll);
+		const std::string_view coll_text = rcoll::engine::to_string(engine_coll);
+		for (rcoll::engine::Algorithm algorithm :
+		     rcoll::engine::algorithms_for(engine_coll)) {
+			const std::string_view algorithm_text = rcoll::engine::to_string(algorithm);
+			const std::string tune = strfmt(
+				"%.*s:@%.*s", static_cast<int>(coll_text.size()), coll_text.data(),
+				static_cast<int>(algorithm_text.size()), algorithm_text.data());
+			for (int ranks : {5, 8}) {
+				cases.push_back(
+					{strfmt("algorithm-%s-%.*s-%d", collective_name(coll),
+						static_cast<int>(algorithm_text.size()),
+						algorithm_text.data(), ranks),
+					 strfmt("FI_RCOLL_COLL_TUNE=%s, %d ranks: full and "
+						"stride-2 groups, 1 B..1 MiB, "
+						"first and last root",
+						tune.c_str(), ranks),
+					 ranks, seconds(180), tune,
+					 [coll](Bootstrap& boot, const TestOptions& options) {
+						 run_forced(boot, options, coll);
+					 }});
+			}
+		}
+	}
+	cases.push_back({"node-local-path",
+			 "5 ranks: members on one host map each other's collective scratch exactly "
+			 "when both offer "
+			 "the node-local path (FI_RCOLL_COLL_LOCAL), a second group adds mappings "
+			 "but no pidfds, and "
+			 "verified calls of 8 B to 4 MiB work over it",
+			 5, seconds(60), "", run_node_local_path});
+	cases.push_back({"tune-mismatch",
+			 "members with different FI_RCOLL_COLL_TUNE: fi_join completes with an "
+			 "error on both",
+			 2, seconds(60), "", run_tune_mismatch});
 }
 
-}  // namespace fabtests::coll
+} // namespace fabtests::coll

@@ -43,70 +43,72 @@ using std::chrono::seconds;
 
 constexpr const char* kRcoll = "rcoll";
 constexpr const char* kRxm = "tcp;ofi_rxm";
-constexpr const char* kCore = "core path";  // rcoll with FI_RCOLL_COLL_LOCAL=0
+constexpr const char* kCore = "core path"; // rcoll with FI_RCOLL_COLL_LOCAL=0
 
 // What one column measures: a provider, and the FI_RCOLL_COLL_LOCAL its
 // ranks get (nullptr: the environment's).
 struct Variant {
-    const char* label;  // column and results key
-    const char* provider;
-    const char* coll_local;
+	const char* label; // column and results key
+	const char* provider;
+	const char* coll_local;
 };
-constexpr Variant kVariants[] = {{kRcoll, kRcoll, nullptr}, {kCore, kRcoll, "0"}, {kRxm, kRxm, nullptr}};
-constexpr uint64_t kP2pTag = 0x70;  // the point-to-point measurements
+constexpr Variant kVariants[] = {
+	{kRcoll, kRcoll, nullptr}, {kCore, kRcoll, "0"}, {kRxm, kRxm, nullptr}};
+constexpr uint64_t kP2pTag = 0x70; // the point-to-point measurements
 
 struct Options {
-    bool quick = false;
-    std::vector<int> ranks = {2, 4, 8};
-    size_t max_bytes = 64u << 20;
-    std::vector<size_t> sizes;  // explicit message sizes; empty: the x4 series up to max_bytes
-    std::vector<fi_collective_op> colls = {FI_BARRIER, FI_BROADCAST, FI_ALLREDUCE};
-    seconds call_limit{10};
-    bool with_rxm = true;   // --rcoll-only: skip tcp;ofi_rxm (its columns show "-")
-    bool with_core = true;  // --no-core-path: skip rcoll's core path (its columns show "-")
-    // Waiting ranks call fi_cq_read in a tight loop, as fabtests and MPI
-    // progress loops do; --yield makes them give the core away on an empty
-    // poll instead (Open MPI's mpi_yield_when_idle).
-    bool yield_when_idle = false;
+	bool quick = false;
+	std::vector<int> ranks = {2, 4, 8};
+	size_t max_bytes = 64u << 20;
+	std::vector<size_t> sizes; // explicit message sizes; empty: the x4 series up to max_bytes
+	std::vector<fi_collective_op> colls = {FI_BARRIER, FI_BROADCAST, FI_ALLREDUCE};
+	seconds call_limit{10};
+	bool with_rxm = true;  // --rcoll-only: skip tcp;ofi_rxm (its columns show "-")
+	bool with_core = true; // --no-core-path: skip rcoll's core path (its columns show "-")
+	// Waiting ranks call fi_cq_read in a tight loop, as fabtests and MPI
+	// progress loops do; --yield makes them give the core away on an empty
+	// poll instead (Open MPI's mpi_yield_when_idle).
+	bool yield_when_idle = false;
 };
 
 // ---------------------------------------------------------------- points
 
 struct Point {
-    fi_collective_op coll;
-    size_t bytes;  // 0 for barrier
+	fi_collective_op coll;
+	size_t bytes; // 0 for barrier
 };
 
 std::vector<Point> make_points(const Options& options)
 {
-    std::vector<Point> points;
-    if (std::ranges::find(options.colls, FI_BARRIER) != options.colls.end())
-        points.push_back({FI_BARRIER, 0});
-    // 8 B .. max in x4 steps, and the maximum itself, unless sizes are given.
-    std::vector<size_t> sizes = options.sizes;
-    if (sizes.empty()) {
-        for (size_t bytes = 8; bytes <= options.max_bytes; bytes *= 4)
-            if (!options.quick || bytes == 8 || bytes == 2048 || bytes == (512u << 10) || bytes == (8u << 20))
-                sizes.push_back(bytes);
-        if (!options.quick && sizes.back() != options.max_bytes)
-            sizes.push_back(options.max_bytes);
-    }
-    for (fi_collective_op coll : {FI_BROADCAST, FI_ALLREDUCE})
-        if (std::ranges::find(options.colls, coll) != options.colls.end())
-            for (size_t bytes : sizes)
-                points.push_back({coll, bytes});
-    return points;
+	std::vector<Point> points;
+	if (std::ranges::find(options.colls, FI_BARRIER) != options.colls.end())
+		points.push_back({FI_BARRIER, 0});
+	// 8 B .. max in x4 steps, and the maximum itself, unless sizes are given.
+	std::vector<size_t> sizes = options.sizes;
+	if (sizes.empty()) {
+		for (size_t bytes = 8; bytes <= options.max_bytes; bytes *= 4)
+			if (!options.quick || bytes == 8 || bytes == 2048 ||
+			    bytes == (512u << 10) || bytes == (8u << 20))
+				sizes.push_back(bytes);
+		if (!options.quick && sizes.back() != options.max_bytes)
+			sizes.push_back(options.max_bytes);
+	}
+	for (fi_collective_op coll : {FI_BROADCAST, FI_ALLREDUCE})
+		if (std::ranges::find(options.colls, coll) != options.colls.end())
+			for (size_t bytes : sizes)
+				points.push_back({coll, bytes});
+	return points;
 }
 
 // What one rank issues for a point: broadcast of bytes from root 0,
 // allreduce FI_SUM of int64 (exact, so every result is checked).
 CallSpec call_of(const Point& point)
 {
-    switch (point.coll) {
-        case FI_BROADCAST: return {FI_BROADCAST, point.bytes, FI_UINT8, FI_SUM, 0};
-        case FI_ALLREDUCE: return {FI_ALLREDUCE, point.bytes / sizeof(int64_t), FI_INT64, FI_SUM};
-        default: return {FI_BARRIER};
-    }
+	switch (point.coll) {
+	case FI_BROADCAST: return {FI_BROADCAST, point.bytes, FI_UINT8, FI_SUM, 0};
+	case FI_ALLREDUCE: return {FI_ALLREDUCE, point.bytes / sizeof(int64_t), FI_INT64, FI_SUM};
+	default: return {FI_BARRIER};
+	}
 }
 
 // ---------------------------------------------------------------- shared results
@@ -115,16 +117,16 @@ enum class Status : uint32_t { pending, ok, wrong, hang, error, crash, unsupport
 
 const char* status_text(Status s)
 {
-    switch (s) {
-        case Status::pending: return "-";
-        case Status::ok: return "ok";
-        case Status::wrong: return "WRONG";
-        case Status::hang: return "hang";
-        case Status::error: return "error";
-        case Status::crash: return "crash";
-        case Status::unsupported: return "n/a";
-    }
-    return "?";
+	switch (s) {
+	case Status::pending: return "-";
+	case Status::ok: return "ok";
+	case Status::wrong: return "WRONG";
+	case Status::hang: return "hang";
+	case Status::error: return "error";
+	case Status::crash: return "crash";
+	case Status::unsupported: return "n/a";
+	}
+	return "?";
 }
 
 constexpr int kMaxPoints = 40;
@@ -132,10 +134,10 @@ constexpr int kMaxReps = 9;
 constexpr int kMaxBenchRanks = 16;
 
 struct PointResult {
-    uint32_t status;  // Status; written and read through std::atomic_ref
-    uint32_t iterations;
-    double median_us;
-    char detail[160];
+	uint32_t status; // Status; written and read through std::atomic_ref
+	uint32_t iterations;
+	double median_us;
+	char detail[160];
 };
 
 // Lives in the launcher's shared scratch (zeroed, so every point starts
@@ -144,143 +146,146 @@ struct PointResult {
 // Plain fields only (an implicit-lifetime type): flags go through
 // std::atomic_ref.
 struct SharedResults {
-    uint32_t p2p_done;
-    uint32_t points_started;  // index + 1 of the point being measured
-    double latency_us;        // one-way, 8 B, best repetition
-    double bandwidth_bps;     // 4 MiB messages, best repetition
-    double exchange_bandwidth_bps;  // the same, both directions at once: bytes per direction
-    PointResult points[kMaxPoints];
-    double rank_average_us[kMaxReps][kMaxBenchRanks];  // the current point's repetitions
+	uint32_t p2p_done;
+	uint32_t points_started;       // index + 1 of the point being measured
+	double latency_us;             // one-way, 8 B, best repetition
+	double bandwidth_bps;          // 4 MiB messages, best repetition
+	double exchange_bandwidth_bps; // the same, both directions at once: bytes per direction
+	PointResult points[kMaxPoints];
+	double rank_average_us[kMaxReps][kMaxBenchRanks]; // the current point's repetitions
 };
 static_assert(sizeof(SharedResults) <= kScratchBytes);
 static_assert(std::is_trivially_copyable_v<SharedResults>);
 
 SharedResults& shared_results(Bootstrap& boot)
 {
-    return *reinterpret_cast<SharedResults*>(boot.scratch().data());
+	return *reinterpret_cast<SharedResults*>(boot.scratch().data());
 }
 
 Status load_status(const PointResult& r)
 {
-    return static_cast<Status>(std::atomic_ref<const uint32_t>(r.status).load(std::memory_order_acquire));
+	return static_cast<Status>(
+		std::atomic_ref<const uint32_t>(r.status).load(std::memory_order_acquire));
 }
 
 void set_status(PointResult& r, Status s, const std::string& detail)
 {
-    std::snprintf(r.detail, sizeof r.detail, "%s", detail.c_str());
-    std::atomic_ref<uint32_t>(r.status).store(static_cast<uint32_t>(s), std::memory_order_release);
+	std::snprintf(r.detail, sizeof r.detail, "%s", detail.c_str());
+	std::atomic_ref<uint32_t>(r.status).store(static_cast<uint32_t>(s),
+						  std::memory_order_release);
 }
 
 // Thrown when a point ran out of time: the ranks are abandoned.
 struct PointHang : CheckFailure {
-    using CheckFailure::CheckFailure;
+	using CheckFailure::CheckFailure;
 };
 
 // ---------------------------------------------------------------- rank side
 
 class BenchRank {
 public:
-    BenchRank(Bootstrap& boot, const Options& options, std::string provider)
-        : boot_(boot),
-          options_(options),
-          ep_({std::move(provider)}),
-          world_(ep_.exchange_addresses(boot)),
-          sync_(ep_, boot, boot.size()),
-          results_(shared_results(boot))
-    {
-        std::vector<int> members;
-        for (int r = 0; r < boot.size(); ++r)
-            members.push_back(r);
-        group_ = std::make_unique<Group>(ep_, av_set_range(ep_, world_.front(), world_.back(), 1, world_.size()),
-                                         members, world_, boot.rank(), "all ranks");
-        // A member's join can complete while its own join record to a
-        // slower member is still queued behind a connection handshake:
-        // everyone keeps progressing until every join completed, before the
-        // idle ranks sleep through the point-to-point measurement.
-        sync_.wait();
-    }
+	BenchRank(Bootstrap& boot, const Options& options, std::string provider)
+		: boot_(boot), options_(options), ep_({std::move(provider)}),
+		  world_(ep_.exchange_addresses(boot)), sync_(ep_, boot, boot.size()),
+		  results_(shared_results(boot))
+	{
+		std::vector<int> members;
+		for (int r = 0; r < boot.size(); ++r)
+			members.push_back(r);
+		group_ = std::make_unique<Group>(
+			ep_, av_set_range(ep_, world_.front(), world_.back(), 1, world_.size()),
+			members, world_, boot.rank(), "all ranks");
+		// A member's join can complete while its own join record to a
+		// slower member is still queued behind a connection handshake:
+		// everyone keeps progressing until every join completed, before the
+		// idle ranks sleep through the point-to-point measurement.
+		sync_.wait();
+	}
 
-    void measure_p2p();
-    void run_points(const std::vector<Point>& points, size_t first);
-    void finish() { sync_.wait(); }
+	void measure_p2p();
+	void run_points(const std::vector<Point>& points, size_t first);
+	void finish() { sync_.wait(); }
 
 private:
-    // Waits for ctx within the point's time limit.
-    void wait(OpContext& ctx, const char* what);
-    void post_and_wait(const CallSpec& call, GuardedBuffer* in, GuardedBuffer* out, OpContext& ctx, const char* what);
-    void provider_barrier();
-    void run_point(size_t index, const Point& point, PointResult& result);
-    void tagged_send(const void* buf, size_t len, fi_addr_t to, OpContext& ctx);
-    void tagged_recv(void* buf, size_t len, fi_addr_t from, OpContext& ctx);
+	// Waits for ctx within the point's time limit.
+	void wait(OpContext& ctx, const char* what);
+	void post_and_wait(const CallSpec& call, GuardedBuffer* in, GuardedBuffer* out,
+			   OpContext& ctx, const char* what);
+	void provider_barrier();
+	void run_point(size_t index, const Point& point, PointResult& result);
+	void tagged_send(const void* buf, size_t len, fi_addr_t to, OpContext& ctx);
+	void tagged_recv(void* buf, size_t len, fi_addr_t from, OpContext& ctx);
 
-    Bootstrap& boot_;
-    const Options& options_;
-    CollEndpoint ep_;
-    std::vector<fi_addr_t> world_;
-    ProgressingBarrier sync_;
-    SharedResults& results_;
-    std::unique_ptr<Group> group_;
+	Bootstrap& boot_;
+	const Options& options_;
+	CollEndpoint ep_;
+	std::vector<fi_addr_t> world_;
+	ProgressingBarrier sync_;
+	SharedResults& results_;
+	std::unique_ptr<Group> group_;
 };
 
 void BenchRank::wait(OpContext& ctx, const char* what)
 {
-    const auto deadline = Clock::now() + options_.call_limit;
-    unsigned polls = 0;
-    while (!ctx.done) {
-        if (ep_.progress() == 0 && options_.yield_when_idle)
-            sched_yield();
-        if (++polls % 256 == 0) {
-            boot_.check_abort();
-            if (Clock::now() > deadline)
-                throw PointHang(strfmt("%s did not complete within %lld s", what,
-                                       static_cast<long long>(options_.call_limit.count())));
-        }
-    }
-    if (ctx.error)
-        throw CheckFailure(strfmt("%s: error completion: %s", what, describe_error(ctx).c_str()));
+	const auto deadline = Clock::now() + options_.call_limit;
+	unsigned polls = 0;
+	while (!ctx.done) {
+		if (ep_.progress() == 0 && options_.yield_when_idle)
+			sched_yield();
+		if (++polls % 256 == 0) {
+			boot_.check_abort();
+			if (Clock::now() > deadline)
+				throw PointHang(strfmt(
+					"%s did not complete within %lld s", what,
+					static_cast<long long>(options_.call_limit.count())));
+		}
+	}
+	if (ctx.error)
+		throw CheckFailure(
+			strfmt("%s: error completion: %s", what, describe_error(ctx).c_str()));
 }
 
-void BenchRank::post_and_wait(const CallSpec& call, GuardedBuffer* in, GuardedBuffer* out, OpContext& ctx,
-                              const char* what)
+void BenchRank::post_and_wait(const CallSpec& call, GuardedBuffer* in, GuardedBuffer* out,
+			      OpContext& ctx, const char* what)
 {
-    post(ep_, *group_, call, in, out, ctx);
-    wait(ctx, what);
+	post(ep_, *group_, call, in, out, ctx);
+	wait(ctx, what);
 }
 
 void BenchRank::provider_barrier()
 {
-    OpContext ctx;
-    post_and_wait({FI_BARRIER}, nullptr, nullptr, ctx, "barrier between iterations");
+	OpContext ctx;
+	post_and_wait({FI_BARRIER}, nullptr, nullptr, ctx, "barrier between iterations");
 }
 
 void BenchRank::tagged_send(const void* buf, size_t len, fi_addr_t to, OpContext& ctx)
 {
-    ctx.reset();
-    for (;;) {
-        const ssize_t rc = fi_tsend(ep_.ep(), buf, len, nullptr, to, kP2pTag, &ctx);
-        if (rc == 0) {
-            ep_.track(ctx);
-            return;
-        }
-        if (rc != -FI_EAGAIN)
-            throw FabricError("fi_tsend", rc, std::source_location::current());
-        ep_.progress();
-    }
+	ctx.reset();
+	for (;;) {
+		const ssize_t rc = fi_tsend(ep_.ep(), buf, len, nullptr, to, kP2pTag, &ctx);
+		if (rc == 0) {
+			ep_.track(ctx);
+			return;
+		}
+		if (rc != -FI_EAGAIN)
+			throw FabricError("fi_tsend", rc, std::source_location::current());
+		ep_.progress();
+	}
 }
 
 void BenchRank::tagged_recv(void* buf, size_t len, fi_addr_t from, OpContext& ctx)
 {
-    ctx.reset();
-    for (;;) {
-        const ssize_t rc = fi_trecv(ep_.ep(), buf, len, nullptr, from, kP2pTag, 0, &ctx);
-        if (rc == 0) {
-            ep_.track(ctx);
-            return;
-        }
-        if (rc != -FI_EAGAIN)
-            throw FabricError("fi_trecv", rc, std::source_location::current());
-        ep_.progress();
-    }
+	ctx.reset();
+	for (;;) {
+		const ssize_t rc = fi_trecv(ep_.ep(), buf, len, nullptr, from, kP2pTag, 0, &ctx);
+		if (rc == 0) {
+			ep_.track(ctx);
+			return;
+		}
+		if (rc != -FI_EAGAIN)
+			throw FabricError("fi_trecv", rc, std::source_location::current());
+		ep_.progress();
+	}
 }
 
 // One-way latency (half the round trip of an 8-byte tagged ping-pong) and
@@ -291,353 +296,376 @@ void BenchRank::tagged_recv(void* buf, size_t len, fi_addr_t from, OpContext& ct
 // so that they do not compete with ranks 0 and 1 for the cores.
 void BenchRank::measure_p2p()
 {
-    constexpr int kReceivesPostedSignal = 1;
-    constexpr int kExchangePostedSignal = 2;  // + rank
-    const int me = boot_.rank();
-    if (me <= 1) {
-        const fi_addr_t peer = world_[static_cast<size_t>(1 - me)];
-        const int rounds = options_.quick ? 200 : 1000;
-        std::array<uint8_t, 8> ping{};
-        OpContext send, recv;
-        double best_latency = 1e30;
-        for (int rep = 0; rep < 5; ++rep) {
-            const auto start = Clock::now();
-            for (int i = 0; i < rounds; ++i) {
-                if (me == 0) {
-                    tagged_recv(ping.data(), ping.size(), peer, recv);
-                    tagged_send(ping.data(), ping.size(), peer, send);
-                    wait(send, "ping");
-                    wait(recv, "pong");
-                } else {
-                    tagged_recv(ping.data(), ping.size(), peer, recv);
-                    wait(recv, "ping");
-                    tagged_send(ping.data(), ping.size(), peer, send);
-                    wait(send, "pong");
-                }
-            }
-            const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-            best_latency = std::min(best_latency, us / rounds / 2);
-        }
+	constexpr int kReceivesPostedSignal = 1;
+	constexpr int kExchangePostedSignal = 2; // + rank
+	const int me = boot_.rank();
+	if (me <= 1) {
+		const fi_addr_t peer = world_[static_cast<size_t>(1 - me)];
+		const int rounds = options_.quick ? 200 : 1000;
+		std::array<uint8_t, 8> ping{};
+		OpContext send, recv;
+		double best_latency = 1e30;
+		for (int rep = 0; rep < 5; ++rep) {
+			const auto start = Clock::now();
+			for (int i = 0; i < rounds; ++i) {
+				if (me == 0) {
+					tagged_recv(ping.data(), ping.size(), peer, recv);
+					tagged_send(ping.data(), ping.size(), peer, send);
+					wait(send, "ping");
+					wait(recv, "pong");
+				} else {
+					tagged_recv(ping.data(), ping.size(), peer, recv);
+					wait(recv, "ping");
+					tagged_send(ping.data(), ping.size(), peer, send);
+					wait(send, "pong");
+				}
+			}
+			const double us =
+				std::chrono::duration<double, std::micro>(Clock::now() - start)
+					.count();
+			best_latency = std::min(best_latency, us / rounds / 2);
+		}
 
-        constexpr size_t kMessage = 4u << 20;
-        const size_t window = options_.quick ? 4 : 16;
-        std::vector<uint8_t> data(kMessage * window);
-        std::vector<OpContext> ops(window);
-        uint8_t ack = 0;
-        OpContext ack_ctx;
-        double best_bandwidth = 0;
-        for (int rep = 0; rep < 3; ++rep) {
-            // Receives are posted before the clock starts.
-            if (me == 1) {
-                for (size_t k = 0; k < window; ++k)
-                    tagged_recv(data.data() + k * kMessage, kMessage, peer, ops[k]);
-                boot_.signal_set(kReceivesPostedSignal, static_cast<uint64_t>(rep) + 1);
-            } else {
-                boot_.signal_wait_at_least(kReceivesPostedSignal, static_cast<uint64_t>(rep) + 1,
-                                           [&] { ep_.progress(); });
-            }
-            const auto start = Clock::now();
-            if (me == 0) {
-                tagged_recv(&ack, 1, peer, ack_ctx);
-                for (size_t k = 0; k < window; ++k)
-                    tagged_send(data.data() + k * kMessage, kMessage, peer, ops[k]);
-                for (auto& op : ops)
-                    wait(op, "bandwidth send");
-                wait(ack_ctx, "bandwidth acknowledgement");
-                const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-                best_bandwidth = std::max(best_bandwidth, static_cast<double>(kMessage * window) / seconds);
-            } else {
-                for (auto& op : ops)
-                    wait(op, "bandwidth receive");
-                tagged_send(&ack, 1, peer, ack_ctx);
-                wait(ack_ctx, "bandwidth acknowledgement");
-            }
-        }
+		constexpr size_t kMessage = 4u << 20;
+		const size_t window = options_.quick ? 4 : 16;
+		std::vector<uint8_t> data(kMessage * window);
+		std::vector<OpContext> ops(window);
+		uint8_t ack = 0;
+		OpContext ack_ctx;
+		double best_bandwidth = 0;
+		for (int rep = 0; rep < 3; ++rep) {
+			// Receives are posted before the clock starts.
+			if (me == 1) {
+				for (size_t k = 0; k < window; ++k)
+					tagged_recv(data.data() + k * kMessage, kMessage, peer,
+						    ops[k]);
+				boot_.signal_set(kReceivesPostedSignal,
+						 static_cast<uint64_t>(rep) + 1);
+			} else {
+				boot_.signal_wait_at_least(kReceivesPostedSignal,
+							   static_cast<uint64_t>(rep) + 1,
+							   [&] { ep_.progress(); });
+			}
+			const auto start = Clock::now();
+			if (me == 0) {
+				tagged_recv(&ack, 1, peer, ack_ctx);
+				for (size_t k = 0; k < window; ++k)
+					tagged_send(data.data() + k * kMessage, kMessage, peer,
+						    ops[k]);
+				for (auto& op : ops)
+					wait(op, "bandwidth send");
+				wait(ack_ctx, "bandwidth acknowledgement");
+				const double seconds =
+					std::chrono::duration<double>(Clock::now() - start).count();
+				best_bandwidth =
+					std::max(best_bandwidth,
+						 static_cast<double>(kMessage * window) / seconds);
+			} else {
+				for (auto& op : ops)
+					wait(op, "bandwidth receive");
+				tagged_send(&ack, 1, peer, ack_ctx);
+				wait(ack_ctx, "bandwidth acknowledgement");
+			}
+		}
 
-        // Both directions at once, as in a ring or pairwise exchange: each
-        // side sends the window to the other while receiving the other's.
-        // On loopback both kernel copies of every byte run on the ranks'
-        // own cores, so this is the ceiling of a rank that sends and
-        // receives at the same time. Rank 0 stops its clock once its own
-        // receives and sends completed and rank 1 acknowledged its receives.
-        std::vector<uint8_t> incoming(kMessage * window);
-        std::vector<OpContext> receives(window);
-        double best_exchange = 0;
-        for (int rep = 0; rep < 3; ++rep) {
-            const int posted_signal = kExchangePostedSignal + me;
-            // One tag for all: receives match in posting order, data first.
-            for (size_t k = 0; k < window; ++k)
-                tagged_recv(incoming.data() + k * kMessage, kMessage, peer, receives[k]);
-            tagged_recv(&ack, 1, peer, ack_ctx);
-            boot_.signal_set(posted_signal, static_cast<uint64_t>(rep) + 1);
-            boot_.signal_wait_at_least(kExchangePostedSignal + (1 - me), static_cast<uint64_t>(rep) + 1,
-                                       [&] { ep_.progress(); });
-            const auto start = Clock::now();
-            for (size_t k = 0; k < window; ++k)
-                tagged_send(data.data() + k * kMessage, kMessage, peer, ops[k]);
-            for (size_t k = 0; k < window; ++k) {
-                wait(receives[k], "exchange receive");
-                wait(ops[k], "exchange send");
-            }
-            OpContext ack_send;
-            tagged_send(&ack, 1, peer, ack_send);
-            wait(ack_ctx, "exchange acknowledgement");
-            wait(ack_send, "exchange acknowledgement");
-            const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-            best_exchange = std::max(best_exchange, static_cast<double>(kMessage * window) / seconds);
-        }
-        if (me == 0) {
-            results_.latency_us = best_latency;
-            results_.bandwidth_bps = best_bandwidth;
-            results_.exchange_bandwidth_bps = best_exchange;
-            std::atomic_ref<uint32_t>(results_.p2p_done).store(1, std::memory_order_release);
-        }
-    }
-    // Ranks 0 and 1 end with both sides of the acknowledgement complete:
-    // nothing is in flight, so the sleeping barrier cannot stall anyone.
-    boot_.barrier(seconds(300));
+		// Both directions at once, as in a ring or pairwise exchange: each
+		// side sends the window to the other while receiving the other's.
+		// On loopback both kernel copies of every byte run on the ranks'
+		// own cores, so this is the ceiling of a rank that sends and
+		// receives at the same time. Rank 0 stops its clock once its own
+		// receives and sends completed and rank 1 acknowledged its receives.
+		std::vector<uint8_t> incoming(kMessage * window);
+		std::vector<OpContext> receives(window);
+		double best_exchange = 0;
+		for (int rep = 0; rep < 3; ++rep) {
+			const int posted_signal = kExchangePostedSignal + me;
+			// One tag for all: receives match in posting order, data first.
+			for (size_t k = 0; k < window; ++k)
+				tagged_recv(incoming.data() + k * kMessage, kMessage, peer,
+					    receives[k]);
+			tagged_recv(&ack, 1, peer, ack_ctx);
+			boot_.signal_set(posted_signal, static_cast<uint64_t>(rep) + 1);
+			boot_.signal_wait_at_least(kExchangePostedSignal + (1 - me),
+						   static_cast<uint64_t>(rep) + 1,
+						   [&] { ep_.progress(); });
+			const auto start = Clock::now();
+			for (size_t k = 0; k < window; ++k)
+				tagged_send(data.data() + k * kMessage, kMessage, peer, ops[k]);
+			for (size_t k = 0; k < window; ++k) {
+				wait(receives[k], "exchange receive");
+				wait(ops[k], "exchange send");
+			}
+			OpContext ack_send;
+			tagged_send(&ack, 1, peer, ack_send);
+			wait(ack_ctx, "exchange acknowledgement");
+			wait(ack_send, "exchange acknowledgement");
+			const double seconds =
+				std::chrono::duration<double>(Clock::now() - start).count();
+			best_exchange = std::max(best_exchange,
+						 static_cast<double>(kMessage * window) / seconds);
+		}
+		if (me == 0) {
+			results_.latency_us = best_latency;
+			results_.bandwidth_bps = best_bandwidth;
+			results_.exchange_bandwidth_bps = best_exchange;
+			std::atomic_ref<uint32_t>(results_.p2p_done)
+				.store(1, std::memory_order_release);
+		}
+	}
+	// Ranks 0 and 1 end with both sides of the acknowledgement complete:
+	// nothing is in flight, so the sleeping barrier cannot stall anyone.
+	boot_.barrier(seconds(300));
 }
 
 void BenchRank::run_points(const std::vector<Point>& points, size_t first)
 {
-    for (size_t k = first; k < points.size(); ++k) {
-        PointResult& result = results_.points[k];
-        if (boot_.rank() == 0)
-            std::atomic_ref<uint32_t>(results_.points_started).store(static_cast<uint32_t>(k + 1));
-        sync_.wait();
-        try {
-            run_point(k, points[k], result);
-        } catch (const PointHang& hang) {
-            set_status(result, Status::hang, hang.what());
-            throw;
-        } catch (const CheckFailure& failure) {
-            // An error completion leaves the group in an unknown state.
-            if (load_status(result) == Status::pending)
-                set_status(result, Status::error, failure.what());
-            throw;
-        }
-        sync_.wait();
-    }
+	for (size_t k = first; k < points.size(); ++k) {
+		PointResult& result = results_.points[k];
+		if (boot_.rank() == 0)
+			std::atomic_ref<uint32_t>(results_.points_started)
+				.store(static_cast<uint32_t>(k + 1));
+		sync_.wait();
+		try {
+			run_point(k, points[k], result);
+		} catch (const PointHang& hang) {
+			set_status(result, Status::hang, hang.what());
+			throw;
+		} catch (const CheckFailure& failure) {
+			// An error completion leaves the group in an unknown state.
+			if (load_status(result) == Status::pending)
+				set_status(result, Status::error, failure.what());
+			throw;
+		}
+		sync_.wait();
+	}
 }
 
 void BenchRank::run_point(size_t index, const Point& point, PointResult& result)
 {
-    const CallSpec call = call_of(point);
-    const int me = boot_.rank();
-    const int p = boot_.size();
-    fi_collective_attr attr{};
-    attr.datatype = call.coll == FI_BARRIER ? FI_VOID : call.type;
-    attr.op = call.coll == FI_ALLREDUCE ? call.op : FI_NOOP;
-    if (fi_query_collective(ep_.domain(), call.coll, &attr, 0) != 0) {
-        if (me == 0)
-            set_status(result, Status::unsupported, "fi_query_collective: not supported");
-        return;
-    }
+	const CallSpec call = call_of(point);
+	const int me = boot_.rank();
+	const int p = boot_.size();
+	fi_collective_attr attr{};
+	attr.datatype = call.coll == FI_BARRIER ? FI_VOID : call.type;
+	attr.op = call.coll == FI_ALLREDUCE ? call.op : FI_NOOP;
+	if (fi_query_collective(ep_.domain(), call.coll, &attr, 0) != 0) {
+		if (me == 0)
+			set_status(result, Status::unsupported,
+				   "fi_query_collective: not supported");
+		return;
+	}
 
-    GuardedBuffer in, out;
-    const BufferBytes bytes = buffer_bytes(call, p, me);
-    in.prepare(bytes.input);
-    out.prepare(bytes.output);
-    GuardedBuffer* input = call.coll == FI_ALLREDUCE ? &in : nullptr;
-    GuardedBuffer* output = call.coll == FI_BARRIER ? nullptr : &out;
-    const uint64_t seed = make_seed(point.coll, point.bytes);
+	GuardedBuffer in, out;
+	const BufferBytes bytes = buffer_bytes(call, p, me);
+	in.prepare(bytes.input);
+	out.prepare(bytes.output);
+	GuardedBuffer* input = call.coll == FI_ALLREDUCE ? &in : nullptr;
+	GuardedBuffer* output = call.coll == FI_BARRIER ? nullptr : &out;
+	const uint64_t seed = make_seed(point.coll, point.bytes);
 
-    // The verified call: outputs start as noise, inputs carry closed-form
-    // operands (allreduce) or the root's pattern (broadcast).
-    fill_pattern(out.bytes(), make_seed(seed, 0x6E6F, static_cast<uint64_t>(me)));
-    if (call.coll == FI_ALLREDUCE)
-        fill_reduction_input(call.type, call.op, in.span(), 0, me, p);
-    if (call.coll == FI_BROADCAST && me == call.root)
-        fill_pattern(out.bytes(), block_seed(seed, call.root));
-    OpContext ctx;
-    provider_barrier();
-    post_and_wait(call, input, output, ctx, "the verified call");
-    std::string wrong;
-    if (!(ctx.entry.flags & FI_COLLECTIVE))
-        wrong = "completion without FI_COLLECTIVE";
-    else if (call.coll == FI_ALLREDUCE) {
-        if (auto bad = check_reduction_output(call.type, call.op, out.span(), 0, p))
-            wrong = *bad;
-    } else if (call.coll == FI_BROADCAST) {
-        if (auto at = find_pattern_mismatch(out.bytes(), block_seed(seed, call.root)))
-            wrong = strfmt("byte %zu of %zu differs from the root's", *at, out.size());
-    }
-    try {
-        in.expect_guards("input");
-        out.expect_guards("output");
-    } catch (const CheckFailure& overrun) {
-        wrong = overrun.what();
-    }
-    if (!wrong.empty())
-        set_status(result, Status::wrong, strfmt("rank %d: %s", me, wrong.c_str()));
-    // Every rank learns whether any rank saw a wrong result: then they all
-    // move on to the next point together (the group itself still works).
-    sync_.wait();
-    if (load_status(result) == Status::wrong)
-        return;
+	// The verified call: outputs start as noise, inputs carry closed-form
+	// operands (allreduce) or the root's pattern (broadcast).
+	fill_pattern(out.bytes(), make_seed(seed, 0x6E6F, static_cast<uint64_t>(me)));
+	if (call.coll == FI_ALLREDUCE)
+		fill_reduction_input(call.type, call.op, in.span(), 0, me, p);
+	if (call.coll == FI_BROADCAST && me == call.root)
+		fill_pattern(out.bytes(), block_seed(seed, call.root));
+	OpContext ctx;
+	provider_barrier();
+	post_and_wait(call, input, output, ctx, "the verified call");
+	std::string wrong;
+	if (!(ctx.entry.flags & FI_COLLECTIVE))
+		wrong = "completion without FI_COLLECTIVE";
+	else if (call.coll == FI_ALLREDUCE) {
+		if (auto bad = check_reduction_output(call.type, call.op, out.span(), 0, p))
+			wrong = *bad;
+	} else if (call.coll == FI_BROADCAST) {
+		if (auto at = find_pattern_mismatch(out.bytes(), block_seed(seed, call.root)))
+			wrong = strfmt("byte %zu of %zu differs from the root's", *at, out.size());
+	}
+	try {
+		in.expect_guards("input");
+		out.expect_guards("output");
+	} catch (const CheckFailure& overrun) {
+		wrong = overrun.what();
+	}
+	if (!wrong.empty())
+		set_status(result, Status::wrong, strfmt("rank %d: %s", me, wrong.c_str()));
+	// Every rank learns whether any rank saw a wrong result: then they all
+	// move on to the next point together (the group itself still works).
+	sync_.wait();
+	if (load_status(result) == Status::wrong)
+		return;
 
-    // Calibration: rank 0 picks the iteration count from one timed call so
-    // that a repetition takes about `target`.
-    provider_barrier();
-    auto start = Clock::now();
-    post_and_wait(call, input, output, ctx, "the calibration call");
-    const double once_us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-    // The signal carries (point index + 1, iterations), growing point by point.
-    constexpr int kIterationsSignal = 0;
-    const uint64_t tag = index + 1;
-    if (me == 0) {
-        const double target_us = options_.quick ? 30e3 : 150e3;
-        const int most = options_.quick ? 100 : 1000;
-        const int iterations = std::clamp(static_cast<int>(target_us / std::max(once_us, 1.0)), 3, most);
-        boot_.signal_set(kIterationsSignal, tag << 32 | static_cast<uint64_t>(iterations));
-    }
-    boot_.signal_wait_at_least(kIterationsSignal, tag << 32, [&] { ep_.progress(); });
-    const int iterations = static_cast<int>(boot_.signal_get(kIterationsSignal) & 0xFFFFFFFF);
-    const int warmup = std::max(2, iterations / 10);
-    const int reps = options_.quick ? 3 : 5;
-    const bool barrier_between = call.coll != FI_BARRIER;
+	// Calibration: rank 0 picks the iteration count from one timed call so
+	// that a repetition takes about `target`.
+	provider_barrier();
+	auto start = Clock::now();
+	post_and_wait(call, input, output, ctx, "the calibration call");
+	const double once_us =
+		std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+	// The signal carries (point index + 1, iterations), growing point by point.
+	constexpr int kIterationsSignal = 0;
+	const uint64_t tag = index + 1;
+	if (me == 0) {
+		const double target_us = options_.quick ? 30e3 : 150e3;
+		const int most = options_.quick ? 100 : 1000;
+		const int iterations =
+			std::clamp(static_cast<int>(target_us / std::max(once_us, 1.0)), 3, most);
+		boot_.signal_set(kIterationsSignal, tag << 32 | static_cast<uint64_t>(iterations));
+	}
+	boot_.signal_wait_at_least(kIterationsSignal, tag << 32, [&] { ep_.progress(); });
+	const int iterations = static_cast<int>(boot_.signal_get(kIterationsSignal) & 0xFFFFFFFF);
+	const int warmup = std::max(2, iterations / 10);
+	const int reps = options_.quick ? 3 : 5;
+	const bool barrier_between = call.coll != FI_BARRIER;
 
-    for (int i = 0; i < warmup; ++i)
-        post_and_wait(call, input, output, ctx, "a warm-up call");
-    for (int rep = 0; rep < reps; ++rep) {
-        double total_us = 0;
-        for (int i = 0; i < iterations; ++i) {
-            if (barrier_between)
-                provider_barrier();
-            start = Clock::now();
-            post_and_wait(call, input, output, ctx, "a timed call");
-            total_us += std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-        }
-        results_.rank_average_us[rep][me] = total_us / iterations;
-    }
-    sync_.wait();
-    if (me == 0) {
-        std::vector<double> slowest(static_cast<size_t>(reps));
-        for (int rep = 0; rep < reps; ++rep)
-            slowest[static_cast<size_t>(rep)] =
-                *std::max_element(results_.rank_average_us[rep], results_.rank_average_us[rep] + p);
-        std::nth_element(slowest.begin(), slowest.begin() + reps / 2, slowest.end());
-        result.median_us = slowest[static_cast<size_t>(reps / 2)];
-        result.iterations = static_cast<uint32_t>(iterations);
-        set_status(result, Status::ok, "");
-    }
+	for (int i = 0; i < warmup; ++i)
+		post_and_wait(call, input, output, ctx, "a warm-up call");
+	for (int rep = 0; rep < reps; ++rep) {
+		double total_us = 0;
+		for (int i = 0; i < iterations; ++i) {
+			if (barrier_between)
+				provider_barrier();
+			start = Clock::now();
+			post_and_wait(call, input, output, ctx, "a timed call");
+			total_us += std::chrono::duration<double, std::micro>(Clock::now() - start)
+					    .count();
+		}
+		results_.rank_average_us[rep][me] = total_us / iterations;
+	}
+	sync_.wait();
+	if (me == 0) {
+		std::vector<double> slowest(static_cast<size_t>(reps));
+		for (int rep = 0; rep < reps; ++rep)
+			slowest[static_cast<size_t>(rep)] = *std::max_element(
+				results_.rank_average_us[rep], results_.rank_average_us[rep] + p);
+		std::nth_element(slowest.begin(), slowest.begin() + reps / 2, slowest.end());
+		result.median_us = slowest[static_cast<size_t>(reps / 2)];
+		result.iterations = static_cast<uint32_t>(iterations);
+		set_status(result, Status::ok, "");
+	}
 }
 
 // ---------------------------------------------------------------- parent side
 
 struct Measured {
-    double latency_us = 0;
-    double bandwidth_bps = 0;
-    double exchange_bandwidth_bps = 0;
-    std::vector<Status> status;
-    std::vector<double> median_us;
-    std::vector<std::string> detail;
+	double latency_us = 0;
+	double bandwidth_bps = 0;
+	double exchange_bandwidth_bps = 0;
+	std::vector<Status> status;
+	std::vector<double> median_us;
+	std::vector<std::string> detail;
 };
 
 // Runs every point for one provider and rank count, relaunching the ranks
 // after a point that hung or crashed.
-Measured measure(const std::string& provider, int ranks, const std::vector<Point>& points, const Options& options)
+Measured measure(const std::string& provider, int ranks, const std::vector<Point>& points,
+		 const Options& options)
 {
-    Measured m;
-    m.status.assign(points.size(), Status::pending);
-    m.median_us.assign(points.size(), 0);
-    m.detail.assign(points.size(), "");
-    size_t first = 0;
-    while (first < points.size()) {
-        const bool with_p2p = first == 0;
-        // A safety net only: hangs are caught per call, well before.
-        const auto budget = seconds(120) + options.call_limit * static_cast<int>(points.size() - first) * 10;
-        std::vector<std::byte> scratch;
-        const LaunchResult launch = launch_ranks(
-            ranks, budget,
-            [&](Bootstrap& boot) {
-                auto rank = std::make_unique<BenchRank>(boot, options, provider);
-                try {
-                    if (with_p2p)
-                        rank->measure_p2p();
-                    rank->run_points(points, first);
-                    rank->finish();
-                } catch (const std::exception& failure) {
-                    // A provider that failed may never finish closing its
-                    // endpoint (util_coll's spins in fi_close once it has
-                    // leaked an internal completion): leave without closing,
-                    // the kernel reclaims it all. The point's status and
-                    // its note in the table say what failed.
-                    boot.note(failure.what());
-                    std::fflush(nullptr);
-                    std::_Exit(1);
-                }
-            },
-            &scratch);
-        // The ranks are gone: the copy of their scratch is ours alone.
-        SharedResults shared;
-        std::memcpy(&shared, scratch.data(), sizeof shared);
-        if (with_p2p && shared.p2p_done) {
-            m.latency_us = shared.latency_us;
-            m.bandwidth_bps = shared.bandwidth_bps;
-            m.exchange_bandwidth_bps = shared.exchange_bandwidth_bps;
-        }
-        for (size_t k = first; k < points.size(); ++k) {
-            m.status[k] = static_cast<Status>(shared.points[k].status);
-            m.median_us[k] = shared.points[k].median_us;
-            m.detail[k] = shared.points[k].detail;
-        }
-        if (launch.outcome == Outcome::passed)
-            break;
-        if (shared.points_started <= first) {
-            // Lost before its first point (join or p2p): nothing more to learn.
-            for (size_t k = first; k < points.size(); ++k) {
-                m.status[k] = Status::error;
-                m.detail[k] = launch.detail;
-            }
-            break;
-        }
-        // The launch ended inside this point; measure on from the next one.
-        const size_t stuck = shared.points_started - 1;
-        if (m.status[stuck] == Status::pending) {
-            const bool hung = launch.detail.find("did not complete within") != std::string::npos ||
-                              launch.detail.find("watchdog") != std::string::npos;
-            m.status[stuck] = hung ? Status::hang : Status::crash;
-            m.detail[stuck] = launch.detail;
-        }
-        first = stuck + 1;
-    }
-    return m;
+	Measured m;
+	m.status.assign(points.size(), Status::pending);
+	m.median_us.assign(points.size(), 0);
+	m.detail.assign(points.size(), "");
+	size_t first = 0;
+	while (first < points.size()) {
+		const bool with_p2p = first == 0;
+		// A safety net only: hangs are caught per call, well before.
+		const auto budget = seconds(120) + options.call_limit *
+							   static_cast<int>(points.size() - first) *
+							   10;
+		std::vector<std::byte> scratch;
+		const LaunchResult launch = launch_ranks(
+			ranks, budget,
+			[&](Bootstrap& boot) {
+				auto rank = std::make_unique<BenchRank>(boot, options, provider);
+				try {
+					if (with_p2p)
+						rank->measure_p2p();
+					rank->run_points(points, first);
+					rank->finish();
+				} catch (const std::exception& failure) {
+					// A provider that failed may never finish closing its
+					// endpoint (util_coll's spins in fi_close once it has
+					// leaked an internal completion): leave without closing,
+					// the kernel reclaims it all. The point's status and
+					// its note in the table say what failed.
+					boot.note(failure.what());
+					std::fflush(nullptr);
+					std::_Exit(1);
+				}
+			},
+			&scratch);
+		// The ranks are gone: the copy of their scratch is ours alone.
+		SharedResults shared;
+		std::memcpy(&shared, scratch.data(), sizeof shared);
+		if (with_p2p && shared.p2p_done) {
+			m.latency_us = shared.latency_us;
+			m.bandwidth_bps = shared.bandwidth_bps;
+			m.exchange_bandwidth_bps = shared.exchange_bandwidth_bps;
+		}
+		for (size_t k = first; k < points.size(); ++k) {
+			m.status[k] = static_cast<Status>(shared.points[k].status);
+			m.median_us[k] = shared.points[k].median_us;
+			m.detail[k] = shared.points[k].detail;
+		}
+		if (launch.outcome == Outcome::passed)
+			break;
+		if (shared.points_started <= first) {
+			// Lost before its first point (join or p2p): nothing more to learn.
+			for (size_t k = first; k < points.size(); ++k) {
+				m.status[k] = Status::error;
+				m.detail[k] = launch.detail;
+			}
+			break;
+		}
+		// The launch ended inside this point; measure on from the next one.
+		const size_t stuck = shared.points_started - 1;
+		if (m.status[stuck] == Status::pending) {
+			const bool hung = launch.detail.find("did not complete within") !=
+						  std::string::npos ||
+					  launch.detail.find("watchdog") != std::string::npos;
+			m.status[stuck] = hung ? Status::hang : Status::crash;
+			m.detail[stuck] = launch.detail;
+		}
+		first = stuck + 1;
+	}
+	return m;
 }
 
 // ---------------------------------------------------------------- report
 
 std::string size_text(size_t bytes)
 {
-    if (bytes >= (1u << 20) && bytes % (1u << 20) == 0)
-        return strfmt("%zu MiB", bytes >> 20);
-    if (bytes >= 1024 && bytes % 1024 == 0)
-        return strfmt("%zu KiB", bytes >> 10);
-    return strfmt("%zu B", bytes);
+	if (bytes >= (1u << 20) && bytes % (1u << 20) == 0)
+		return strfmt("%zu MiB", bytes >> 20);
+	if (bytes >= 1024 && bytes % 1024 == 0)
+		return strfmt("%zu KiB", bytes >> 10);
+	return strfmt("%zu B", bytes);
 }
 
 std::string time_text(Status s, double us)
 {
-    if (s != Status::ok)
-        return status_text(s);
-    if (us >= 1e5)
-        return strfmt("%.0f", us);
-    if (us >= 100)
-        return strfmt("%.1f", us);
-    return strfmt("%.2f", us);
+	if (s != Status::ok)
+		return status_text(s);
+	if (us >= 1e5)
+		return strfmt("%.0f", us);
+	if (us >= 100)
+		return strfmt("%.1f", us);
+	return strfmt("%.2f", us);
 }
 
 int ceil_log2(int p)
 {
-    int rounds = 0;
-    while ((1 << rounds) < p)
-        ++rounds;
-    return rounds;
+	int rounds = 0;
+	while ((1 << rounds) < p)
+		++rounds;
+	return rounds;
 }
 
 struct Bound {
-    double us = 0;
-    char kind = '-';  // L: latency-bound, B: bandwidth-bound
+	double us = 0;
+	char kind = '-'; // L: latency-bound, B: bandwidth-bound
 };
 
 // The larger of the latency bound (rounds x one-way latency) and the
@@ -645,23 +673,23 @@ struct Bound {
 // bounds, so their maximum is one.
 Bound bound_of(const Point& point, int p, double latency_us, double bandwidth_bps)
 {
-    const int rounds = ceil_log2(p);
-    double latency = 0, bandwidth = 0;
-    const double n = static_cast<double>(point.bytes);
-    switch (point.coll) {
-        case FI_BARRIER: latency = rounds * latency_us; break;
-        case FI_BROADCAST:
-            latency = rounds * latency_us;
-            bandwidth = n / bandwidth_bps * 1e6;
-            break;
-        case FI_ALLREDUCE:
-            latency = 2 * rounds * latency_us;
-            // Patarasuk and Yuan: some rank sends at least 2 (p - 1) / p * n bytes.
-            bandwidth = 2.0 * (p - 1) / p * n / bandwidth_bps * 1e6;
-            break;
-        default: break;
-    }
-    return latency >= bandwidth ? Bound{latency, 'L'} : Bound{bandwidth, 'B'};
+	const int rounds = ceil_log2(p);
+	double latency = 0, bandwidth = 0;
+	const double n = static_cast<double>(point.bytes);
+	switch (point.coll) {
+	case FI_BARRIER: latency = rounds * latency_us; break;
+	case FI_BROADCAST:
+		latency = rounds * latency_us;
+		bandwidth = n / bandwidth_bps * 1e6;
+		break;
+	case FI_ALLREDUCE:
+		latency = 2 * rounds * latency_us;
+		// Patarasuk and Yuan: some rank sends at least 2 (p - 1) / p * n bytes.
+		bandwidth = 2.0 * (p - 1) / p * n / bandwidth_bps * 1e6;
+		break;
+	default: break;
+	}
+	return latency >= bandwidth ? Bound{latency, 'L'} : Bound{bandwidth, 'B'};
 }
 
 // Allreduce only: the bandwidth term of the bound over the bandwidth of a
@@ -672,245 +700,306 @@ Bound bound_of(const Point& point, int p, double latency_us, double bandwidth_bp
 // the ceiling this host offers. 0 when not applicable.
 double exchange_bound_us(const Point& point, int p, double exchange_bps)
 {
-    if (point.coll != FI_ALLREDUCE || exchange_bps <= 0)
-        return 0;
-    return 2.0 * (p - 1) / p * static_cast<double>(point.bytes) / exchange_bps * 1e6;
+	if (point.coll != FI_ALLREDUCE || exchange_bps <= 0)
+		return 0;
+	return 2.0 * (p - 1) / p * static_cast<double>(point.bytes) / exchange_bps * 1e6;
 }
 
 void print_table(fi_collective_op coll, const std::vector<Point>& points, const Options& options,
-                 std::map<std::pair<std::string, int>, Measured>& results)
+		 std::map<std::pair<std::string, int>, Measured>& results)
 {
-    const char* what = coll == FI_BARRIER     ? "fi_barrier"
-                       : coll == FI_BROADCAST ? "fi_broadcast, root 0, FI_UINT8"
-                                              : "fi_allreduce, FI_SUM of FI_INT64";
-    std::printf("\n## %s (median of repetitions, slowest rank, microseconds per call)\n\n", what);
-    std::printf("%-9s %5s %11s %11s %11s %12s %10s %10s %11s %11s  %s\n", "size", "ranks", "rcoll", "core path",
-                "tcp;ofi_rxm", "bound", "rcoll/rxm", "core/rxm", "rcoll/bound", "rcoll/bidir", "notes");
-    for (size_t k = 0; k < points.size(); ++k) {
-        if (points[k].coll != coll)
-            continue;
-        for (int p : options.ranks) {
-            const Measured& r = results[{kRcoll, p}];
-            const Measured& c = results[{kCore, p}];
-            const Measured& x = results[{kRxm, p}];
-            const Bound bound = bound_of(points[k], p, r.latency_us, r.bandwidth_bps);
-            const bool r_ok = r.status[k] == Status::ok;
-            const bool c_ok = c.status[k] == Status::ok;
-            const bool x_ok = x.status[k] == Status::ok;
-            std::string notes;
-            for (const auto* m : {&r, &c, &x})
-                if (m->status[k] != Status::ok && !m->detail[k].empty())
-                    notes += strfmt("%s%s: %.100s", notes.empty() ? "" : "; ",
-                                    m == &r ? kRcoll : m == &c ? kCore : kRxm, m->detail[k].c_str());
-            // Only where bandwidth, not latency, bounds the call.
-            const double bidir_us =
-                bound.kind == 'B' ? exchange_bound_us(points[k], p, r.exchange_bandwidth_bps) : 0;
-            std::printf("%-9s %5d %11s %11s %11s %10s %c %10s %10s %11s %11s  %s\n",
-                        coll == FI_BARRIER ? "-" : size_text(points[k].bytes).c_str(), p,
-                        time_text(r.status[k], r.median_us[k]).c_str(), time_text(c.status[k], c.median_us[k]).c_str(),
-                        time_text(x.status[k], x.median_us[k]).c_str(),
-                        r.latency_us > 0 ? strfmt("%.2f", bound.us).c_str() : "?", bound.kind,
-                        r_ok && x_ok ? strfmt("%.2f", r.median_us[k] / x.median_us[k]).c_str() : "-",
-                        c_ok && x_ok ? strfmt("%.2f", c.median_us[k] / x.median_us[k]).c_str() : "-",
-                        r_ok && r.latency_us > 0 ? strfmt("%.2f", r.median_us[k] / bound.us).c_str() : "-",
-                        r_ok && bidir_us > 0 ? strfmt("%.2f", r.median_us[k] / bidir_us).c_str() : "-",
-                        notes.c_str());
-        }
-    }
+	const char* what = coll == FI_BARRIER     ? "fi_barrier"
+			   : coll == FI_BROADCAST ? "fi_broadcast, root 0, FI_UINT8"
+						  : "fi_allreduce, FI_SUM of FI_INT64";
+	std::printf("\n## %s (median of repetitions, slowest rank, microseconds per call)\n\n",
+		    what);
+	std::printf("%-9s %5s %11s %11s %11s %12s %10s %10s %11s %11s  %s\n", "size", "ranks",
+		    "rcoll", "core path", "tcp;ofi_rxm", "bound", "rcoll/rxm", "core/rxm",
+		    "rcoll/bound", "rcoll/bidir", "notes");
+	for (size_t k = 0; k < points.size(); ++k) {
+		if (points[k].coll != coll)
+			continue;
+		for (int p : options.ranks) {
+			const Measured& r = results[{kRcoll, p}];
+			const Measured& c = results[{kCore, p}];
+			const Measured& x = results[{kRxm, p}];
+			const Bound bound = bound_of(points[k], p, r.latency_us, r.bandwidth_bps);
+			const bool r_ok = r.status[k] == Status::ok;
+			const bool c_ok = c.status[k] == Status::ok;
+			const bool x_ok = x.status[k] == Status::ok;
+			std::string notes;
+			for (const auto* m : {&r, &c, &x})
+				if (m->status[k] != Status::ok && !m->detail[k].empty())
+					notes += strfmt("%s%s: %.100s", notes.empty() ? "" : "; ",
+							m == &r   ? kRcoll
+							: m == &c ? kCore
+								  : kRxm,
+							m->detail[k].c_str());
+			// Only where bandwidth, not latency, bounds the call.
+			const double bidir_us =
+				bound.kind == 'B'
+					? exchange_bound_us(points[k], p, r.exchange_bandwidth_bps)
+					: 0;
+			std::printf(
+				"%-9s %5d %11s %11s %11s %10s %c %10s %10s %11s %11s  %s\n",
+				coll == FI_BARRIER ? "-" : size_text(points[k].bytes).c_str(), p,
+				time_text(r.status[k], r.median_us[k]).c_str(),
+				time_text(c.status[k], c.median_us[k]).c_str(),
+				time_text(x.status[k], x.median_us[k]).c_str(),
+				r.latency_us > 0 ? strfmt("%.2f", bound.us).c_str() : "?",
+				bound.kind,
+				r_ok && x_ok
+					? strfmt("%.2f", r.median_us[k] / x.median_us[k]).c_str()
+					: "-",
+				c_ok && x_ok
+					? strfmt("%.2f", c.median_us[k] / x.median_us[k]).c_str()
+					: "-",
+				r_ok && r.latency_us > 0
+					? strfmt("%.2f", r.median_us[k] / bound.us).c_str()
+					: "-",
+				r_ok && bidir_us > 0
+					? strfmt("%.2f", r.median_us[k] / bidir_us).c_str()
+					: "-",
+				notes.c_str());
+		}
+	}
 }
 
 void print_how_to_read(const Options& options)
 {
-    std::printf(
-        "\nHow to read these tables:\n"
-        "  rcoll, tcp;ofi_rxm  time per call in microseconds: per repetition the slowest rank's average over\n"
-        "                      the timed calls (a barrier separates calls, untimed), then the median of the\n"
-        "                      repetitions. Lower is better. rcoll's ranks, all on this host, take its\n"
-        "                      node-local path: they write into each other's memory, not through the core.\n"
-        "  core path           rcoll with FI_RCOLL_COLL_LOCAL=0: every collective write goes through the core\n"
-        "                      provider (tcp), as between hosts. core/rxm compares it with tcp;ofi_rxm.\n"
-        "  bound               a lower bound from rcoll's own point-to-point figures above, which go through\n"
-        "                      the core (the node-local path is not bound by them): L = latency-bound,\n"
-        "                      rounds x one-way 8 B latency (ceil(log2 p) rounds for barrier and broadcast,\n"
-        "                      2 ceil(log2 p) for allreduce); B = bandwidth-bound, the bytes some rank must move\n"
-        "                      (broadcast n, allreduce 2(p-1)/p n, Patarasuk and Yuan) over the p2p bandwidth.\n"
-        "                      The larger of the two is shown.\n"
-        "                      The allreduce latency term is a reduce-then-broadcast model: recursive doubling\n"
-        "                      needs only ceil(log2 p) exchange rounds, so rcoll/bound can drop below 1 there.\n"
-        "  rcoll/rxm           below 1: rcoll is faster.  rcoll/bound: 1 would be optimal over the core.\n"
-        "  rcoll/bidir         bandwidth-bound allreduce: rcoll against 2(p-1)/p n over the two-way exchange\n"
-        "                      bandwidth (both ranks sending to each other at once, as every rank of a ring\n"
-        "                      does). On loopback\n"
-        "                      each byte costs a kernel copy on the sender and one on the receiver, so a rank\n"
-        "                      that sends and receives at once does twice the copying of the one-way test:\n"
-        "                      this is what the host allows, not a lower bound in general.\n"
-        "  WRONG               the verified call returned a wrong result (or wrote outside its buffer);\n"
-        "  hang                a call of the point did not complete within %lld s; crash: a rank died;\n"
-        "  error               an error completion, or a completion for an operation never posted;\n"
-        "  n/a                 the provider's fi_query_collective says it lacks the call.\n"
-        "All ranks run on this host over loopback and share its cores (other work on the machine included):\n"
-        "with more ranks than cores every busy-polling rank competes for the CPU, so absolute figures at 4\n"
-        "and 8 ranks mostly measure scheduling, and ratios matter more than microseconds.\n"
-        "Waiting ranks %s\n",
-        static_cast<long long>(options.call_limit.count()),
-        options.yield_when_idle
-            ? "yield the core after every empty fi_cq_read (--yield), as Open MPI's mpi_yield_when_idle does."
-            : "call fi_cq_read in a tight loop, as fabtests and MPI progress loops do: a provider\n"
-              "that does not give the core away while it waits pays for it at 4 and 8 ranks (--yield changes this).");
+	std::printf(
+		"\nHow to read these tables:\n"
+		"  rcoll, tcp;ofi_rxm  time per call in microseconds: per repetition the slowest "
+		"rank's average over\n"
+		"                      the timed calls (a barrier separates calls, untimed), then "
+		"the median of the\n"
+		"                      repetitions. Lower is better. rcoll's ranks, all on this "
+		"host, take its\n"
+		"                      node-local path: they write into each other's memory, not "
+		"through the core.\n"
+		"  core path           rcoll with FI_RCOLL_COLL_LOCAL=0: every collective write "
+		"goes through the core\n"
+		"                      provider (tcp), as between hosts. core/rxm compares it with "
+		"tcp;ofi_rxm.\n"
+		"  bound               a lower bound from rcoll's own point-to-point figures "
+		"above, which go through\n"
+		"                      the core (the node-local path is not bound by them): L = "
+		"latency-bound,\n"
+		"                      rounds x one-way 8 B latency (ceil(log2 p) rounds for "
+		"barrier and broadcast,\n"
+		"                      2 ceil(log2 p) for allreduce); B = bandwidth-bound, the "
+		"bytes some rank must move\n"
+		"                      (broadcast n, allreduce 2(p-1)/p n, Patarasuk and Yuan) "
+		"over the p2p bandwidth.\n"
+		"                      The larger of the two is shown.\n"
+		"                      The allreduce latency term is a reduce-then-broadcast "
+		"model: recursive doubling\n"
+		"                      needs only ceil(log2 p) exchange rounds, so rcoll/bound can "
+		"drop below 1 there.\n"
+		"  rcoll/rxm           below 1: rcoll is faster.  rcoll/bound: 1 would be optimal "
+		"over the core.\n"
+		"  rcoll/bidir         bandwidth-bound allreduce: rcoll against 2(p-1)/p n over "
+		"the two-way exchange\n"
+		"                      bandwidth (both ranks sending to each other at once, as "
+		"every rank of a ring\n"
+		"                      does). On loopback\n"
+		"                      each byte costs a kernel copy on the sender and one on the "
+		"receiver, so a rank\n"
+		"                      that sends and receives at once does twice the copying of "
+		"the one-way test:\n"
+		"                      this is what the host allows, not a lower bound in "
+		"general.\n"
+		"  WRONG               the verified call returned a wrong result (or wrote outside "
+		"its buffer);\n"
+		"  hang                a call of the point did not complete within %lld s; crash: "
+		"a rank died;\n"
+		"  error               an error completion, or a completion for an operation never "
+		"posted;\n"
+		"  n/a                 the provider's fi_query_collective says it lacks the call.\n"
+		"All ranks run on this host over loopback and share its cores (other work on the "
+		"machine included):\n"
+		"with more ranks than cores every busy-polling rank competes for the CPU, so "
+		"absolute figures at 4\n"
+		"and 8 ranks mostly measure scheduling, and ratios matter more than microseconds.\n"
+		"Waiting ranks %s\n",
+		static_cast<long long>(options.call_limit.count()),
+		options.yield_when_idle ? "yield the core after every empty fi_cq_read (--yield), "
+					  "as Open MPI's mpi_yield_when_idle does."
+					: "call fi_cq_read in a tight loop, as fabtests and MPI "
+					  "progress loops do: a provider\n"
+					  "that does not give the core away while it waits pays "
+					  "for it at 4 and 8 ranks (--yield changes this).");
 }
 
 std::vector<std::string> split_list(const std::string& list)
 {
-    std::vector<std::string> items;
-    for (size_t pos = 0; pos <= list.size();) {
-        const size_t comma = std::min(list.find(',', pos), list.size());
-        items.push_back(list.substr(pos, comma - pos));
-        pos = comma + 1;
-    }
-    return items;
+	std::vector<std::string> items;
+	for (size_t pos = 0; pos <= list.size();) {
+		const size_t comma = std::min(list.find(',', pos), list.size());
+		items.push_back(list.substr(pos, comma - pos));
+		pos = comma + 1;
+	}
+	return items;
 }
 
 void usage(FILE* out)
 {
-    std::fprintf(out,
-                 "usage: rcoll_coll_bench [--quick] [--ranks LIST] [--max-bytes N] [--sizes LIST] [--colls LIST]\n"
-                 "                        [--call-limit SECONDS] [--yield] [--rcoll-only] [--no-core-path]\n"
-                 "  --quick          4 sizes, fewer iterations and repetitions\n"
-                 "  --ranks LIST     comma-separated rank counts (default 2,4,8)\n"
-                 "  --max-bytes N    largest message (default 64 MiB)\n"
-                 "  --sizes LIST     comma-separated message sizes instead of the x4 series (suffixes k, m: KiB, MiB)\n"
-                 "  --colls LIST     comma-separated subset of barrier,broadcast,allreduce (default all)\n"
-                 "  --call-limit S   time limit of one call (default 10 s); a point with a slower call is a \"hang\"\n"
-                 "  --rcoll-only     measure rcoll alone (the tcp;ofi_rxm columns show \"-\")\n"
-                 "  --no-core-path   skip rcoll with FI_RCOLL_COLL_LOCAL=0 (the core path columns show \"-\")\n"
-                 "  --yield          waiting ranks yield the core on an empty poll (default: they spin on fi_cq_read)\n"
-                 "rcoll is found through FI_PROVIDER_PATH (the build tree's .libs).\n");
+	std::fprintf(out,
+		     "usage: rcoll_coll_bench [--quick] [--ranks LIST] [--max-bytes N] [--sizes "
+		     "LIST] [--colls LIST]\n"
+		     "                        [--call-limit SECONDS] [--yield] [--rcoll-only] "
+		     "[--no-core-path]\n"
+		     "  --quick          4 sizes, fewer iterations and repetitions\n"
+		     "  --ranks LIST     comma-separated rank counts (default 2,4,8)\n"
+		     "  --max-bytes N    largest message (default 64 MiB)\n"
+		     "  --sizes LIST     comma-separated message sizes instead of the x4 series "
+		     "(suffixes k, m: KiB, MiB)\n"
+		     "  --colls LIST     comma-separated subset of barrier,broadcast,allreduce "
+		     "(default all)\n"
+		     "  --call-limit S   time limit of one call (default 10 s); a point with a "
+		     "slower call is a \"hang\"\n"
+		     "  --rcoll-only     measure rcoll alone (the tcp;ofi_rxm columns show \"-\")\n"
+		     "  --no-core-path   skip rcoll with FI_RCOLL_COLL_LOCAL=0 (the core path "
+		     "columns show \"-\")\n"
+		     "  --yield          waiting ranks yield the core on an empty poll (default: "
+		     "they spin on fi_cq_read)\n"
+		     "rcoll is found through FI_PROVIDER_PATH (the build tree's .libs).\n");
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv)
 {
-    Options options;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        auto value = [&] { return option_value(i, argc, argv); };
-        if (arg == "--quick") {
-            options.quick = true;
-        } else if (arg == "--rcoll-only") {
-            options.with_rxm = false;
-        } else if (arg == "--no-core-path") {
-            options.with_core = false;
-        } else if (arg == "--yield") {
-            options.yield_when_idle = true;
-        } else if (arg == "--ranks") {
-            options.ranks.clear();
-            for (const std::string& item : split_list(value())) {
-                const int p = std::atoi(item.c_str());
-                if (p < 2 || p > kMaxBenchRanks) {
-                    std::fprintf(stderr, "--ranks: each count must be 2..%d\n", kMaxBenchRanks);
-                    return 2;
-                }
-                options.ranks.push_back(p);
-            }
-        } else if (arg == "--max-bytes") {
-            options.max_bytes = std::strtoull(value(), nullptr, 0);
-            if (options.max_bytes < 8) {
-                std::fprintf(stderr, "--max-bytes must be at least 8\n");
-                return 2;
-            }
-        } else if (arg == "--sizes") {
-            options.sizes.clear();
-            for (const std::string& item : split_list(value())) {
-                char* end = nullptr;
-                size_t bytes = std::strtoull(item.c_str(), &end, 0);
-                if (end && (*end == 'k' || *end == 'K'))
-                    bytes <<= 10, ++end;
-                else if (end && (*end == 'm' || *end == 'M'))
-                    bytes <<= 20, ++end;
-                if (item.empty() || !end || *end || bytes < 8) {
-                    std::fprintf(stderr, "--sizes: '%s' is not a size of at least 8 bytes\n", item.c_str());
-                    return 2;
-                }
-                options.sizes.push_back(bytes);
-            }
-        } else if (arg == "--colls") {
-            options.colls.clear();
-            for (const std::string& item : split_list(value())) {
-                if (item == "barrier")
-                    options.colls.push_back(FI_BARRIER);
-                else if (item == "broadcast")
-                    options.colls.push_back(FI_BROADCAST);
-                else if (item == "allreduce")
-                    options.colls.push_back(FI_ALLREDUCE);
-                else {
-                    std::fprintf(stderr, "--colls: unknown collective '%s'\n", item.c_str());
-                    return 2;
-                }
-            }
-        } else if (arg == "--call-limit") {
-            options.call_limit = seconds(std::max(1, std::atoi(value())));
-        } else if (arg == "--help" || arg == "-h") {
-            usage(stdout);
-            return 0;
-        } else {
-            std::fprintf(stderr, "unknown option: %s\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (options.quick)
-        options.max_bytes = std::min<size_t>(options.max_bytes, 8u << 20);
+	Options options;
+	for (int i = 1; i < argc; ++i) {
+		const std::string_view arg = argv[i];
+		auto value = [&] { return option_value(i, argc, argv); };
+		if (arg == "--quick") {
+			options.quick = true;
+		} else if (arg == "--rcoll-only") {
+			options.with_rxm = false;
+		} else if (arg == "--no-core-path") {
+			options.with_core = false;
+		} else if (arg == "--yield") {
+			options.yield_when_idle = true;
+		} else if (arg == "--ranks") {
+			options.ranks.clear();
+			for (const std::string& item : split_list(value())) {
+				const int p = std::atoi(item.c_str());
+				if (p < 2 || p > kMaxBenchRanks) {
+					std::fprintf(stderr, "--ranks: each count must be 2..%d\n",
+						     kMaxBenchRanks);
+					return 2;
+				}
+				options.ranks.push_back(p);
+			}
+		} else if (arg == "--max-bytes") {
+			options.max_bytes = std::strtoull(value(), nullptr, 0);
+			if (options.max_bytes < 8) {
+				std::fprintf(stderr, "--max-bytes must be at least 8\n");
+				return 2;
+			}
+		} else if (arg == "--sizes") {
+			options.sizes.clear();
+			for (const std::string& item : split_list(value())) {
+				char* end = nullptr;
+				size_t bytes = std::strtoull(item.c_str(), &end, 0);
+				if (end && (*end == 'k' || *end == 'K'))
+					bytes <<= 10, ++end;
+				else if (end && (*end == 'm' || *end == 'M'))
+					bytes <<= 20, ++end;
+				if (item.empty() || !end || *end || bytes < 8) {
+					std::fprintf(
+						stderr,
+						"--sizes: '%s' is not a size of at least 8 bytes\n",
+						item.c_str());
+					return 2;
+				}
+				options.sizes.push_back(bytes);
+			}
+		} else if (arg == "--colls") {
+			options.colls.clear();
+			for (const std::string& item : split_list(value())) {
+				if (item == "barrier")
+					options.colls.push_back(FI_BARRIER);
+				else if (item == "broadcast")
+					options.colls.push_back(FI_BROADCAST);
+				else if (item == "allreduce")
+					options.colls.push_back(FI_ALLREDUCE);
+				else {
+					std::fprintf(stderr, "--colls: unknown collective '%s'\n",
+						     item.c_str());
+					return 2;
+				}
+			}
+		} else if (arg == "--call-limit") {
+			options.call_limit = seconds(std::max(1, std::atoi(value())));
+		} else if (arg == "--help" || arg == "-h") {
+			usage(stdout);
+			return 0;
+		} else {
+			std::fprintf(stderr, "unknown option: %s\n", argv[i]);
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (options.quick)
+		options.max_bytes = std::min<size_t>(options.max_bytes, 8u << 20);
 
-    prefer_loopback_interfaces();
-    const std::vector<Point> points = make_points(options);
-    if (points.size() > static_cast<size_t>(kMaxPoints)) {
-        std::fprintf(stderr, "%zu points exceed the %d the shared results hold\n", points.size(), kMaxPoints);
-        return 2;
-    }
-    std::map<std::pair<std::string, int>, Measured> results;
-    std::printf("# rcoll_coll_bench%s: rcoll vs tcp;ofi_rxm collectives, ranks forked on this host (loopback)\n",
-                options.quick ? " --quick" : "");
-    std::printf("# point-to-point, ranks 0 and 1, best of the repetitions:\n");
-    for (int p : options.ranks) {
-        for (const Variant& variant : kVariants) {
-            const std::string label = variant.label;
-            if ((label == kRxm && !options.with_rxm) || (label == kCore && !options.with_core)) {
-                Measured& skipped = results[{label, p}];
-                skipped.status.assign(points.size(), Status::pending);
-                skipped.median_us.assign(points.size(), 0);
-                skipped.detail.assign(points.size(), "");
-                continue;
-            }
-            const auto started = Clock::now();
-            // The ranks, forked in measure(), inherit the environment.
-            const char* inherited = std::getenv("FI_RCOLL_COLL_LOCAL");
-            const std::string saved = inherited ? inherited : "";
-            if (variant.coll_local)
-                setenv("FI_RCOLL_COLL_LOCAL", variant.coll_local, 1);
-            results[{label, p}] = measure(variant.provider, p, points, options);
-            if (variant.coll_local && inherited)
-                setenv("FI_RCOLL_COLL_LOCAL", saved.c_str(), 1);
-            else if (variant.coll_local)
-                unsetenv("FI_RCOLL_COLL_LOCAL");
-            const Measured& m = results[{label, p}];
-            std::printf("#   %d ranks, %-12s one-way 8 B latency %7.2f us, bandwidth %6.2f GB/s, two-way exchange "
-                        "%6.2f GB/s each way  (%.0f s)\n",
-                        p, variant.label, m.latency_us, m.bandwidth_bps / 1e9, m.exchange_bandwidth_bps / 1e9,
-                        std::chrono::duration<double>(Clock::now() - started).count());
-            std::fflush(stdout);
-        }
-    }
-    for (fi_collective_op coll : options.colls)
-        print_table(coll, points, options, results);
-    print_how_to_read(options);
+	prefer_loopback_interfaces();
+	const std::vector<Point> points = make_points(options);
+	if (points.size() > static_cast<size_t>(kMaxPoints)) {
+		std::fprintf(stderr, "%zu points exceed the %d the shared results hold\n",
+			     points.size(), kMaxPoints);
+		return 2;
+	}
+	std::map<std::pair<std::string, int>, Measured> results;
+	std::printf("# rcoll_coll_bench%s: rcoll vs tcp;ofi_rxm collectives, ranks forked on this "
+		    "host (loopback)\n",
+		    options.quick ? " --quick" : "");
+	std::printf("# point-to-point, ranks 0 and 1, best of the repetitions:\n");
+	for (int p : options.ranks) {
+		for (const Variant& variant : kVariants) {
+			const std::string label = variant.label;
+			if ((label == kRxm && !options.with_rxm) ||
+			    (label == kCore && !options.with_core)) {
+				Measured& skipped = results[{label, p}];
+				skipped.status.assign(points.size(), Status::pending);
+				skipped.median_us.assign(points.size(), 0);
+				skipped.detail.assign(points.size(), "");
+				continue;
+			}
+			const auto started = Clock::now();
+			// The ranks, forked in measure(), inherit the environment.
+			const char* inherited = std::getenv("FI_RCOLL_COLL_LOCAL");
+			const std::string saved = inherited ? inherited : "";
+			if (variant.coll_local)
+				setenv("FI_RCOLL_COLL_LOCAL", variant.coll_local, 1);
+			results[{label, p}] = measure(variant.provider, p, points, options);
+			if (variant.coll_local && inherited)
+				setenv("FI_RCOLL_COLL_LOCAL", saved.c_str(), 1);
+			else if (variant.coll_local)
+				unsetenv("FI_RCOLL_COLL_LOCAL");
+			const Measured& m = results[{label, p}];
+			std::printf("#   %d ranks, %-12s one-way 8 B latency %7.2f us, bandwidth "
+				    "%6.2f GB/s, two-way exchange "
+				    "%6.2f GB/s each way  (%.0f s)\n",
+				    p, variant.label, m.latency_us, m.bandwidth_bps / 1e9,
+				    m.exchange_bandwidth_bps / 1e9,
+				    std::chrono::duration<double>(Clock::now() - started).count());
+			std::fflush(stdout);
+		}
+	}
+	for (fi_collective_op coll : options.colls)
+		print_table(coll, points, options, results);
+	print_how_to_read(options);
 
-    // Exit status: whether rcoll delivered every point correctly.
-    int rcoll_failures = 0;
-    for (int p : options.ranks)
-        for (Status s : results[{kRcoll, p}].status)
-            rcoll_failures += s != Status::ok;
-    if (rcoll_failures)
-        std::printf("\n%d rcoll point(s) did not measure cleanly\n", rcoll_failures);
-    return rcoll_failures == 0 ? 0 : 1;
+	// Exit status: whether rcoll delivered every point correctly.
+	int rcoll_failures = 0;
+	for (int p : options.ranks)
+		for (Status s : results[{kRcoll, p}].status)
+			rcoll_failures += s != Status::ok;
+	if (rcoll_failures)
+		std::printf("\n%d rcoll point(s) did not measure cleanly\n", rcoll_failures);
+	return rcoll_failures == 0 ? 0 : 1;
 }

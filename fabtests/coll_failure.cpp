@@ -27,86 +27,95 @@ constexpr seconds kFailureBound{10};
 
 void run_rank_killed(Bootstrap& boot, const TestOptions& options)
 {
-    CollEndpoint ep({options.provider});
-    const auto world = ep.exchange_addresses(boot);
-    const int me = boot.rank();
-    auto full = join_shape(ep, boot, world, Shape::full);
-    std::unique_ptr<Group> survivors;
-    if (me != kVictim)
-        survivors = std::make_unique<Group>(ep, av_set_range(ep, world[0], world[2], 1, 3), std::vector<int>{0, 1, 2},
-                                            world, me, "survivor group {0,1,2}");
-    CheckedCall checked;
-    run_checked(ep, checked, *full, {FI_ALLREDUCE, 1000, FI_INT32, FI_SUM}, make_seed(0xDEAD, 0));
-    ProgressingBarrier(ep, boot, kRanks).wait();
+	CollEndpoint ep({options.provider});
+	const auto world = ep.exchange_addresses(boot);
+	const int me = boot.rank();
+	auto full = join_shape(ep, boot, world, Shape::full);
+	std::unique_ptr<Group> survivors;
+	if (me != kVictim)
+		survivors = std::make_unique<Group>(ep, av_set_range(ep, world[0], world[2], 1, 3),
+						    std::vector<int>{0, 1, 2}, world, me,
+						    "survivor group {0,1,2}");
+	CheckedCall checked;
+	run_checked(ep, checked, *full, {FI_ALLREDUCE, 1000, FI_INT32, FI_SUM},
+		    make_seed(0xDEAD, 0));
+	ProgressingBarrier(ep, boot, kRanks).wait();
 
-    // Everyone enters a 16 MiB allreduce; the victim stops driving progress
-    // shortly after posting it and is killed while the others wait.
-    const CallSpec doomed{FI_ALLREDUCE, 4u << 20, FI_INT32, FI_SUM};
-    CheckedCall big;
-    big.prepare(*full, doomed, make_seed(0xDEAD, 1));
-    big.post(ep);
-    if (me == kVictim) {
-        const Deadline briefly(milliseconds(5));
-        while (!briefly.expired())
-            ep.progress();
-        boot.signal_set(kVictimPostedSignal, 1);
-        for (;;)
-            pause();
-    }
-    boot.signal_wait_at_least(
-        kVictimPostedSignal, 1, [&] { ep.progress(); }, seconds(30));
-    if (me == kKiller)
-        boot.kill_rank(kVictim);
-    const auto killed_at = Clock::now();
+	// Everyone enters a 16 MiB allreduce; the victim stops driving progress
+	// shortly after posting it and is killed while the others wait.
+	const CallSpec doomed{FI_ALLREDUCE, 4u << 20, FI_INT32, FI_SUM};
+	CheckedCall big;
+	big.prepare(*full, doomed, make_seed(0xDEAD, 1));
+	big.post(ep);
+	if (me == kVictim) {
+		const Deadline briefly(milliseconds(5));
+		while (!briefly.expired())
+			ep.progress();
+		boot.signal_set(kVictimPostedSignal, 1);
+		for (;;)
+			pause();
+	}
+	boot.signal_wait_at_least(
+		kVictimPostedSignal, 1, [&] { ep.progress(); }, seconds(30));
+	if (me == kKiller)
+		boot.kill_rank(kVictim);
+	const auto killed_at = Clock::now();
 
-    // While the survivors fail the big allreduce, a large one on the group
-    // without the victim runs over the same connections: failing one group
-    // must not disturb them (a late write into a buffer the failing group
-    // released makes the core close the connection it came on).
-    CheckedCall alongside;
-    alongside.prepare(*survivors, {FI_ALLREDUCE, 1u << 20, FI_INT32, FI_SUM}, make_seed(0xDEAD, 2));
-    alongside.post(ep);
+	// While the survivors fail the big allreduce, a large one on the group
+	// without the victim runs over the same connections: failing one group
+	// must not disturb them (a late write into a buffer the failing group
+	// released makes the core close the connection it came on).
+	CheckedCall alongside;
+	alongside.prepare(*survivors, {FI_ALLREDUCE, 1u << 20, FI_INT32, FI_SUM},
+			  make_seed(0xDEAD, 2));
+	alongside.post(ep);
 
-    ep.wait_done(big.context(), "the allreduce the killed rank was part of", kFailureBound);
-    const double ended_after = std::chrono::duration<double>(Clock::now() - killed_at).count();
-    // A survivor whose result did not depend on the victim's later steps may
-    // complete; then its result must be right. Somebody must see the error.
-    const bool failed = big.context().error != 0;
-    if (!failed)
-        big.verify();
-    boot.signal_add(kErrorsSeenSignal, failed ? 1 : 0);
+	ep.wait_done(big.context(), "the allreduce the killed rank was part of", kFailureBound);
+	const double ended_after = std::chrono::duration<double>(Clock::now() - killed_at).count();
+	// A survivor whose result did not depend on the victim's later steps may
+	// complete; then its result must be right. Somebody must see the error.
+	const bool failed = big.context().error != 0;
+	if (!failed)
+		big.verify();
+	boot.signal_add(kErrorsSeenSignal, failed ? 1 : 0);
 
-    // A further call on the broken group must fail too, not hang.
-    OpContext after;
-    const ssize_t rc = issue(ep, *full, {FI_BARRIER}, nullptr, nullptr, after);
-    if (rc == 0) {
-        ep.wait_done(after, "a barrier posted on the broken group", kFailureBound);
-        expect(after.error != 0, "a barrier on a group with a dead member completed successfully");
-    } else {
-        expect(rc != -FI_EAGAIN, "a barrier on the broken group keeps returning -FI_EAGAIN");
-    }
-    expect(full->close() == 0, "fi_close of the broken group failed");
+	// A further call on the broken group must fail too, not hang.
+	OpContext after;
+	const ssize_t rc = issue(ep, *full, {FI_BARRIER}, nullptr, nullptr, after);
+	if (rc == 0) {
+		ep.wait_done(after, "a barrier posted on the broken group", kFailureBound);
+		expect(after.error != 0,
+		       "a barrier on a group with a dead member completed successfully");
+	} else {
+		expect(rc != -FI_EAGAIN,
+		       "a barrier on the broken group keeps returning -FI_EAGAIN");
+	}
+	expect(full->close() == 0, "fi_close of the broken group failed");
 
-    alongside.wait(ep);
-    alongside.verify();
+	alongside.wait(ep);
+	alongside.verify();
 
-    // The group without the dead rank still works, and so does a new one.
-    ProgressingBarrier survivors_sync(ep, boot, kRanks - 1, kSurvivorSyncSignal);
-    survivors_sync.wait();
-    expect(boot.signal_get(kErrorsSeenSignal) > 0,
-           "no survivor got an error completion for the allreduce rank %d was killed in", kVictim);
-    uint64_t k = 3;
-    for (const CallSpec& call :
-         {CallSpec{FI_ALLREDUCE, 4099, FI_INT64, FI_SUM}, CallSpec{FI_BROADCAST, 70000, FI_UINT8, FI_SUM, 2},
-          CallSpec{FI_BARRIER}, CallSpec{FI_ALLGATHER, 513, FI_DOUBLE}})
-        run_checked(ep, checked, *survivors, call, make_seed(0xDEAD, k++));
-    Group fresh(ep, av_set_inserted(ep, std::vector<fi_addr_t>{world[2], world[1], world[0]}), {2, 1, 0}, world, me,
-                "new group {2,1,0} after the failure");
-    run_checked(ep, checked, fresh, {FI_REDUCE_SCATTER, 257, FI_FLOAT, FI_SUM}, make_seed(0xDEAD, k++));
-    run_checked(ep, checked, fresh, {FI_GATHER, 100, FI_INT16, FI_SUM, 0}, make_seed(0xDEAD, k++));
-    survivors_sync.wait();
-    boot.note(strfmt("rank %d: %s %.3f s after the kill, survivor groups verified", me,
-                     failed ? fi_strerror(big.context().error) : "completed correctly", ended_after));
+	// The group without the dead rank still works, and so does a new one.
+	ProgressingBarrier survivors_sync(ep, boot, kRanks - 1, kSurvivorSyncSignal);
+	survivors_sync.wait();
+	expect(boot.signal_get(kErrorsSeenSignal) > 0,
+	       "no survivor got an error completion for the allreduce rank %d was killed in",
+	       kVictim);
+	uint64_t k = 3;
+	for (const CallSpec& call : {CallSpec{FI_ALLREDUCE, 4099, FI_INT64, FI_SUM},
+				     CallSpec{FI_BROADCAST, 70000, FI_UINT8, FI_SUM, 2},
+				     CallSpec{FI_BARRIER}, CallSpec{FI_ALLGATHER, 513, FI_DOUBLE}})
+		run_checked(ep, checked, *survivors, call, make_seed(0xDEAD, k++));
+	Group fresh(ep, av_set_inserted(ep, std::vector<fi_addr_t>{world[2], world[1], world[0]}),
+		    {2, 1, 0}, world, me, "new group {2,1,0} after the failure");
+	run_checked(ep, checked, fresh, {FI_REDUCE_SCATTER, 257, FI_FLOAT, FI_SUM},
+		    make_seed(0xDEAD, k++));
+	run_checked(ep, checked, fresh, {FI_GATHER, 100, FI_INT16, FI_SUM, 0},
+		    make_seed(0xDEAD, k++));
+	survivors_sync.wait();
+	boot.note(strfmt("rank %d: %s %.3f s after the kill, survivor groups verified", me,
+			 failed ? fi_strerror(big.context().error) : "completed correctly",
+			 ended_after));
 }
 
 constexpr int kLateRanks = 3;
@@ -121,62 +130,75 @@ constexpr milliseconds kCollTimeout{1000};
 // an error rather than wait for members that left.
 void run_member_too_late(Bootstrap& boot, const TestOptions& options)
 {
-    if (options.provider != "rcoll")
-        throw NotApplicable("FI_RCOLL_COLL_TIMEOUT_MS is an rcoll parameter");
-    setenv("FI_RCOLL_COLL_TIMEOUT_MS", std::to_string(kCollTimeout.count()).c_str(), 1);
-    CollEndpoint ep({options.provider});
-    const auto world = ep.exchange_addresses(boot);
-    const int me = boot.rank();
-    auto group = join_shape(ep, boot, world, Shape::full);
-    CheckedCall checked;
-    run_checked(ep, checked, *group, {FI_ALLREDUCE, 100, FI_INT32, FI_SUM}, make_seed(0x1A7E, 0));
-    ProgressingBarrier sync(ep, boot, kLateRanks);
-    sync.wait();
+	if (options.provider != "rcoll")
+		throw NotApplicable("FI_RCOLL_COLL_TIMEOUT_MS is an rcoll parameter");
+	setenv("FI_RCOLL_COLL_TIMEOUT_MS", std::to_string(kCollTimeout.count()).c_str(), 1);
+	CollEndpoint ep({options.provider});
+	const auto world = ep.exchange_addresses(boot);
+	const int me = boot.rank();
+	auto group = join_shape(ep, boot, world, Shape::full);
+	CheckedCall checked;
+	run_checked(ep, checked, *group, {FI_ALLREDUCE, 100, FI_INT32, FI_SUM},
+		    make_seed(0x1A7E, 0));
+	ProgressingBarrier sync(ep, boot, kLateRanks);
+	sync.wait();
 
-    // Timeout, then at most the same again for stop confirmations: well
-    // under this bound.
-    const milliseconds bound = 8 * kCollTimeout;
-    if (me == kLate)
-        ::usleep(static_cast<useconds_t>(std::chrono::microseconds(3 * kCollTimeout).count()));
-    const auto posted = Clock::now();
-    OpContext barrier;
-    const ssize_t rc = issue(ep, *group, {FI_BARRIER}, nullptr, nullptr, barrier);
-    double after = 0;
-    if (rc == 0) {
-        ep.wait_done(barrier, me == kLate ? "the late member's barrier" : "a barrier the late member misses",
-                     bound);
-        after = std::chrono::duration<double>(Clock::now() - posted).count();
-        expect(barrier.error != 0, "rank %d: the barrier completed although rank %d came %lld ms late", me, kLate,
-               static_cast<long long>(3 * kCollTimeout.count()));
-    } else {
-        expect(rc != -FI_EAGAIN, "rank %d: fi_barrier on the failed group keeps returning -FI_EAGAIN", me);
-    }
-    expect(group->close() == 0, "fi_close of the failed group failed");
+	// Timeout, then at most the same again for stop confirmations: well
+	// under this bound.
+	const milliseconds bound = 8 * kCollTimeout;
+	if (me == kLate)
+		::usleep(static_cast<useconds_t>(
+			std::chrono::microseconds(3 * kCollTimeout).count()));
+	const auto posted = Clock::now();
+	OpContext barrier;
+	const ssize_t rc = issue(ep, *group, {FI_BARRIER}, nullptr, nullptr, barrier);
+	double after = 0;
+	if (rc == 0) {
+		ep.wait_done(barrier,
+			     me == kLate ? "the late member's barrier"
+					 : "a barrier the late member misses",
+			     bound);
+		after = std::chrono::duration<double>(Clock::now() - posted).count();
+		expect(barrier.error != 0,
+		       "rank %d: the barrier completed although rank %d came %lld ms late", me,
+		       kLate, static_cast<long long>(3 * kCollTimeout.count()));
+	} else {
+		expect(rc != -FI_EAGAIN,
+		       "rank %d: fi_barrier on the failed group keeps returning -FI_EAGAIN", me);
+	}
+	expect(group->close() == 0, "fi_close of the failed group failed");
 
-    // The connections the failed group shares still carry a new group.
-    sync.wait();
-    Group fresh(ep, av_set_inserted(ep, std::vector<fi_addr_t>{world[1], world[2], world[0]}), {1, 2, 0}, world, me,
-                "new group {1,2,0} after the failure");
-    run_checked(ep, checked, fresh, {FI_ALLREDUCE, 1u << 18, FI_INT64, FI_SUM}, make_seed(0x1A7E, 1));
-    run_checked(ep, checked, fresh, {FI_BARRIER}, make_seed(0x1A7E, 2));
-    sync.wait();
-    boot.note(strfmt("rank %d%s: %s %.2f s after posting; a new group verified", me, me == kLate ? " (late)" : "",
-                     rc == 0 ? fi_strerror(barrier.error) : "refused at posting", after));
+	// The connections the failed group shares still carry a new group.
+	sync.wait();
+	Group fresh(ep, av_set_inserted(ep, std::vector<fi_addr_t>{world[1], world[2], world[0]}),
+		    {1, 2, 0}, world, me, "new group {1,2,0} after the failure");
+	run_checked(ep, checked, fresh, {FI_ALLREDUCE, 1u << 18, FI_INT64, FI_SUM},
+		    make_seed(0x1A7E, 1));
+	run_checked(ep, checked, fresh, {FI_BARRIER}, make_seed(0x1A7E, 2));
+	sync.wait();
+	boot.note(strfmt("rank %d%s: %s %.2f s after posting; a new group verified", me,
+			 me == kLate ? " (late)" : "",
+			 rc == 0 ? fi_strerror(barrier.error) : "refused at posting", after));
 }
 
-}  // namespace
+} // namespace
 
 void add_failure_cases(std::vector<CollCase>& cases)
 {
-    cases.push_back({"rank-killed",
-                     "4 ranks: SIGKILL one inside a 16 MiB allreduce; the others get error completions within "
-                     "10 s, further calls on that group fail, a 4 MiB allreduce of the group without it "
-                     "posted during the failure succeeds, and that group and a new one keep working",
-                     kRanks, seconds(120), "", run_rank_killed});
-    cases.push_back({"member-too-late",
-                     "3 ranks, FI_RCOLL_COLL_TIMEOUT_MS=1000: one enters a barrier 3 s after the others; they get "
-                     "errors, so does it when it arrives, none waits past 8 s, and a new group works",
-                     kLateRanks, seconds(60), "", run_member_too_late});
+	cases.push_back(
+		{"rank-killed",
+		 "4 ranks: SIGKILL one inside a 16 MiB allreduce; the others get error completions "
+		 "within "
+		 "10 s, further calls on that group fail, a 4 MiB allreduce of the group without "
+		 "it "
+		 "posted during the failure succeeds, and that group and a new one keep working",
+		 kRanks, seconds(120), "", run_rank_killed});
+	cases.push_back(
+		{"member-too-late",
+		 "3 ranks, FI_RCOLL_COLL_TIMEOUT_MS=1000: one enters a barrier 3 s after the "
+		 "others; they get "
+		 "errors, so does it when it arrives, none waits past 8 s, and a new group works",
+		 kLateRanks, seconds(60), "", run_member_too_late});
 }
 
-}  // namespace fabtests::coll
+} // namespace fabtests::coll

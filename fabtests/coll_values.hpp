@@ -26,15 +26,17 @@ inline constexpr int kMaxReductionRanks = 8;
 
 // Writes rank `rank`'s operand for elements first_index .. first_index +
 // n - 1 of a reduction over `size` ranks (n = buf.size() / element size).
-void fill_reduction_input(fi_datatype type, fi_op op, std::span<std::byte> buf, size_t first_index, int rank, int size);
+void fill_reduction_input(fi_datatype type, fi_op op, std::span<std::byte> buf, size_t first_index,
+			  int rank, int size);
 
 // Compares buf with the closed-form result for elements first_index ..;
 // returns a description of the first wrong element, or nullopt.
-std::optional<std::string> check_reduction_output(fi_datatype type, fi_op op, std::span<const std::byte> buf,
-                                                  size_t first_index, int size);
+std::optional<std::string> check_reduction_output(fi_datatype type, fi_op op,
+						  std::span<const std::byte> buf,
+						  size_t first_index, int size);
 
 // Seed of the bytes that group rank `source` contributes as block `block`
 // of a call identified by `call_seed`.
 uint64_t block_seed(uint64_t call_seed, int source, int block = 0);
 
-}  // namespace fabtests::coll
+} // namespace fabtests::coll

@@ -46,29 +46,29 @@ namespace fabtests {
 // A libfabric call returned an error code.
 class FabricError : public std::runtime_error {
 public:
-    FabricError(std::string_view call, long rc, std::source_location where);
-    long rc() const noexcept { return rc_; }
+	FabricError(std::string_view call, long rc, std::source_location where);
+	long rc() const noexcept { return rc_; }
 
 private:
-    long rc_;
+	long rc_;
 };
 
 // A test assertion failed: the provider delivered something wrong.
 class CheckFailure : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+	using std::runtime_error::runtime_error;
 };
 
 // The provider legitimately lacks what a case needs (a secondary
 // capability, an optional flag); the case reports "N/A", never "PASS".
 class NotApplicable : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+	using std::runtime_error::runtime_error;
 };
 
 // Throws FabricError naming the call when rc != 0.
 void check_rc(long rc, std::string_view call,
-              std::source_location where = std::source_location::current());
+	      std::source_location where = std::source_location::current());
 
 // Throws CheckFailure with the formatted message when cond is false.
 [[gnu::format(printf, 2, 3)]] void expect(bool cond, const char* fmt, ...);
@@ -82,12 +82,12 @@ using Clock = std::chrono::steady_clock;
 // A point in time after which a wait is a failure, not a hang.
 class Deadline {
 public:
-    explicit Deadline(std::chrono::milliseconds budget) : end_(Clock::now() + budget) {}
-    bool expired() const { return Clock::now() >= end_; }
-    std::chrono::milliseconds remaining() const;
+	explicit Deadline(std::chrono::milliseconds budget) : end_(Clock::now() + budget) {}
+	bool expired() const { return Clock::now() >= end_; }
+	std::chrono::milliseconds remaining() const;
 
 private:
-    Clock::time_point end_;
+	Clock::time_point end_;
 };
 
 // Default budget for a single wait inside a case.
@@ -102,10 +102,10 @@ uint64_t make_seed(uint64_t a, uint64_t b = 0, uint64_t c = 0, uint64_t d = 0);
 void fill_pattern(std::span<uint8_t> buf, uint64_t seed, size_t base_offset = 0);
 // Offset (relative to buf) of the first byte that differs, or nullopt.
 std::optional<size_t> find_pattern_mismatch(std::span<const uint8_t> buf, uint64_t seed,
-                                            size_t base_offset = 0);
+					    size_t base_offset = 0);
 // Throws CheckFailure describing the first mismatch.
 void expect_pattern(std::span<const uint8_t> buf, uint64_t seed, const std::string& what,
-                    size_t base_offset = 0);
+		    size_t base_offset = 0);
 
 // Guard bytes around receive buffers catch writes past the posted length.
 inline constexpr uint8_t kGuardByte = 0xA5;
@@ -120,58 +120,60 @@ inline constexpr size_t kNoteBytes = 512;
 inline constexpr int kSignalCount = 64;
 inline constexpr size_t kScratchBytes = 64 * 1024;
 
-struct SharedState;  // lives in a MAP_SHARED mapping created before fork
+struct SharedState; // lives in a MAP_SHARED mapping created before fork
 
 // A rank's view of the job: rank numbers, barriers, allgather and signals
 // through memory shared by all ranks of this host (no sockets, no MPI).
 class Bootstrap {
 public:
-    Bootstrap(SharedState& shared, int rank, int size) : shared_(shared), rank_(rank), size_(size) {}
+	Bootstrap(SharedState& shared, int rank, int size)
+		: shared_(shared), rank_(rank), size_(size)
+	{}
 
-    int rank() const { return rank_; }
-    int size() const { return size_; }
+	int rank() const { return rank_; }
+	int size() const { return size_; }
 
-    // Waits for every rank that has not been killed. Throws when another
-    // rank failed or the deadline passes, so a lost rank is a failure.
-    void barrier(std::chrono::milliseconds budget = kDefaultWait);
+	// Waits for every rank that has not been killed. Throws when another
+	// rank failed or the deadline passes, so a lost rank is a failure.
+	void barrier(std::chrono::milliseconds budget = kDefaultWait);
 
-    // Every rank contributes a blob (at most kAddressSlotBytes); returns all
-    // of them indexed by rank.
-    std::vector<std::vector<uint8_t>> allgather(std::span<const uint8_t> mine);
+	// Every rank contributes a blob (at most kAddressSlotBytes); returns all
+	// of them indexed by rank.
+	std::vector<std::vector<uint8_t>> allgather(std::span<const uint8_t> mine);
 
-    // Word-sized signals for coordination inside a case ("all sends posted").
-    void signal_set(int index, uint64_t value);
-    void signal_add(int index, uint64_t value);
-    uint64_t signal_get(int index) const;
-    // Spins (calling idle between polls) until signal >= value.
-    void signal_wait_at_least(int index, uint64_t value, const std::function<void()>& idle,
-                              std::chrono::milliseconds budget = kDefaultWait);
+	// Word-sized signals for coordination inside a case ("all sends posted").
+	void signal_set(int index, uint64_t value);
+	void signal_add(int index, uint64_t value);
+	uint64_t signal_get(int index) const;
+	// Spins (calling idle between polls) until signal >= value.
+	void signal_wait_at_least(int index, uint64_t value, const std::function<void()>& idle,
+				  std::chrono::milliseconds budget = kDefaultWait);
 
-    // SIGKILLs another rank and tells the launcher its death is intended.
-    // The victim must not be inside a barrier.
-    void kill_rank(int victim);
-    bool rank_alive(int r) const;
+	// SIGKILLs another rank and tells the launcher its death is intended.
+	// The victim must not be inside a barrier.
+	void kill_rank(int victim);
+	bool rank_alive(int r) const;
 
-    // One line of detail printed with the case's result (the last call wins).
-    void note(const std::string& text);
+	// One line of detail printed with the case's result (the last call wins).
+	void note(const std::string& text);
 
-    // Raw shared bytes for results gathered by the parent (benchmarks).
-    std::span<std::byte> scratch();
+	// Raw shared bytes for results gathered by the parent (benchmarks).
+	std::span<std::byte> scratch();
 
-    // Throws if the launcher or another rank declared the job failed.
-    void check_abort() const;
+	// Throws if the launcher or another rank declared the job failed.
+	void check_abort() const;
 
 private:
-    SharedState& shared_;
-    int rank_;
-    int size_;
+	SharedState& shared_;
+	int rank_;
+	int size_;
 };
 
 enum class Outcome { passed, failed, not_applicable };
 
 struct LaunchResult {
-    Outcome outcome = Outcome::failed;
-    std::string detail;  // failure reason, N/A reason or the ranks' notes
+	Outcome outcome = Outcome::failed;
+	std::string detail; // failure reason, N/A reason or the ranks' notes
 };
 
 using RankBody = std::function<void(Bootstrap&)>;
@@ -184,7 +186,7 @@ using RankBody = std::function<void(Bootstrap&)>;
 // With RCOLL_TEST_COLL_LOCAL=even, each rank sets FI_RCOLL_COLL_LOCAL to 1
 // on even ranks and 0 on odd ones before its first libfabric call.
 LaunchResult launch_ranks(int ranks, std::chrono::seconds timeout, const RankBody& body,
-                          std::vector<std::byte>* scratch_out = nullptr);
+			  std::vector<std::byte>* scratch_out = nullptr);
 
 // Makes libfabric's socket providers use loopback unless the user chose an
 // interface (FI_TCP_IFACE, or RCOLL_TEST_IFACE, which wins): must run before
@@ -205,9 +207,9 @@ void prefer_loopback_interfaces();
 
 // Where this process's endpoints live.
 struct HostPlacement {
-    std::string netns;      // namespace joined by the launcher; "" for its own
-    std::string interface;  // "lo" unless a namespace or RCOLL_TEST_IFACE says otherwise
-    std::string address;    // IPv4 address of `interface`, dotted ("127.0.0.1" on loopback)
+	std::string netns;     // namespace joined by the launcher; "" for its own
+	std::string interface; // "lo" unless a namespace or RCOLL_TEST_IFACE says otherwise
+	std::string address;   // IPv4 address of `interface`, dotted ("127.0.0.1" on loopback)
 };
 
 // RCOLL_TEST_NETNS split at commas (empty when unset).
@@ -229,15 +231,15 @@ uint16_t unused_tcp_port();
 // Received and transmitted bytes of an interface of this process's network
 // namespace (/proc/self/net/dev), for checks that traffic really crossed it.
 struct InterfaceCounters {
-    uint64_t rx_bytes = 0;
-    uint64_t tx_bytes = 0;
+	uint64_t rx_bytes = 0;
+	uint64_t tx_bytes = 0;
 };
 InterfaceCounters interface_counters(const std::string& interface);
 
 // ---------------------------------------------------------------- libfabric RAII
 
 struct InfoDeleter {
-    void operator()(fi_info* info) const noexcept { fi_freeinfo(info); }
+	void operator()(fi_info* info) const noexcept { fi_freeinfo(info); }
 };
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
@@ -248,7 +250,7 @@ void close_fid(fid_t fid) noexcept;
 // Closes any fid-carrying libfabric object.
 template <typename T>
 struct FidCloser {
-    void operator()(T* object) const noexcept { close_fid(&object->fid); }
+	void operator()(T* object) const noexcept { close_fid(&object->fid); }
 };
 template <typename T>
 using FidPtr = std::unique_ptr<T, FidCloser<T>>;
@@ -257,134 +259,137 @@ using FidPtr = std::unique_ptr<T, FidCloser<T>>;
 // operation is pending (FI_CONTEXT / FI_CONTEXT2 mode), so it must be the
 // first member and the object must outlive the operation.
 struct OpContext {
-    fi_context2 provider_context{};
-    bool done = false;
-    int error = 0;                        // fi_cq_err_entry::err when the op failed
-    fi_cq_tagged_entry entry{};           // successful completion
-    fi_cq_err_entry err{};                // failed completion (op_context, len, olen, ...)
-    fi_addr_t source = FI_ADDR_NOTAVAIL;  // from fi_cq_readfrom when FI_SOURCE is on
-    std::string err_text;                 // fi_cq_strerror for failed completions
+	fi_context2 provider_context{};
+	bool done = false;
+	int error = 0;                       // fi_cq_err_entry::err when the op failed
+	fi_cq_tagged_entry entry{};          // successful completion
+	fi_cq_err_entry err{};               // failed completion (op_context, len, olen, ...)
+	fi_addr_t source = FI_ADDR_NOTAVAIL; // from fi_cq_readfrom when FI_SOURCE is on
+	std::string err_text;                // fi_cq_strerror for failed completions
 
-    void reset();
-    // Clears the outcome but keeps provider_context: FI_CLAIM receives must
-    // pass the context that the FI_PEEK|FI_CLAIM found the message with.
-    void rearm();
+	void reset();
+	// Clears the outcome but keeps provider_context: FI_CLAIM receives must
+	// pass the context that the FI_PEEK|FI_CLAIM found the message with.
+	void rearm();
 };
 static_assert(std::is_standard_layout_v<OpContext>);
 
 // What the client asks for.
 struct EndpointConfig {
-    std::string provider;                      // hints->fabric_attr->prov_name
-    uint64_t caps = FI_MSG | FI_TAGGED | FI_RMA;
-    fi_av_type av_type = FI_AV_TABLE;
-    size_t cq_size = 0;                        // 0: provider default
-    bool bind_eq = false;                      // an EQ for fi_join and connection events
-    // Only contexts passed to Endpoint::track are dereferenced on completion.
-    bool track_contexts = false;
-    // The verbs rules, so that tcp runs exercise what verbs demands.
-    uint64_t mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    // Per-peer send-after-send ordering: MPI needs it, the tests check it.
-    uint64_t msg_order = FI_ORDER_SAS;
-    // Capabilities whose absence makes a case not applicable (N/A) rather
-    // than failed, when the provider offers the rest.
-    uint64_t secondary_caps = FI_SOURCE | FI_DIRECTED_RECV | FI_SOURCE_ERR;
-    // Where it is found. By default the provider picks a port on
-    // source_node(); `service` makes it listen at source_node():service.
-    std::string service{};
-    // A client in libfabric's own style: fi_getinfo(dest_node, dest_service,
-    // 0) resolves a server, whose address is then info().dest_addr.
-    std::string dest_node{};
-    std::string dest_service{};
+	std::string provider; // hints->fabric_attr->prov_name
+	uint64_t caps = FI_MSG | FI_TAGGED | FI_RMA;
+	fi_av_type av_type = FI_AV_TABLE;
+	size_t cq_size = 0;   // 0: provider default
+	bool bind_eq = false; // an EQ for fi_join and connection events
+	// Only contexts passed to Endpoint::track are dereferenced on completion.
+	bool track_contexts = false;
+	// The verbs rules, so that tcp runs exercise what verbs demands.
+	uint64_t mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	// Per-peer send-after-send ordering: MPI needs it, the tests check it.
+	uint64_t msg_order = FI_ORDER_SAS;
+	// Capabilities whose absence makes a case not applicable (N/A) rather
+	// than failed, when the provider offers the rest.
+	uint64_t secondary_caps = FI_SOURCE | FI_DIRECTED_RECV | FI_SOURCE_ERR;
+	// Where it is found. By default the provider picks a port on
+	// source_node(); `service` makes it listen at source_node():service.
+	std::string service{};
+	// A client in libfabric's own style: fi_getinfo(dest_node, dest_service,
+	// 0) resolves a server, whose address is then info().dest_addr.
+	std::string dest_node{};
+	std::string dest_service{};
 };
 
 // A completion that matched no posted operation: remote CQ data from
 // fi_writedata, or an error entry without a context.
 struct UnsolicitedEvent {
-    fi_cq_tagged_entry entry{};
-    fi_addr_t source = FI_ADDR_NOTAVAIL;
-    int error = 0;
+	fi_cq_tagged_entry entry{};
+	fi_addr_t source = FI_ADDR_NOTAVAIL;
+	int error = 0;
 };
 
 // fabric, domain, one CQ for both directions, AV and an enabled RDM
 // endpoint, with completion dispatch to OpContext objects.
 class Endpoint {
 public:
-    // Throws NotApplicable when the provider exists but lacks one of the
-    // secondary capabilities asked for (FI_SOURCE, FI_DIRECTED_RECV), and
-    // CheckFailure when fi_getinfo finds no such provider at all.
-    explicit Endpoint(const EndpointConfig& config);
-    Endpoint(const Endpoint&) = delete;
-    Endpoint& operator=(const Endpoint&) = delete;
-    ~Endpoint();
+	// Throws NotApplicable when the provider exists but lacks one of the
+	// secondary capabilities asked for (FI_SOURCE, FI_DIRECTED_RECV), and
+	// CheckFailure when fi_getinfo finds no such provider at all.
+	explicit Endpoint(const EndpointConfig& config);
+	Endpoint(const Endpoint&) = delete;
+	Endpoint& operator=(const Endpoint&) = delete;
+	~Endpoint();
 
-    fid_ep* ep() const { return ep_.get(); }
-    fid_domain* domain() const { return domain_.get(); }
-    fid_cq* cq() const { return cq_.get(); }
-    fid_av* av() const { return av_.get(); }
-    fid_eq* eq() const { return eq_.get(); }  // null unless EndpointConfig::bind_eq
-    const fi_info& info() const { return *info_; }
-    std::string provider_name() const;
+	fid_ep* ep() const { return ep_.get(); }
+	fid_domain* domain() const { return domain_.get(); }
+	fid_cq* cq() const { return cq_.get(); }
+	fid_av* av() const { return av_.get(); }
+	fid_eq* eq() const { return eq_.get(); } // null unless EndpointConfig::bind_eq
+	const fi_info& info() const { return *info_; }
+	std::string provider_name() const;
 
-    bool has_source() const { return (info_->caps & FI_SOURCE) != 0; }
-    size_t inject_size() const { return info_->tx_attr->inject_size; }
-    // Remote CQ data is cq_data_size bytes wide (4 on verbs, 8 on tcp).
-    uint64_t cq_data_mask() const;
-    bool mr_virtual_addresses() const { return (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0; }
+	bool has_source() const { return (info_->caps & FI_SOURCE) != 0; }
+	size_t inject_size() const { return info_->tx_attr->inject_size; }
+	// Remote CQ data is cq_data_size bytes wide (4 on verbs, 8 on tcp).
+	uint64_t cq_data_mask() const;
+	bool mr_virtual_addresses() const
+	{
+		return (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+	}
 
-    std::vector<uint8_t> local_address() const;
-    fi_addr_t insert_address(std::span<const uint8_t> address);
-    // allgather of endpoint names through the bootstrap; returns each
-    // rank's fi_addr_t (own rank included, in rank order).
-    std::vector<fi_addr_t> exchange_addresses(Bootstrap& boot);
+	std::vector<uint8_t> local_address() const;
+	fi_addr_t insert_address(std::span<const uint8_t> address);
+	// allgather of endpoint names through the bootstrap; returns each
+	// rank's fi_addr_t (own rank included, in rank order).
+	std::vector<fi_addr_t> exchange_addresses(Bootstrap& boot);
 
-    // Reads up to a batch of completions and marks their OpContexts done.
-    // Returns how many entries (good or bad) were consumed.
-    size_t progress();
-    // Polls until pred() holds; throws CheckFailure naming `what` on timeout.
-    void progress_until(const std::function<bool()>& pred, const std::string& what,
-                        std::chrono::milliseconds budget = kDefaultWait);
-    // Waits for the operation and throws if it completed with an error.
-    void wait_ok(OpContext& ctx, const std::string& what,
-                 std::chrono::milliseconds budget = kDefaultWait);
-    // Waits for completion, good or bad.
-    void wait_done(OpContext& ctx, const std::string& what,
-                   std::chrono::milliseconds budget = kDefaultWait);
+	// Reads up to a batch of completions and marks their OpContexts done.
+	// Returns how many entries (good or bad) were consumed.
+	size_t progress();
+	// Polls until pred() holds; throws CheckFailure naming `what` on timeout.
+	void progress_until(const std::function<bool()>& pred, const std::string& what,
+			    std::chrono::milliseconds budget = kDefaultWait);
+	// Waits for the operation and throws if it completed with an error.
+	void wait_ok(OpContext& ctx, const std::string& what,
+		     std::chrono::milliseconds budget = kDefaultWait);
+	// Waits for completion, good or bad.
+	void wait_done(OpContext& ctx, const std::string& what,
+		       std::chrono::milliseconds budget = kDefaultWait);
 
-    // Retries an operation that returns -FI_EAGAIN, driving progress
-    // between attempts (manual progress: the queue only drains if we poll).
-    void post(std::string_view call, const std::function<ssize_t()>& op,
-              std::source_location where = std::source_location::current(),
-              std::chrono::milliseconds budget = kDefaultWait);
+	// Retries an operation that returns -FI_EAGAIN, driving progress
+	// between attempts (manual progress: the queue only drains if we poll).
+	void post(std::string_view call, const std::function<ssize_t()>& op,
+		  std::source_location where = std::source_location::current(),
+		  std::chrono::milliseconds budget = kDefaultWait);
 
-    std::deque<UnsolicitedEvent>& unsolicited() { return unsolicited_; }
+	std::deque<UnsolicitedEvent>& unsolicited() { return unsolicited_; }
 
-    // With EndpointConfig::track_contexts: records an operation just posted
-    // with `ctx` as its context. Only recorded contexts are dereferenced on
-    // completion: a completion that names anything else (an operation the
-    // provider made up, or one that completes twice) fails the check
-    // instead of corrupting memory.
-    void track(OpContext& ctx) { pending_.insert(&ctx); }
+	// With EndpointConfig::track_contexts: records an operation just posted
+	// with `ctx` as its context. Only recorded contexts are dereferenced on
+	// completion: a completion that names anything else (an operation the
+	// provider made up, or one that completes twice) fails the check
+	// instead of corrupting memory.
+	void track(OpContext& ctx) { pending_.insert(&ctx); }
 
-    // Keys requested for registrations (used when the provider does not
-    // pick keys itself, i.e. without FI_MR_PROV_KEY).
-    uint64_t next_requested_key() { return next_key_++; }
+	// Keys requested for registrations (used when the provider does not
+	// pick keys itself, i.e. without FI_MR_PROV_KEY).
+	uint64_t next_requested_key() { return next_key_++; }
 
 private:
-    void dispatch(const fi_cq_tagged_entry& entry, fi_addr_t source);
-    void dispatch_error();
-    OpContext& context_of(void* op_context, uint64_t flags);
+	void dispatch(const fi_cq_tagged_entry& entry, fi_addr_t source);
+	void dispatch_error();
+	OpContext& context_of(void* op_context, uint64_t flags);
 
-    InfoPtr info_;
-    FidPtr<fid_fabric> fabric_;
-    FidPtr<fid_domain> domain_;
-    FidPtr<fid_cq> cq_;
-    FidPtr<fid_av> av_;
-    FidPtr<fid_eq> eq_;
-    FidPtr<fid_ep> ep_;  // closed first: declared last
-    std::deque<UnsolicitedEvent> unsolicited_;
-    bool track_contexts_ = false;
-    std::unordered_set<const OpContext*> pending_;
-    uint64_t next_key_ = 1;
+	InfoPtr info_;
+	FidPtr<fid_fabric> fabric_;
+	FidPtr<fid_domain> domain_;
+	FidPtr<fid_cq> cq_;
+	FidPtr<fid_av> av_;
+	FidPtr<fid_eq> eq_;
+	FidPtr<fid_ep> ep_; // closed first: declared last
+	std::deque<UnsolicitedEvent> unsolicited_;
+	bool track_contexts_ = false;
+	std::unordered_set<const OpContext*> pending_;
+	uint64_t next_key_ = 1;
 };
 
 #define FT_POST(endpoint, call) (endpoint).post(#call, [&]() -> ssize_t { return (call); })
@@ -394,38 +399,38 @@ private:
 // remote_address() (virtual address under FI_MR_VIRT_ADDR, else offset).
 class RegisteredBuffer {
 public:
-    RegisteredBuffer(Endpoint& endpoint, size_t bytes,
-                     uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE |
-                                       FI_REMOTE_READ | FI_REMOTE_WRITE);
-    RegisteredBuffer(const RegisteredBuffer&) = delete;
-    RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
-    RegisteredBuffer(RegisteredBuffer&&) noexcept = default;
-    RegisteredBuffer& operator=(RegisteredBuffer&&) noexcept = default;
-    ~RegisteredBuffer();
+	RegisteredBuffer(Endpoint& endpoint, size_t bytes,
+			 uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+					   FI_REMOTE_WRITE);
+	RegisteredBuffer(const RegisteredBuffer&) = delete;
+	RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
+	RegisteredBuffer(RegisteredBuffer&&) noexcept = default;
+	RegisteredBuffer& operator=(RegisteredBuffer&&) noexcept = default;
+	~RegisteredBuffer();
 
-    uint8_t* data() const { return memory_.get(); }
-    size_t size() const { return size_; }
-    std::span<uint8_t> bytes(size_t offset = 0, size_t length = SIZE_MAX) const;
-    void* desc() const { return fi_mr_desc(mr_.get()); }
-    uint64_t key() const { return key_; }
-    uint64_t remote_address(size_t offset = 0) const;
+	uint8_t* data() const { return memory_.get(); }
+	size_t size() const { return size_; }
+	std::span<uint8_t> bytes(size_t offset = 0, size_t length = SIZE_MAX) const;
+	void* desc() const { return fi_mr_desc(mr_.get()); }
+	uint64_t key() const { return key_; }
+	uint64_t remote_address(size_t offset = 0) const;
 
 private:
-    struct MemoryFree {
-        void operator()(uint8_t* p) const noexcept { std::free(p); }
-    };
-    std::unique_ptr<uint8_t, MemoryFree> memory_;
-    size_t size_ = 0;
-    FidPtr<fid_mr> mr_;  // closed before memory_ is freed (declared after)
-    uint64_t key_ = 0;
-    bool virtual_addresses_ = false;
+	struct MemoryFree {
+		void operator()(uint8_t* p) const noexcept { std::free(p); }
+	};
+	std::unique_ptr<uint8_t, MemoryFree> memory_;
+	size_t size_ = 0;
+	FidPtr<fid_mr> mr_; // closed before memory_ is freed (declared after)
+	uint64_t key_ = 0;
+	bool virtual_addresses_ = false;
 };
 
 // A peer's registered region, as exchanged in a message.
 struct RemoteRegion {
-    uint64_t address = 0;
-    uint64_t key = 0;
-    uint64_t size = 0;
+	uint64_t address = 0;
+	uint64_t key = 0;
+	uint64_t size = 0;
 };
 
 // Formats an fi_cq_err_entry for a failure message.
@@ -447,38 +452,39 @@ const char* option_value(int& i, int argc, char** argv);
 template <class Cases, class Case>
 bool select_case(const Cases& cases, std::string_view arg, std::vector<const Case*>& selected)
 {
-    bool found = false;
-    for (const Case& c : cases) {
-        if (arg == "all" || std::string_view(c.name) == arg) {
-            selected.push_back(&c);
-            found = true;
-        }
-    }
-    return found;
+	bool found = false;
+	for (const Case& c : cases) {
+		if (arg == "all" || std::string_view(c.name) == arg) {
+			selected.push_back(&c);
+			found = true;
+		}
+	}
+	return found;
 }
 
 // Prints "name  what it checks", a line per case (--list).
 template <class Cases>
 void list_cases(const Cases& cases, int name_width)
 {
-    for (const auto& c : cases) {
-        const std::string_view name = c.name, checks = c.checks;
-        std::printf("%-*.*s %.*s\n", name_width, static_cast<int>(name.size()), name.data(),
-                    static_cast<int>(checks.size()), checks.data());
-    }
+	for (const auto& c : cases) {
+		const std::string_view name = c.name, checks = c.checks;
+		std::printf("%-*.*s %.*s\n", name_width, static_cast<int>(name.size()), name.data(),
+			    static_cast<int>(checks.size()), checks.data());
+	}
 }
 
 // Prints one line per case run ("PASS name [where, time]: detail") and
 // the closing count.
 class CaseReport {
 public:
-    // `where`: provider and placement, e.g. "rcoll, 2 ranks".
-    void add(const LaunchResult& result, std::string_view name, const std::string& where, double seconds);
-    // The closing line (when more than one case ran); the exit status.
-    int finish() const;
+	// `where`: provider and placement, e.g. "rcoll, 2 ranks".
+	void add(const LaunchResult& result, std::string_view name, const std::string& where,
+		 double seconds);
+	// The closing line (when more than one case ran); the exit status.
+	int finish() const;
 
 private:
-    int passed_ = 0, failed_ = 0, not_applicable_ = 0;
+	int passed_ = 0, failed_ = 0, not_applicable_ = 0;
 };
 
-}  // namespace fabtests
+} // namespace fabtests

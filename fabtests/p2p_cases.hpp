@@ -12,17 +12,17 @@
 namespace fabtests {
 
 struct TestOptions {
-    std::string provider = "rcoll";
-    int many_peers_ranks = 17;
-    bool quick = false;  // fewer sizes and iterations, for a smoke run
+	std::string provider = "rcoll";
+	int many_peers_ranks = 17;
+	bool quick = false; // fewer sizes and iterations, for a smoke run
 };
 
 struct P2pCase {
-    std::string_view name;
-    std::string_view checks;  // what a PASS means, printed by --list
-    int ranks;                // 0: TestOptions::many_peers_ranks
-    std::chrono::seconds timeout;
-    void (*run)(Bootstrap& boot, const TestOptions& options);
+	std::string_view name;
+	std::string_view checks; // what a PASS means, printed by --list
+	int ranks;               // 0: TestOptions::many_peers_ranks
+	std::chrono::seconds timeout;
+	void (*run)(Bootstrap& boot, const TestOptions& options);
 };
 
 // Defined by the case files; listed in the order `all` runs them.
@@ -61,14 +61,14 @@ const char* api_name(Api api);
 
 // One send or receive, described completely so both APIs share one path.
 struct Transfer {
-    Api api = Api::msg;
-    void* buf = nullptr;
-    size_t len = 0;
-    void* desc = nullptr;
-    fi_addr_t peer = FI_ADDR_UNSPEC;
-    uint64_t tag = 0;
-    uint64_t ignore = 0;                    // receives only
-    std::optional<uint64_t> cq_data;        // sends only: fi_senddata / fi_tsenddata
+	Api api = Api::msg;
+	void* buf = nullptr;
+	size_t len = 0;
+	void* desc = nullptr;
+	fi_addr_t peer = FI_ADDR_UNSPEC;
+	uint64_t tag = 0;
+	uint64_t ignore = 0;             // receives only
+	std::optional<uint64_t> cq_data; // sends only: fi_senddata / fi_tsenddata
 };
 
 // fi_send/fi_senddata/fi_tsend/fi_tsenddata, retrying on -FI_EAGAIN.
@@ -78,17 +78,17 @@ void post_recv(Endpoint& ep, const Transfer& t, OpContext& ctx);
 
 // What a good receive completion must show.
 struct ExpectedRecv {
-    Api api = Api::msg;
-    size_t len = 0;
-    uint64_t tag = 0;
-    std::optional<uint64_t> cq_data;  // already masked to cq_data_size
-    uint64_t seed = 0;                // payload pattern
+	Api api = Api::msg;
+	size_t len = 0;
+	uint64_t tag = 0;
+	std::optional<uint64_t> cq_data; // already masked to cq_data_size
+	uint64_t seed = 0;               // payload pattern
 };
 
 // Checks status, flags (FI_RECV and FI_MSG/FI_TAGGED, FI_REMOTE_CQ_DATA iff
 // expected), length, tag, CQ data, payload and the guard bytes after it.
 void expect_recv(const OpContext& ctx, const ExpectedRecv& want, std::span<const uint8_t> buffer,
-                 size_t guard_bytes, const std::string& what);
+		 size_t guard_bytes, const std::string& what);
 // Checks a send completion: no error, FI_SEND set.
 void expect_send(const OpContext& ctx, const std::string& what);
 
@@ -98,14 +98,14 @@ inline constexpr uint64_t kControlTag = 0x00C0'FFEE'0000'0000ULL;
 // Small blocking helpers for control traffic (addresses, keys, acks).
 class ControlChannel {
 public:
-    explicit ControlChannel(Endpoint& ep);
-    void send(fi_addr_t peer, const void* data, size_t len, uint64_t tag_low = 0);
-    // Receives exactly len bytes from any peer on kControlTag|tag_low.
-    void recv(void* data, size_t len, uint64_t tag_low = 0);
+	explicit ControlChannel(Endpoint& ep);
+	void send(fi_addr_t peer, const void* data, size_t len, uint64_t tag_low = 0);
+	// Receives exactly len bytes from any peer on kControlTag|tag_low.
+	void recv(void* data, size_t len, uint64_t tag_low = 0);
 
 private:
-    Endpoint& ep_;
-    RegisteredBuffer buffer_;
+	Endpoint& ep_;
+	RegisteredBuffer buffer_;
 };
 
 inline constexpr size_t kGuardBytes = 64;
@@ -121,4 +121,4 @@ std::string format_size(size_t bytes);
 // print the explanation, so a tolerated defect never reads as a plain PASS.
 const char* known_defect(std::string_view provider, std::string_view aspect);
 
-}  // namespace fabtests
+} // namespace fabtests

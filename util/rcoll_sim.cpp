@@ -49,37 +49,39 @@ struct Args {
 
 void usage(FILE* out)
 {
-	std::fprintf(out,
-		     "usage: rcoll_sim [options]\n"
-		     "Runs rcoll collective algorithms on the simulated fabric (or their cost\n"
-		     "model when a full run is too big) and prints rounds, writes and bytes per\n"
-		     "rank against the lower bound, and model and simulated times.\n\n"
-		     "  -c, --collective NAME   barrier broadcast alltoall allreduce allgather\n"
-		     "                          reduce_scatter reduce scatter gather (allreduce)\n"
-		     "  -a, --algorithm LIST    comma-separated algorithms, or 'auto' for the\n"
-		     "                          selector's choice (default: every algorithm)\n"
-		     "  -p, --ranks LIST        group sizes, e.g. 16,1024,16384 (16384)\n"
-		     "  -n, --bytes LIST        message sizes: count x datatype size, per rank\n"
-		     "                          block where the collective has blocks; suffixes\n"
-		     "                          k, m, g (8,1k,64k,1m,16m)\n"
-		     "  -t, --datatype NAME     int8 .. uint64 float double ... (double)\n"
-		     "  -o, --op NAME           min max sum prod lor land bor band lxor bxor (sum)\n"
-		     "  -r, --root N            root of rooted collectives (0)\n"
-		     "      --alpha US          latency per message (%.3g)\n"
-		     "      --beta US           time per byte on the wire (%.3g)\n"
-		     "      --gamma US          time per byte reduced (%.3g)\n"
-		     "      --radix K           degree of the k-ary tree (3)\n"
-		     "      --chunk BYTES       pipeline chunk (64k)\n"
-		     "      --eager BYTES       largest landing area staged through scratch (16k)\n"
-		     "      --scratch BYTES     scratch per half, 0 = auto (0)\n"
-		     "      --tune STRING       tuning rules, see fi_rcoll(7)\n"
-		     "      --mode MODE         model, run, or auto: run when within the limits (auto)\n"
-		     "      --max-events N      largest full run, in simulated events (2e7)\n"
-		     "      --max-memory BYTES  largest full run, in buffer memory (4g)\n"
-		     "      --seed N            seed of the simulated fabric (1)\n"
-		     "      --csv               comma-separated output\n"
-		     "  -h, --help\n",
-		     CostParams{}.alpha_us, CostParams{}.beta_us_per_byte, CostParams{}.gamma_us_per_byte);
+	std::fprintf(
+		out,
+		"usage: rcoll_sim [options]\n"
+		"Runs rcoll collective algorithms on the simulated fabric (or their cost\n"
+		"model when a full run is too big) and prints rounds, writes and bytes per\n"
+		"rank against the lower bound, and model and simulated times.\n\n"
+		"  -c, --collective NAME   barrier broadcast alltoall allreduce allgather\n"
+		"                          reduce_scatter reduce scatter gather (allreduce)\n"
+		"  -a, --algorithm LIST    comma-separated algorithms, or 'auto' for the\n"
+		"                          selector's choice (default: every algorithm)\n"
+		"  -p, --ranks LIST        group sizes, e.g. 16,1024,16384 (16384)\n"
+		"  -n, --bytes LIST        message sizes: count x datatype size, per rank\n"
+		"                          block where the collective has blocks; suffixes\n"
+		"                          k, m, g (8,1k,64k,1m,16m)\n"
+		"  -t, --datatype NAME     int8 .. uint64 float double ... (double)\n"
+		"  -o, --op NAME           min max sum prod lor land bor band lxor bxor (sum)\n"
+		"  -r, --root N            root of rooted collectives (0)\n"
+		"      --alpha US          latency per message (%.3g)\n"
+		"      --beta US           time per byte on the wire (%.3g)\n"
+		"      --gamma US          time per byte reduced (%.3g)\n"
+		"      --radix K           degree of the k-ary tree (3)\n"
+		"      --chunk BYTES       pipeline chunk (64k)\n"
+		"      --eager BYTES       largest landing area staged through scratch (16k)\n"
+		"      --scratch BYTES     scratch per half, 0 = auto (0)\n"
+		"      --tune STRING       tuning rules, see fi_rcoll(7)\n"
+		"      --mode MODE         model, run, or auto: run when within the limits (auto)\n"
+		"      --max-events N      largest full run, in simulated events (2e7)\n"
+		"      --max-memory BYTES  largest full run, in buffer memory (4g)\n"
+		"      --seed N            seed of the simulated fabric (1)\n"
+		"      --csv               comma-separated output\n"
+		"  -h, --help\n",
+		CostParams{}.alpha_us, CostParams{}.beta_us_per_byte,
+		CostParams{}.gamma_us_per_byte);
 }
 
 std::vector<std::string_view> split(std::string_view s)
@@ -180,9 +182,7 @@ bool parse_args(int argc, char** argv, Args& a)
 			a.coll = *coll;
 			break;
 		}
-		case 'a':
-			algorithms = optarg;
-			break;
+		case 'a': algorithms = optarg; break;
 		case 'p':
 			a.ranks.clear();
 			for (auto s : split(optarg)) {
@@ -223,8 +223,9 @@ bool parse_args(int argc, char** argv, Args& a)
 		case opt_gamma:
 			if (!parse_double(optarg, d))
 				return fail("model constant", optarg);
-			(c == opt_alpha ? a.cost.alpha_us : c == opt_beta ? a.cost.beta_us_per_byte
-									  : a.cost.gamma_us_per_byte) = d;
+			(c == opt_alpha  ? a.cost.alpha_us
+			 : c == opt_beta ? a.cost.beta_us_per_byte
+					 : a.cost.gamma_us_per_byte) = d;
 			break;
 		case opt_radix:
 			if (!parse_size(optarg, v) || v == 0 || v > UINT32_MAX)
@@ -246,9 +247,7 @@ bool parse_args(int argc, char** argv, Args& a)
 				return fail("scratch size", optarg);
 			a.config.scratch_half_bytes = v;
 			break;
-		case opt_tune:
-			a.tune = optarg;
-			break;
+		case opt_tune: a.tune = optarg; break;
 		case opt_mode:
 			if (!std::strcmp(optarg, "model"))
 				a.mode = Args::Mode::model;
@@ -262,7 +261,8 @@ bool parse_args(int argc, char** argv, Args& a)
 		case opt_max_events:
 		case opt_max_memory:
 			if (!parse_size(optarg, v))
-				return fail(c == opt_max_events ? "event limit" : "memory limit", optarg);
+				return fail(c == opt_max_events ? "event limit" : "memory limit",
+					    optarg);
 			(c == opt_max_events ? a.max_events : a.max_memory) = v;
 			break;
 		case opt_seed:
@@ -270,15 +270,9 @@ bool parse_args(int argc, char** argv, Args& a)
 				return fail("seed", optarg);
 			a.seed = v;
 			break;
-		case opt_csv:
-			a.csv = true;
-			break;
-		case 'h':
-			usage(stdout);
-			std::exit(0);
-		default:
-			usage(stderr);
-			return false;
+		case opt_csv: a.csv = true; break;
+		case 'h': usage(stdout); std::exit(0);
+		default: usage(stderr); return false;
 		}
 	}
 	if (optind != argc) {
@@ -317,20 +311,15 @@ double lower_bound(Collective c, uint32_t p, double n)
 	if (p <= 1)
 		return 0;
 	switch (c) {
-	case Collective::allreduce:
-		return allreduce_bandwidth_lower_bound(p, n);
+	case Collective::allreduce: return allreduce_bandwidth_lower_bound(p, n);
 	case Collective::allgather:
 	case Collective::alltoall:
 	case Collective::reduce_scatter:
-	case Collective::scatter:
-		return (p - 1) * n;
+	case Collective::scatter: return (p - 1) * n;
 	case Collective::broadcast:
-	case Collective::gather:
-		return n;
-	case Collective::barrier:
-		return 0;
-	case Collective::reduce:
-		return -1;
+	case Collective::gather: return n;
+	case Collective::barrier: return 0;
+	case Collective::reduce: return -1;
 	}
 	return -1;
 }
@@ -338,12 +327,12 @@ double lower_bound(Collective c, uint32_t p, double n)
 struct Row {
 	std::string algorithm;
 	double rounds = 0;
-	uint64_t writes = 0;	 // busiest rank
-	uint64_t bytes = 0;	 // busiest rank, payload
-	bool sampled = false;	 // from a sample of the ranks
+	uint64_t writes = 0;  // busiest rank
+	uint64_t bytes = 0;   // busiest rank, payload
+	bool sampled = false; // from a sample of the ranks
 	double bound = -1;
 	double predicted = 0;
-	double simulated = -1;	 // < 0: not run
+	double simulated = -1; // < 0: not run
 	std::string note;
 };
 
@@ -359,8 +348,8 @@ std::vector<uint32_t> ranks_to_build(uint32_t p, uint32_t root, bool& sampled)
 			out.push_back(r);
 		return out;
 	}
-	for (uint64_t r : {uint64_t(0), uint64_t(1), uint64_t(2), uint64_t(root), uint64_t(root) + 1,
-			   uint64_t(p / 2), uint64_t(p) - 2, uint64_t(p) - 1})
+	for (uint64_t r : {uint64_t(0), uint64_t(1), uint64_t(2), uint64_t(root),
+			   uint64_t(root) + 1, uint64_t(p / 2), uint64_t(p) - 2, uint64_t(p) - 1})
 		if (r < p && std::find(out.begin(), out.end(), uint32_t(r)) == out.end())
 			out.push_back(uint32_t(r));
 	return out;
@@ -369,14 +358,15 @@ std::vector<uint32_t> ranks_to_build(uint32_t p, uint32_t root, bool& sampled)
 struct AlignedFree {
 	void operator()(std::byte* p) const noexcept
 	{
-		::operator delete(p, std::align_val_t{64});
+		::operator delete (p, std::align_val_t{64});
 	}
 };
 using AlignedPtr = std::unique_ptr<std::byte, AlignedFree>;
 
 AlignedPtr aligned_bytes(size_t n)
 {
-	return AlignedPtr(n ? static_cast<std::byte*>(::operator new(n, std::align_val_t{64})) : nullptr);
+	return AlignedPtr(n ? static_cast<std::byte*>(::operator new (n, std::align_val_t{64}))
+			    : nullptr);
 }
 
 // A group config that holds exactly one operation with this footprint:
@@ -493,9 +483,11 @@ Row evaluate(const Args& a, uint32_t p, uint64_t bytes, Algorithm alg)
 	}
 	const GroupConfig run_config = config_for(a.config, footprint);
 	const double events = 2.0 * double(total_writes) / double(sample.size()) * p;
-	const uint64_t counters = MonotoneCounters{p}.total() + 2 * uint64_t(run_config.counters_per_half);
-	double memory = double(p) * double(Group::scratch_bytes(p, run_config) + 8 * counters + 4096) +
-			temporaries * p / double(sample.size());
+	const uint64_t counters =
+		MonotoneCounters{p}.total() + 2 * uint64_t(run_config.counters_per_half);
+	double memory =
+		double(p) * double(Group::scratch_bytes(p, run_config) + 8 * counters + 4096) +
+		temporaries * p / double(sample.size());
 	for (uint32_t r : sample) {
 		BufferSizes sz = buffer_sizes(d, r);
 		memory += double(sz.input + sz.output) * p / double(sample.size());
@@ -554,19 +546,22 @@ void print_header(const Args& a)
 		return;
 	}
 	std::printf("# %s, alpha %.3g us, beta %.3g us/B (%.2f GB/s), gamma %.3g us/B\n",
-		    std::string(to_string(a.coll)).c_str(), a.cost.alpha_us, a.cost.beta_us_per_byte,
+		    std::string(to_string(a.coll)).c_str(), a.cost.alpha_us,
+		    a.cost.beta_us_per_byte,
 		    a.cost.beta_us_per_byte > 0 ? 1e-3 / a.cost.beta_us_per_byte : 0.0,
 		    a.cost.gamma_us_per_byte);
-	std::printf("%7s %9s  %-24s %6s %7s %12s %12s %6s %10s %10s  %s\n", "p", "bytes", "algorithm",
-		    "rounds", "writes", "bytes/rank", "lower bound", "ratio", "model", "simulated", "");
+	std::printf("%7s %9s  %-24s %6s %7s %12s %12s %6s %10s %10s  %s\n", "p", "bytes",
+		    "algorithm", "rounds", "writes", "bytes/rank", "lower bound", "ratio", "model",
+		    "simulated", "");
 }
 
 void print_row(const Args& a, uint32_t p, uint64_t bytes, const Row& r)
 {
 	if (a.csv) {
 		std::printf("%s,%u,%" PRIu64 ",%s,%.0f,%" PRIu64 ",%" PRIu64 ",%.0f,%.3f,%.3f,%s\n",
-			    std::string(to_string(a.coll)).c_str(), p, bytes, r.algorithm.c_str(), r.rounds,
-			    r.writes, r.bytes, r.bound, r.predicted, r.simulated, r.note.c_str());
+			    std::string(to_string(a.coll)).c_str(), p, bytes, r.algorithm.c_str(),
+			    r.rounds, r.writes, r.bytes, r.bound, r.predicted, r.simulated,
+			    r.note.c_str());
 		return;
 	}
 	char ratio[16] = "-";
@@ -575,8 +570,9 @@ void print_row(const Args& a, uint32_t p, uint64_t bytes, const Row& r)
 	std::string bytes_col = human_bytes(double(r.bytes)) + (r.sampled ? "*" : "");
 	std::printf("%7u %9s  %-24s %6.0f %7" PRIu64 " %12s %12s %6s %10s %10s  %s\n", p,
 		    human_bytes(double(bytes)).c_str(), r.algorithm.c_str(), r.rounds, r.writes,
-		    bytes_col.c_str(), human_bytes(r.bound).c_str(), ratio, human_time(r.predicted).c_str(),
-		    human_time(r.simulated).c_str(), r.note.c_str());
+		    bytes_col.c_str(), human_bytes(r.bound).c_str(), ratio,
+		    human_time(r.predicted).c_str(), human_time(r.simulated).c_str(),
+		    r.note.c_str());
 }
 
 } // namespace
@@ -591,7 +587,8 @@ int main(int argc, char** argv)
 	if (a.automatic)
 		algs.push_back(Algorithm::automatic);
 	for (uint32_t p : a.ranks) {
-		const std::vector<uint64_t> sizes = a.coll == Collective::barrier ? std::vector<uint64_t>{0} : a.bytes;
+		const std::vector<uint64_t> sizes =
+			a.coll == Collective::barrier ? std::vector<uint64_t>{0} : a.bytes;
 		for (uint64_t bytes : sizes)
 			for (Algorithm alg : algs)
 				print_row(a, p, bytes, evaluate(a, p, bytes, alg));
@@ -599,7 +596,8 @@ int main(int argc, char** argv)
 			std::printf("\n");
 	}
 	if (!a.csv)
-		std::printf("bytes/rank: payload the busiest rank writes (* from a sample of ranks); "
-			    "ratio: to the lower bound\n");
+		std::printf(
+			"bytes/rank: payload the busiest rank writes (* from a sample of ranks); "
+			"ratio: to the lower bound\n");
 	return 0;
 }

@@ -19,8 +19,8 @@ static int rank, size;
 
 static void fail(const char* name, const char* what, long index, double got, double want)
 {
-	printf("FAIL %s: rank %d: %s at %ld: got %.17g, expected %.17g\n", name, rank, what, index, got,
-	       want);
+	printf("FAIL %s: rank %d: %s at %ld: got %.17g, expected %.17g\n", name, rank, what, index,
+	       got, want);
 	fflush(stdout);
 	MPI_Abort(MPI_COMM_WORLD, 1);
 }
@@ -67,7 +67,8 @@ static int user_op(void)
 			const double want_x = (double)size * (size + 1) / 2 * (double)(i % 1000);
 			double want_y = 0, want_z = 1e300;
 			for (int r = 0; r < size; r++) {
-				const double y = (double)((r * 7 + i) % 13), z = (double)((r + 3) * (i % 5 + 1));
+				const double y = (double)((r * 7 + i) % 13),
+					     z = (double)((r + 3) * (i % 5 + 1));
 				want_y = y > want_y ? y : want_y;
 				want_z = z < want_z ? z : want_z;
 			}
@@ -85,8 +86,10 @@ static int user_op(void)
 	MPI_Op_free(&op);
 	MPI_Type_free(&triple);
 	if (rank == 0)
-		printf("PASS user-op: user-defined allreduce of 3 doubles, counts 1..1M, %ld elements checked "
-		       "at %d ranks\n", checked, size);
+		printf("PASS user-op: user-defined allreduce of 3 doubles, counts 1..1M, %ld "
+		       "elements checked "
+		       "at %d ranks\n",
+		       checked, size);
 	return 0;
 }
 
@@ -109,29 +112,36 @@ static int nonblocking(void)
 		for (int c = 0; c < kComms; c++) {
 			for (int i = 0; i < kCount; i++) {
 				sum_in[c][i] = (long)rank * 1000 + c * 10 + round + i;
-				bcast[c][i] = rank == c % size ? (long)c * 100000 + round * 100 + i : -1;
+				bcast[c][i] =
+					rank == c % size ? (long)c * 100000 + round * 100 + i : -1;
 			}
 			gathered[c] = malloc((size_t)size * sizeof(long));
 			const long mine = (long)rank * 31 + c + round;
-			MPI_Iallreduce(sum_in[c], sum_out[c], kCount, MPI_LONG, MPI_SUM, comms[c], &requests[n++]);
+			MPI_Iallreduce(sum_in[c], sum_out[c], kCount, MPI_LONG, MPI_SUM, comms[c],
+				       &requests[n++]);
 			MPI_Ibcast(bcast[c], kCount, MPI_LONG, c % size, comms[c], &requests[n++]);
 			MPI_Ibarrier(comms[c], &requests[n++]);
-			MPI_Iallgather(&mine, 1, MPI_LONG, gathered[c], 1, MPI_LONG, comms[c], &requests[n++]);
+			MPI_Iallgather(&mine, 1, MPI_LONG, gathered[c], 1, MPI_LONG, comms[c],
+				       &requests[n++]);
 		}
 		MPI_Waitall(n, requests, statuses);
 		for (int c = 0; c < kComms; c++) {
 			for (int i = 0; i < kCount; i++) {
-				const long want = 1000L * size * (size - 1) / 2 + (long)size * (c * 10 + round + i);
+				const long want = 1000L * size * (size - 1) / 2 +
+						  (long)size * (c * 10 + round + i);
 				if (sum_out[c][i] != want)
-					fail("nonblocking", "iallreduce", i, (double)sum_out[c][i], (double)want);
+					fail("nonblocking", "iallreduce", i, (double)sum_out[c][i],
+					     (double)want);
 				const long want_b = (long)c * 100000 + round * 100 + i;
 				if (bcast[c][i] != want_b)
-					fail("nonblocking", "ibcast", i, (double)bcast[c][i], (double)want_b);
+					fail("nonblocking", "ibcast", i, (double)bcast[c][i],
+					     (double)want_b);
 			}
 			for (int r = 0; r < size; r++) {
 				const long want = (long)r * 31 + c + round;
 				if (gathered[c][r] != want)
-					fail("nonblocking", "iallgather", r, (double)gathered[c][r], (double)want);
+					fail("nonblocking", "iallgather", r, (double)gathered[c][r],
+					     (double)want);
 			}
 			free(gathered[c]);
 		}
@@ -139,8 +149,10 @@ static int nonblocking(void)
 	for (int c = 0; c < kComms; c++)
 		MPI_Comm_free(&comms[c]);
 	if (rank == 0)
-		printf("PASS nonblocking: 20 rounds of Iallreduce, Ibcast, Ibarrier and Iallgather in flight on "
-		       "%d communicators at %d ranks, checked\n", kComms, size);
+		printf("PASS nonblocking: 20 rounds of Iallreduce, Ibcast, Ibarrier and Iallgather "
+		       "in flight on "
+		       "%d communicators at %d ranks, checked\n",
+		       kComms, size);
 	return 0;
 }
 
@@ -170,8 +182,10 @@ static int finalize_first(void)
 			}
 		}
 	}
-	printf("PASS finalize: %d ranks sent %d messages each and finalized before rank 0 received; all "
-	       "arrived intact\n", size - 1, kMessages);
+	printf("PASS finalize: %d ranks sent %d messages each and finalized before rank 0 "
+	       "received; all "
+	       "arrived intact\n",
+	       size - 1, kMessages);
 	return 0;
 }
 

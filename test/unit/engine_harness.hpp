@@ -39,26 +39,18 @@ public:
 	explicit AlignedBytes(size_t n) : size_(n)
 	{
 		if (n)
-			data_.reset(static_cast<std::byte*>(::operator new(n, std::align_val_t{64})));
+			data_.reset(
+				static_cast<std::byte*>(::operator new (n, std::align_val_t{64})));
 	}
-	std::byte* data() noexcept
-	{
-		return data_.get();
-	}
-	const std::byte* data() const noexcept
-	{
-		return data_.get();
-	}
-	size_t size() const noexcept
-	{
-		return size_;
-	}
+	std::byte* data() noexcept { return data_.get(); }
+	const std::byte* data() const noexcept { return data_.get(); }
+	size_t size() const noexcept { return size_; }
 
 private:
 	struct Free {
 		void operator()(std::byte* p) const noexcept
 		{
-			::operator delete(p, std::align_val_t{64});
+			::operator delete (p, std::align_val_t{64});
 		}
 	};
 	std::unique_ptr<std::byte, Free> data_;
@@ -132,14 +124,10 @@ T input_value(ReduceOp op, uint32_t r, uint64_t i, uint32_t p)
 			return from_u64<T>(1);
 		}
 	case ReduceOp::min:
-	case ReduceOp::max:
-		return from_u64<T>(3 * ((r + i) % m) + 5);
-	case ReduceOp::lor:
-		return from_u64<T>(r == i % p && i % 5 != 0);
-	case ReduceOp::land:
-		return from_u64<T>(!(r == i % p && i % 5 == 0));
-	case ReduceOp::lxor:
-		return from_u64<T>((r + i) % 3 == 0);
+	case ReduceOp::max: return from_u64<T>(3 * ((r + i) % m) + 5);
+	case ReduceOp::lor: return from_u64<T>(r == i % p && i % 5 != 0);
+	case ReduceOp::land: return from_u64<T>(!(r == i % p && i % 5 == 0));
+	case ReduceOp::lxor: return from_u64<T>((r + i) % 3 == 0);
 	case ReduceOp::bor:
 	case ReduceOp::bxor:
 		if constexpr (std::is_integral_v<T>)
@@ -163,8 +151,10 @@ T expected_value(ReduceOp op, uint64_t i, uint32_t p)
 	switch (op) {
 	case ReduceOp::sum:
 		if constexpr (is_cplx<T>::value)
-			return T(typename real_of<T>::type(double(p) * (p + 1) / 2 + double(p) * (i % 7)),
-				 typename real_of<T>::type(double(p) * double(i % 3) - double(p) * (p - 1) / 2));
+			return T(typename real_of<T>::type(double(p) * (p + 1) / 2 +
+							   double(p) * (i % 7)),
+				 typename real_of<T>::type(double(p) * double(i % 3) -
+							   double(p) * (p - 1) / 2));
 		else
 			return from_u64<T>(uint64_t(p) * (p + 1) / 2 + uint64_t(p) * (i % 7));
 	case ReduceOp::prod:
@@ -172,13 +162,10 @@ T expected_value(ReduceOp op, uint64_t i, uint32_t p)
 			return p == 1 ? T(0, 1) : T(-1, 1);
 		else
 			return from_u64<T>(p == 1 ? 2 : 6);
-	case ReduceOp::min:
-		return from_u64<T>(5);
-	case ReduceOp::max:
-		return from_u64<T>(3 * (m - 1) + 5);
+	case ReduceOp::min: return from_u64<T>(5);
+	case ReduceOp::max: return from_u64<T>(3 * (m - 1) + 5);
 	case ReduceOp::lor:
-	case ReduceOp::land:
-		return from_u64<T>(i % 5 != 0);
+	case ReduceOp::land: return from_u64<T>(i % 5 != 0);
 	case ReduceOp::lxor: {
 		const uint64_t t = (3 - i % 3) % 3; // r = -i mod 3
 		const uint64_t c = p > t ? (p - 1 - t) / 3 + 1 : 0;
@@ -191,7 +178,8 @@ T expected_value(ReduceOp op, uint64_t i, uint32_t p)
 			const unsigned bits = int_bits<T>();
 			uint64_t ones = 0, odd = 0;
 			for (unsigned b = 0; b < bits; ++b) {
-				const uint64_t offset = (b + bits - i % bits) % bits; // r = b - i mod bits
+				const uint64_t offset =
+					(b + bits - i % bits) % bits; // r = b - i mod bits
 				const uint64_t count = p / bits + (offset < p % bits ? 1 : 0);
 				if (count)
 					ones |= uint64_t(1) << b;
@@ -214,34 +202,20 @@ template <class F>
 decltype(auto) with_type(Datatype d, F&& f)
 {
 	switch (d) {
-	case Datatype::int8:
-		return f(int8_t{});
-	case Datatype::uint8:
-		return f(uint8_t{});
-	case Datatype::int16:
-		return f(int16_t{});
-	case Datatype::uint16:
-		return f(uint16_t{});
-	case Datatype::int32:
-		return f(int32_t{});
-	case Datatype::uint32:
-		return f(uint32_t{});
-	case Datatype::int64:
-		return f(int64_t{});
-	case Datatype::uint64:
-		return f(uint64_t{});
-	case Datatype::float32:
-		return f(float{});
-	case Datatype::float64:
-		return f(double{});
-	case Datatype::float_complex:
-		return f(std::complex<float>{});
-	case Datatype::double_complex:
-		return f(std::complex<double>{});
-	case Datatype::long_double:
-		return f((long double){});
-	case Datatype::long_double_complex:
-		return f(std::complex<long double>{});
+	case Datatype::int8: return f(int8_t{});
+	case Datatype::uint8: return f(uint8_t{});
+	case Datatype::int16: return f(int16_t{});
+	case Datatype::uint16: return f(uint16_t{});
+	case Datatype::int32: return f(int32_t{});
+	case Datatype::uint32: return f(uint32_t{});
+	case Datatype::int64: return f(int64_t{});
+	case Datatype::uint64: return f(uint64_t{});
+	case Datatype::float32: return f(float{});
+	case Datatype::float64: return f(double{});
+	case Datatype::float_complex: return f(std::complex<float>{});
+	case Datatype::double_complex: return f(std::complex<double>{});
+	case Datatype::long_double: return f((long double){});
+	case Datatype::long_double_complex: return f(std::complex<long double>{});
 	}
 	return f(uint8_t{});
 }
@@ -254,7 +228,8 @@ inline void fill_reduction_input(Datatype d, ReduceOp op, std::byte* out, uint64
 	with_type(d, [&](auto zero) {
 		using T = decltype(zero);
 		for (uint64_t i = 0; i < count; ++i)
-			fabtests::store_without_padding(out + i * sizeof(T), input_value<T>(op, r, first + i, p));
+			fabtests::store_without_padding(out + i * sizeof(T),
+							input_value<T>(op, r, first + i, p));
 	});
 }
 
@@ -295,22 +270,10 @@ struct ClusterOptions {
 class Cluster {
 public:
 	Cluster(uint32_t p, const ClusterOptions& o) : sim_(p, o.config, o.sim), p_(p) {}
-	Errc status() const noexcept
-	{
-		return sim_.status();
-	}
-	uint32_t size() const noexcept
-	{
-		return p_;
-	}
-	Group& group(uint32_t r) noexcept
-	{
-		return sim_.group(r);
-	}
-	sim::Fabric& fabric() noexcept
-	{
-		return sim_.fabric();
-	}
+	Errc status() const noexcept { return sim_.status(); }
+	uint32_t size() const noexcept { return p_; }
+	Group& group(uint32_t r) noexcept { return sim_.group(r); }
+	sim::Fabric& fabric() noexcept { return sim_.fabric(); }
 
 	// Runs `ops` on every rank, all posted before any progress (so they are
 	// in flight together), and checks the results. Returns "" on success,
@@ -330,8 +293,9 @@ private:
 // Collectives whose count is per rank block: their data grows with p.
 inline bool per_block(Collective c) noexcept
 {
-	return c == Collective::allgather || c == Collective::alltoall || c == Collective::scatter ||
-	       c == Collective::gather || c == Collective::reduce_scatter;
+	return c == Collective::allgather || c == Collective::alltoall ||
+	       c == Collective::scatter || c == Collective::gather ||
+	       c == Collective::reduce_scatter;
 }
 
 inline std::string describe(const OpSpec& op, uint32_t p)
@@ -368,7 +332,8 @@ inline std::string Cluster::run(const std::vector<OpSpec>& ops)
 			if (op.coll == Collective::broadcast) {
 				if (r == op.root)
 					for (uint64_t i = 0; i < sz.output; ++i)
-						b.output.data()[i] = std::byte{pattern_byte(op.root, i)};
+						b.output.data()[i] =
+							std::byte{pattern_byte(op.root, i)};
 			} else if (is_reduction(op.coll)) {
 				std::byte* in = op.in_place ? b.output.data() : b.input.data();
 				fill_reduction_input(op.dtype, op.op, in, 0, sz.input / esz, r, p_);
@@ -388,8 +353,8 @@ inline std::string Cluster::run(const std::vector<OpSpec>& ops)
 			req.params = op.params;
 			req.context = reinterpret_cast<void*>(uintptr_t(k + 1));
 			if (Errc e = sim_.group(r).post(req); e != Errc::ok)
-				return describe(op, p_) + ": post failed on rank " + std::to_string(r) + ": " +
-				       std::string(to_string(e));
+				return describe(op, p_) + ": post failed on rank " +
+				       std::to_string(r) + ": " + std::string(to_string(e));
 		}
 	}
 	sim_.fabric().run();
@@ -401,8 +366,8 @@ inline std::string Cluster::run(const std::vector<OpSpec>& ops)
 			if (k >= ops.size() || seen[k])
 				return "rank " + std::to_string(r) + ": unexpected completion";
 			if (c.status != Errc::ok)
-				return describe(ops[k], p_) + ": rank " + std::to_string(r) + " failed: " +
-				       std::string(to_string(c.status));
+				return describe(ops[k], p_) + ": rank " + std::to_string(r) +
+				       " failed: " + std::string(to_string(c.status));
 			seen[k] = true;
 		}
 		for (size_t k = 0; k < ops.size(); ++k)
@@ -423,7 +388,8 @@ inline std::string Cluster::verify(const OpSpec& op, std::vector<Buffers>& bufs)
 	const uint32_t p = p_;
 	const size_t esz = datatype_size(op.dtype);
 	const uint64_t blk = op.count * esz;
-	auto bytes_differ = [](const std::byte* got, uint32_t src_rank, uint64_t src_off, uint64_t n) {
+	auto bytes_differ = [](const std::byte* got, uint32_t src_rank, uint64_t src_off,
+			       uint64_t n) {
 		for (uint64_t i = 0; i < n; ++i)
 			if (got[i] != std::byte{pattern_byte(src_rank, src_off + i)})
 				return true;
@@ -433,8 +399,7 @@ inline std::string Cluster::verify(const OpSpec& op, std::vector<Buffers>& bufs)
 		const std::byte* out = bufs[r].output.data();
 		const std::string where = "rank " + std::to_string(r);
 		switch (op.coll) {
-		case Collective::barrier:
-			break;
+		case Collective::barrier: break;
 		case Collective::broadcast:
 			if (bytes_differ(out, op.root, 0, blk))
 				return where + ": wrong broadcast data";
@@ -449,7 +414,8 @@ inline std::string Cluster::verify(const OpSpec& op, std::vector<Buffers>& bufs)
 			break;
 		}
 		case Collective::reduce_scatter: {
-			int64_t bad = check_reduction(op.dtype, op.op, out, uint64_t(r) * op.count, op.count, p);
+			int64_t bad = check_reduction(op.dtype, op.op, out, uint64_t(r) * op.count,
+						      op.count, p);
 			if (bad >= 0)
 				return where + ": wrong element " + std::to_string(bad);
 			break;
@@ -467,7 +433,8 @@ inline std::string Cluster::verify(const OpSpec& op, std::vector<Buffers>& bufs)
 			if (r == op.root)
 				for (uint32_t j = 0; j < p; ++j)
 					if (bytes_differ(out + j * blk, j, 0, blk))
-						return where + ": wrong gathered block " + std::to_string(j);
+						return where + ": wrong gathered block " +
+						       std::to_string(j);
 			break;
 		case Collective::alltoall:
 			for (uint32_t j = 0; j < p; ++j)

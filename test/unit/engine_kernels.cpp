@@ -46,12 +46,13 @@ Test(engine_kernels, valid_pairs_follow_libfabric_table)
 			bool want;
 			if (op == ReduceOp::min || op == ReduceOp::max)
 				want = !is_complex(dt);
-			else if (op == ReduceOp::bor || op == ReduceOp::band || op == ReduceOp::bxor)
+			else if (op == ReduceOp::bor || op == ReduceOp::band ||
+				 op == ReduceOp::bxor)
 				want = is_integer(dt);
 			else
 				want = true;
-			cr_assert_eq(is_valid_reduction(dt, op), want, "%s %s", to_string(dt).data(),
-				     to_string(op).data());
+			cr_assert_eq(is_valid_reduction(dt, op), want, "%s %s",
+				     to_string(dt).data(), to_string(op).data());
 			cr_assert_eq(reduction_kernel(dt, op) != nullptr, want);
 			valid += want;
 			if (!want) {
@@ -89,21 +90,24 @@ void fold_and_check(Datatype d, ReduceOp op, uint32_t p, uint64_t n, int shape)
 		fill_reduction_input(d, op, next.data(), 0, n, r, p);
 		switch (shape) {
 		case 0: // dst == a
-			cr_assert_eq(reduce(d, op, acc.data(), acc.data(), next.data(), n), Errc::ok);
+			cr_assert_eq(reduce(d, op, acc.data(), acc.data(), next.data(), n),
+				     Errc::ok);
 			break;
 		case 1: // dst == b
-			cr_assert_eq(reduce(d, op, next.data(), acc.data(), next.data(), n), Errc::ok);
+			cr_assert_eq(reduce(d, op, next.data(), acc.data(), next.data(), n),
+				     Errc::ok);
 			std::memcpy(acc.data(), next.data(), n * esz);
 			break;
 		default: // distinct
-			cr_assert_eq(reduce(d, op, out.data(), acc.data(), next.data(), n), Errc::ok);
+			cr_assert_eq(reduce(d, op, out.data(), acc.data(), next.data(), n),
+				     Errc::ok);
 			std::memcpy(acc.data(), out.data(), n * esz);
 			break;
 		}
 	}
 	int64_t bad = check_reduction(d, op, acc.data(), 0, n, p);
-	cr_assert_eq(bad, -1, "%s %s p=%u shape=%d: element %ld", to_string(d).data(), to_string(op).data(),
-		     p, shape, long(bad));
+	cr_assert_eq(bad, -1, "%s %s p=%u shape=%d: element %ld", to_string(d).data(),
+		     to_string(op).data(), p, shape, long(bad));
 }
 
 } // namespace
@@ -191,7 +195,9 @@ Test(engine_kernels, complex_product_and_bitwise)
 
 Test(engine_kernels, zero_count_and_null_buffers)
 {
-	cr_assert_eq(reduce(Datatype::int32, ReduceOp::sum, nullptr, nullptr, nullptr, 0), Errc::ok);
+	cr_assert_eq(reduce(Datatype::int32, ReduceOp::sum, nullptr, nullptr, nullptr, 0),
+		     Errc::ok);
 	int x = 1;
-	cr_assert_eq(reduce(Datatype::int32, ReduceOp::sum, nullptr, &x, &x, 1), Errc::invalid_argument);
+	cr_assert_eq(reduce(Datatype::int32, ReduceOp::sum, nullptr, &x, &x, 1),
+		     Errc::invalid_argument);
 }

@@ -101,7 +101,8 @@ Test(engine_patterns, binomial_tree_spans_group)
 			cr_assert_eq(covered, t.subtree_size(v), "p=%u v=%u", p, v);
 		}
 		for (uint32_t v = 0; v < p; ++v)
-			cr_assert_eq(reached[v], 1u, "p=%u: rank %u reached %u times", p, v, reached[v]);
+			cr_assert_eq(reached[v], 1u, "p=%u: rank %u reached %u times", p, v,
+				     reached[v]);
 	}
 }
 
@@ -122,10 +123,12 @@ Test(engine_patterns, knomial_tree_spans_group)
 				std::set<uint32_t> slots;
 				for (unsigned level = 0; level < levels; ++level) {
 					auto kids = t.children_at(v, level);
-					cr_assert(kids.size() <= k, "Gupta's degree: at most k per step");
+					cr_assert(kids.size() <= k,
+						  "Gupta's degree: at most k per step");
 					for (size_t i = 0; i < kids.size(); ++i) {
 						uint32_t c = kids[i];
-						cr_assert(i == 0 || kids[i - 1] < c, "ascending rank order");
+						cr_assert(i == 0 || kids[i - 1] < c,
+							  "ascending rank order");
 						cr_assert_eq(*t.parent(c), v);
 						cr_assert_eq(t.send_level(c), level);
 						cr_assert(t.child_slot(c) < t.slots());
@@ -136,7 +139,8 @@ Test(engine_patterns, knomial_tree_spans_group)
 				if (v != 0) {
 					// A child sends after its own children: its levels are lower.
 					cr_assert(t.send_level(v) < levels);
-					for (unsigned level = t.send_level(v); level < levels; ++level)
+					for (unsigned level = t.send_level(v); level < levels;
+					     ++level)
 						cr_assert(t.children_at(v, level).empty());
 				}
 			}
@@ -246,7 +250,8 @@ Test(engine_patterns, ring_owns_each_segment_once)
 				for (uint32_t j = 0; j + 1 < p; ++j) {
 					// What r receives in step j it sends in step j + 1.
 					if (j + 2 < p)
-						cr_assert_eq(ring.receive_segment(r, j), ring.send_segment(r, j + 1));
+						cr_assert_eq(ring.receive_segment(r, j),
+							     ring.send_segment(r, j + 1));
 				}
 				// Over the reduce-scatter, r receives every segment but
 				// the one it sent first.

@@ -92,7 +92,8 @@ Report check_group(const OpDescriptor& d, const Limits& limits)
 				slot(writes[st.peer], st.counter)++;
 				if (st.dest == Dest::key_slot && st.length == memory_key_bytes) {
 					if (keys[st.peer].count(st.key))
-						return fail(st.peer, "two keys shipped into one slot");
+						return fail(st.peer,
+							    "two keys shipped into one slot");
 					keys[st.peer][st.key] = KeyShip{r, st.counter};
 				}
 			}
@@ -112,7 +113,8 @@ Report check_group(const OpDescriptor& d, const Limits& limits)
 		for (size_t i = 0; i < n; ++i)
 			if (waits[r][i] != writes[r][i])
 				return fail(r, "counter " + counter_name(i) + " gets " +
-						       std::to_string(writes[r][i]) + " writes but waits for " +
+						       std::to_string(writes[r][i]) +
+						       " writes but waits for " +
 						       std::to_string(waits[r][i]));
 		std::vector<uint32_t>().swap(waits[r]);
 		std::vector<uint32_t>().swap(writes[r]);
@@ -123,14 +125,10 @@ Report check_group(const OpDescriptor& d, const Limits& limits)
 		const BufferSizes mine = buffer_sizes(d, r);
 		auto size_of = [&](Buf b) -> uint64_t {
 			switch (b) {
-			case Buf::input:
-				return mine.input;
-			case Buf::output:
-				return mine.output;
-			case Buf::landing:
-				return s.layout.landing_bytes;
-			case Buf::own_keys:
-				return 2 * memory_key_bytes;
+			case Buf::input: return mine.input;
+			case Buf::output: return mine.output;
+			case Buf::landing: return s.layout.landing_bytes;
+			case Buf::own_keys: return 2 * memory_key_bytes;
 			}
 			return 0;
 		};
@@ -149,7 +147,8 @@ Report check_group(const OpDescriptor& d, const Limits& limits)
 					return fail(r, "waits for a write not posted yet");
 				break;
 			case Step::Kind::copy:
-				if (st.src_off + st.length > size_of(st.src) || st.dst_off + st.length > size_of(st.dst))
+				if (st.src_off + st.length > size_of(st.src) ||
+				    st.dst_off + st.length > size_of(st.dst))
 					return fail(r, "copy out of bounds");
 				break;
 			case Step::Kind::reduce:
@@ -162,18 +161,22 @@ Report check_group(const OpDescriptor& d, const Limits& limits)
 				writes_so_far++;
 				(st.control ? rep.control[r] : rep.payload[r]) += st.length;
 				if (!counter_ok(st.peer, st.counter))
-					return fail(r, "write signals a counter outside the footprint");
+					return fail(
+						r, "write signals a counter outside the footprint");
 				if (st.src_off + st.length > size_of(st.src))
 					return fail(r, "write source out of bounds");
 				const ScheduleLayout& theirs = layouts[st.peer];
-				const bool by_key = st.dest == Dest::output ||
-						    (st.dest == Dest::landing && !theirs.landing_in_scratch);
+				const bool by_key =
+					st.dest == Dest::output ||
+					(st.dest == Dest::landing && !theirs.landing_in_scratch);
 				if (by_key) {
 					auto it = keys[r].find(st.key);
 					if (it == keys[r].end() || it->second.from != st.peer)
-						return fail(r, "write through a key the target never shipped");
+						return fail(r, "write through a key the target "
+							       "never shipped");
 					if (slot(waited, it->second.counter) < 1)
-						return fail(r, "write through a key before waiting for it");
+						return fail(r, "write through a key before waiting "
+							       "for it");
 				}
 				uint64_t limit = 0;
 				if (st.dest == Dest::key_slot)
@@ -182,8 +185,9 @@ Report check_group(const OpDescriptor& d, const Limits& limits)
 					limit = theirs.landing_bytes;
 				else
 					limit = buffer_sizes(d, st.peer).output;
-				uint64_t off = st.dest == Dest::key_slot ? uint64_t(st.key) * memory_key_bytes
-									 : st.dst_off;
+				uint64_t off = st.dest == Dest::key_slot
+						       ? uint64_t(st.key) * memory_key_bytes
+						       : st.dst_off;
 				if (off + st.length > limit)
 					return fail(r, "write beyond the target's buffer");
 				break;
@@ -266,7 +270,8 @@ Test(engine_schedule, invariants_small_groups, .timeout = 120)
 			// Every root, with a prime count.
 			for (uint32_t root = 0; root < p; ++root) {
 				OpDescriptor d = descriptor(e, p, 97, root);
-				Report rep = check_group(d, root % 2 ? rendezvous_limits() : eager_limits());
+				Report rep = check_group(d, root % 2 ? rendezvous_limits()
+								     : eager_limits());
 				cr_assert(rep.error.empty(), "%s", rep.error.c_str());
 			}
 		}
@@ -293,12 +298,15 @@ Test(engine_schedule, ring_sends_the_lower_bound)
 	// 2 (p - 1) / p * n when p divides n.
 	for (uint32_t p = 2; p <= 64; ++p)
 		for (uint64_t count : {1ull, 7ull, 64ull, 1000ull, 1024ull}) {
-			OpDescriptor d = descriptor({Collective::allreduce, Algorithm::ring}, p, count, 0);
+			OpDescriptor d =
+				descriptor({Collective::allreduce, Algorithm::ring}, p, count, 0);
 			Report rep = check_group(d, eager_limits());
 			cr_assert(rep.error.empty(), "%s", rep.error.c_str());
 			pattern::Partition part{count, p};
 			for (uint32_t r = 0; r < p; ++r) {
-				uint64_t want = (2 * count - part.size((r + 1) % p) - part.size((r + 2) % p)) * 4;
+				uint64_t want = (2 * count - part.size((r + 1) % p) -
+						 part.size((r + 2) % p)) *
+						4;
 				cr_assert_eq(rep.payload[r], want, "p=%u count=%llu rank %u", p,
 					     (unsigned long long)count, r);
 				if (count % p == 0)
@@ -315,8 +323,10 @@ Test(engine_schedule, documented_bytes_per_rank)
 		const uint64_t n = count * 4;
 		const pattern::FoldedHypercube cube{p};
 		const pattern::BinomialTree tree{p};
-		auto run = [&](Collective c, Algorithm a, uint32_t root = 0, uint64_t elements = 0) {
-			Report rep = check_group(descriptor({c, a}, p, elements ? elements : count, root), l);
+		auto run = [&](Collective c, Algorithm a, uint32_t root = 0,
+			       uint64_t elements = 0) {
+			Report rep = check_group(
+				descriptor({c, a}, p, elements ? elements : count, root), l);
 			cr_assert(rep.error.empty(), "%s", rep.error.c_str());
 			return rep;
 		};
@@ -329,21 +339,25 @@ Test(engine_schedule, documented_bytes_per_rank)
 		// Rabenseifner's blocks are over the power-of-two core.
 		const uint64_t core_count = 8 * cube.pof2();
 		const uint64_t core_n = core_count * 4;
-		Report rd = run(Collective::allreduce, Algorithm::recursive_doubling, 0, core_count);
+		Report rd =
+			run(Collective::allreduce, Algorithm::recursive_doubling, 0, core_count);
 		Report rab = run(Collective::allreduce, Algorithm::rabenseifner, 0, core_count);
 		for (uint32_t r = 0; r < p; ++r) {
 			const bool extra = cube.is_extra(r);
 			const bool folded_core = !extra && cube.fold_partner(r).has_value();
 			// n per exchange step, plus n for each end of the fold.
-			cr_assert_eq(rd.payload[r], extra ? core_n : (cube.dimensions() + folded_core) * core_n);
+			cr_assert_eq(rd.payload[r],
+				     extra ? core_n : (cube.dimensions() + folded_core) * core_n);
 			// 2 (pof2 - 1) / pof2 * n among the core, plus the fold.
 			const uint64_t core = 2 * (cube.pof2() - 1) * core_n / cube.pof2();
-			cr_assert_eq(rab.payload[r], extra ? core_n : core + (folded_core ? core_n : 0));
+			cr_assert_eq(rab.payload[r],
+				     extra ? core_n : core + (folded_core ? core_n : 0));
 		}
 		for (Algorithm a : {Algorithm::ring, Algorithm::bruck}) {
 			Report ag = run(Collective::allgather, a);
 			for (uint32_t r = 0; r < p; ++r)
-				cr_assert_eq(ag.payload[r], (p - 1) * n, "allgather/%s", to_string(a).data());
+				cr_assert_eq(ag.payload[r], (p - 1) * n, "allgather/%s",
+					     to_string(a).data());
 		}
 		Report rs = run(Collective::reduce_scatter, Algorithm::ring);
 		Report a2a = run(Collective::alltoall, Algorithm::pairwise);
@@ -354,12 +368,16 @@ Test(engine_schedule, documented_bytes_per_rank)
 			cr_assert_eq(bar.payload[r], 0u);
 		}
 		// The k-ary tree moves n up and n down every edge.
-		cr_assert_eq(sum(run(Collective::allreduce, Algorithm::ktree).payload), 2 * (p - 1) * n);
-		cr_assert_eq(sum(run(Collective::reduce, Algorithm::ktree, p - 1).payload), (p - 1) * n);
+		cr_assert_eq(sum(run(Collective::allreduce, Algorithm::ktree).payload),
+			     2 * (p - 1) * n);
+		cr_assert_eq(sum(run(Collective::reduce, Algorithm::ktree, p - 1).payload),
+			     (p - 1) * n);
 		for (uint32_t root : {0u, p / 2, p - 1}) {
 			// Every non-root receives the message exactly once in total.
-			cr_assert_eq(sum(run(Collective::broadcast, Algorithm::scatter_allgather, root).payload),
-				     (p - 1) * n);
+			cr_assert_eq(
+				sum(run(Collective::broadcast, Algorithm::scatter_allgather, root)
+					    .payload),
+				(p - 1) * n);
 			Report bin = run(Collective::broadcast, Algorithm::binomial, root);
 			uint64_t subtrees = 0;
 			for (uint32_t r = 0; r < p; ++r) {
@@ -368,8 +386,12 @@ Test(engine_schedule, documented_bytes_per_rank)
 				if (v)
 					subtrees += tree.subtree_size(v);
 			}
-			cr_assert_eq(sum(run(Collective::scatter, Algorithm::binomial, root).payload), subtrees * n);
-			cr_assert_eq(sum(run(Collective::gather, Algorithm::binomial, root).payload), subtrees * n);
+			cr_assert_eq(
+				sum(run(Collective::scatter, Algorithm::binomial, root).payload),
+				subtrees * n);
+			cr_assert_eq(
+				sum(run(Collective::gather, Algorithm::binomial, root).payload),
+				subtrees * n);
 		}
 	}
 }

@@ -66,23 +66,24 @@ Test(engine_selection, grammar_accepts_documented_example)
 Test(engine_selection, grammar_rejects_with_a_reason)
 {
 	const char* bad[] = {
-		"allgather",			// no algorithm
-		"reduce_all:@ring",		// unknown collective
-		"allreduce:@fastest",		// unknown algorithm
-		"barrier:@ring",		// not an algorithm of barriers
-		"allreduce:8k-4k:@ring",	// empty range
-		"allreduce:4k:@ring",		// not a range
-		"allreduce::@ring",		// empty field
-		"allreduce:@ktree:k=0",		// degree must be positive
-		"allreduce:@ring:chunk=0",	// chunk must be positive
-		"allreduce:@ring:speed=1",	// unknown field
-		"allreduce:p=0-4:@ring",	// group sizes start at 1
-		"allreduce:@ring#",		// empty rule
+		"allgather",               // no algorithm
+		"reduce_all:@ring",        // unknown collective
+		"allreduce:@fastest",      // unknown algorithm
+		"barrier:@ring",           // not an algorithm of barriers
+		"allreduce:8k-4k:@ring",   // empty range
+		"allreduce:4k:@ring",      // not a range
+		"allreduce::@ring",        // empty field
+		"allreduce:@ktree:k=0",    // degree must be positive
+		"allreduce:@ring:chunk=0", // chunk must be positive
+		"allreduce:@ring:speed=1", // unknown field
+		"allreduce:p=0-4:@ring",   // group sizes start at 1
+		"allreduce:@ring#",        // empty rule
 	};
 	for (const char* text : bad) {
 		std::vector<TuneRule> rules(1);
 		std::string err;
-		cr_assert_eq(parse_tuning(text, rules, err), Errc::invalid_argument, "accepted '%s'", text);
+		cr_assert_eq(parse_tuning(text, rules, err), Errc::invalid_argument,
+			     "accepted '%s'", text);
 		cr_assert(!err.empty());
 		cr_assert_eq(rules.size(), 1u, "rules changed on error");
 	}
@@ -120,7 +121,8 @@ Test(engine_selection, model_picks_by_regime)
 	Limits l;
 	// Latency-bound: few rounds win.
 	Choice small = sel.choose(op(Collective::allreduce, 64, 1), l);
-	cr_assert(small.algorithm == Algorithm::recursive_doubling || small.algorithm == Algorithm::ktree);
+	cr_assert(small.algorithm == Algorithm::recursive_doubling ||
+		  small.algorithm == Algorithm::ktree);
 	// Bandwidth-bound, p not a power of two: the ring (Rabenseifner pays
 	// for the fold with a full vector each way).
 	Choice big = sel.choose(op(Collective::allreduce, 48, 8 << 20), l);
@@ -129,18 +131,21 @@ Test(engine_selection, model_picks_by_regime)
 	big = sel.choose(op(Collective::allreduce, 64, 8 << 20), l);
 	cr_assert_eq(big.algorithm, Algorithm::rabenseifner);
 	// Barriers: dissemination needs no fold.
-	cr_assert_eq(sel.choose(op(Collective::barrier, 12, 0), l).algorithm, Algorithm::dissemination);
+	cr_assert_eq(sel.choose(op(Collective::barrier, 12, 0), l).algorithm,
+		     Algorithm::dissemination);
 	cr_assert_eq(sel.choose(op(Collective::barrier, 16, 0), l).algorithm, Algorithm::pairwise);
 	// Large broadcast: scatter + allgather.
 	cr_assert_eq(sel.choose(op(Collective::broadcast, 64, 1 << 20), l).algorithm,
 		     Algorithm::scatter_allgather);
-	cr_assert_eq(sel.choose(op(Collective::broadcast, 64, 1), l).algorithm, Algorithm::binomial);
+	cr_assert_eq(sel.choose(op(Collective::broadcast, 64, 1), l).algorithm,
+		     Algorithm::binomial);
 	// Every choice is an algorithm of the collective.
 	for (unsigned c = 0; c < collective_count; ++c)
 		for (uint32_t p : {1u, 2u, 7u, 64u, 16384u})
 			for (uint64_t count : {0ull, 1ull, 1000ull, 1ull << 24}) {
 				Choice ch = sel.choose(op(static_cast<Collective>(c), p, count), l);
-				cr_assert(algorithm_supports(static_cast<Collective>(c), ch.algorithm));
+				cr_assert(algorithm_supports(static_cast<Collective>(c),
+							     ch.algorithm));
 			}
 }
 
@@ -156,7 +161,8 @@ Test(engine_selection, model_formulas)
 	Prediction ring = predict(d, l, cp);
 	// Patarasuk and Yuan: 2 (p - 1) alpha + 2 (p - 1) / p n beta + (p - 1) / p n gamma,
 	// plus one alpha for the key exchange of the rendezvous.
-	double want = (2.0 * (p - 1) + 1) * 1.0 + 2.0 * (p - 1) / p * n * 0.001 + (p - 1.0) / p * n * 0.002;
+	double want = (2.0 * (p - 1) + 1) * 1.0 + 2.0 * (p - 1) / p * n * 0.001 +
+		      (p - 1.0) / p * n * 0.002;
 	cr_assert(std::fabs(ring.time_us - want) < 1e-6 * want, "%f vs %f", ring.time_us, want);
 	cr_assert(ring.rendezvous);
 	cr_assert_eq(ring.bytes_per_rank, allreduce_bandwidth_lower_bound(p, n));

@@ -50,7 +50,8 @@ Test(engine_sim, every_algorithm_every_size_every_root, .timeout = 240)
 	for (Entry e : every_algorithm())
 		for (uint32_t p = 1; p <= 64; ++p) {
 			std::vector<OpSpec> ops;
-			for (uint64_t count : {0ull, 1ull, 13ull, per_block(e.coll) ? 251ull : 1000ull})
+			for (uint64_t count :
+			     {0ull, 1ull, 13ull, per_block(e.coll) ? 251ull : 1000ull})
 				ops.push_back(spec(e, count, (p - 1) / 2));
 			if (is_rooted(e.coll))
 				for (uint32_t root = 0; root < p; ++root)
@@ -160,16 +161,17 @@ Test(engine_sim, reordering_gives_identical_results)
 			auto reference = run_inexact(e, p, count, ordered);
 			if (e.coll == Collective::allreduce)
 				for (uint32_t r = 1; r < p; ++r)
-					cr_assert(reference[r] == reference[0], "%s p=%u: rank %u differs",
+					cr_assert(reference[r] == reference[0],
+						  "%s p=%u: rank %u differs",
 						  to_string(e.alg).data(), p, r);
 			for (uint64_t seed = 1; seed <= 4; ++seed) {
 				sim::Options shuffled;
 				shuffled.timing = sim::Timing::random;
 				shuffled.seed = seed;
 				shuffled.max_delay = 50;
-				cr_assert(run_inexact(e, p, count, shuffled) == reference, "%s/%s p=%u seed %llu",
-					  to_string(e.coll).data(), to_string(e.alg).data(), p,
-					  (unsigned long long)seed);
+				cr_assert(run_inexact(e, p, count, shuffled) == reference,
+					  "%s/%s p=%u seed %llu", to_string(e.coll).data(),
+					  to_string(e.alg).data(), p, (unsigned long long)seed);
 			}
 			sim::Options modelled;
 			modelled.timing = sim::Timing::modelled;
@@ -196,8 +198,9 @@ Test(engine_sim, barrier_waits_for_everyone)
 			cluster.fabric().run();
 			Completion c;
 			for (uint32_t r = 0; r < p; ++r)
-				cr_assert(!cluster.group(r).next_completion(c), "%s p=%u: rank %u left early",
-					  to_string(alg).data(), p, r);
+				cr_assert(!cluster.group(r).next_completion(c),
+					  "%s p=%u: rank %u left early", to_string(alg).data(), p,
+					  r);
 			for (int round = 0; round < 3; ++round)
 				cr_assert_eq(cluster.group(late).post(req), Errc::ok);
 			cluster.fabric().run();
@@ -230,7 +233,8 @@ Test(engine_sim, scratch_recycling_under_load)
 		std::string err = cluster.run(ops);
 		cr_assert(err.empty(), "%s", err.c_str());
 		for (uint32_t r = 0; r < p; ++r)
-			cr_assert(cluster.group(r).stats().recycles >= 4, "p=%u rank %u recycled %llu times", p, r,
+			cr_assert(cluster.group(r).stats().recycles >= 4,
+				  "p=%u rank %u recycled %llu times", p, r,
 				  (unsigned long long)cluster.group(r).stats().recycles);
 	}
 }
@@ -287,7 +291,9 @@ Test(engine_sim, automatic_selection)
 		for (uint32_t p : {1u, 6u, 16u}) {
 			std::vector<OpSpec> ops;
 			for (uint64_t count : {1ull, 100ull, 20000ull})
-				ops.push_back(spec({static_cast<Collective>(c), Algorithm::automatic}, count, p - 1));
+				ops.push_back(
+					spec({static_cast<Collective>(c), Algorithm::automatic},
+					     count, p - 1));
 			Cluster cluster(p, small_cluster(p));
 			std::string err = cluster.run(ops);
 			cr_assert(err.empty(), "%s", err.c_str());
@@ -377,7 +383,8 @@ Test(engine_sim, registration_failure_is_reported)
 	ClusterOptions o = small_cluster(p);
 	o.sim.refuse_registration = true;
 	Cluster cluster(p, o);
-	std::vector<std::vector<int32_t>> in(p, std::vector<int32_t>(4000, 1)), out(p, std::vector<int32_t>(4000));
+	std::vector<std::vector<int32_t>> in(p, std::vector<int32_t>(4000, 1)),
+		out(p, std::vector<int32_t>(4000));
 	for (uint32_t r = 0; r < p; ++r) {
 		Request req;
 		req.coll = Collective::allreduce;
@@ -481,7 +488,9 @@ Test(engine_sim, modelled_time_tracks_cost_model)
 	o.sim.check_memory = false;
 	o.config.chunk_bytes = 64 * 1024;
 	Cluster cluster(p, o);
-	cr_assert_eq(cluster.run({spec({Collective::allreduce, Algorithm::ring}, count, 0, Datatype::float64)}), "");
+	cr_assert_eq(cluster.run({spec({Collective::allreduce, Algorithm::ring}, count, 0,
+				       Datatype::float64)}),
+		     "");
 	OpDescriptor d;
 	d.coll = Collective::allreduce;
 	d.algorithm = Algorithm::ring;

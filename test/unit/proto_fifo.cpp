@@ -42,7 +42,8 @@ Test(fifo, keeps_order_across_growth_and_wraparound)
 	}
 	std::vector<int> seen;
 	q.for_each([&](int v) { seen.push_back(v); });
-	cr_assert(seen == std::vector<int>(model.begin(), model.end()), "for_each visits oldest first");
+	cr_assert(seen == std::vector<int>(model.begin(), model.end()),
+		  "for_each visits oldest first");
 }
 
 Test(fifo, releases_entries_as_they_leave)

@@ -240,7 +240,8 @@ Test(match, randomized_against_reference_model)
 		UnexpectedMessage* post(PostedReceive& r)
 		{
 			for (auto it = unexpected.begin(); it != unexpected.end(); ++it)
-				if (receive_accepts(r.source, r.tag, r.ignore, (*it)->source, (*it)->tag)) {
+				if (receive_accepts(r.source, r.tag, r.ignore, (*it)->source,
+						    (*it)->tag)) {
 					UnexpectedMessage* m = *it;
 					unexpected.erase(it);
 					return m;
@@ -251,7 +252,8 @@ Test(match, randomized_against_reference_model)
 		PostedReceive* deliver(UnexpectedMessage& m)
 		{
 			for (auto it = posted.begin(); it != posted.end(); ++it)
-				if (receive_accepts((*it)->source, (*it)->tag, (*it)->ignore, m.source, m.tag)) {
+				if (receive_accepts((*it)->source, (*it)->tag, (*it)->ignore,
+						    m.source, m.tag)) {
 					PostedReceive* r = *it;
 					posted.erase(it);
 					return r;
@@ -271,7 +273,8 @@ Test(match, randomized_against_reference_model)
 	for (int step = 0; step < 20000; ++step) {
 		const auto op = rng() % 10;
 		if (op < 4) {
-			const std::uint64_t source = rng() % 4 == 0 ? kAnySource : sources[rng() % 3];
+			const std::uint64_t source =
+				rng() % 4 == 0 ? kAnySource : sources[rng() % 3];
 			PostedReceive& r = e.receive(source, rng() % 4, ignores[rng() % 4]);
 			UnexpectedMessage* got = q.post(r);
 			cr_assert_eq(got, model.post(r), "post differs at step %d", step);
@@ -305,7 +308,8 @@ Test(match, randomized_against_reference_model)
 			std::erase_if(model.posted, [&](PostedReceive* r) {
 				return r->source == source && (want_receives.push_back(r), true);
 			});
-			cr_assert(receives == want_receives, "drained receives differ at step %d", step);
+			cr_assert(receives == want_receives, "drained receives differ at step %d",
+				  step);
 		}
 		cr_assert_eq(q.posted_count(), model.posted.size());
 		cr_assert_eq(q.unexpected_count(), model.unexpected.size());

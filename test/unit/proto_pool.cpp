@@ -43,8 +43,8 @@ public:
 	}
 
 	// The registered region containing [p, p + len), if any.
-	const std::pair<std::byte* const, std::pair<std::size_t, void*>>* region_of(const std::byte* p,
-										      std::size_t len) const
+	const std::pair<std::byte* const, std::pair<std::size_t, void*>>*
+	region_of(const std::byte* p, std::size_t len) const
 	{
 		for (const auto& entry : live)
 			if (p >= entry.first && p + len <= entry.first + entry.second.first)
@@ -79,7 +79,8 @@ Test(pool, grows_by_chunks_up_to_the_bound)
 {
 	FakeRegistrar reg;
 	{
-		BufferPool pool(reg, {.buffer_size = 1000, .buffers_per_chunk = 4, .max_buffers = 10});
+		BufferPool pool(reg,
+				{.buffer_size = 1000, .buffers_per_chunk = 4, .max_buffers = 10});
 		cr_assert_eq(pool.capacity(), 0u, "nothing allocated up front");
 		cr_assert_eq(reg.registrations, 0);
 
@@ -90,7 +91,8 @@ Test(pool, grows_by_chunks_up_to_the_bound)
 			cr_assert_not_null(b);
 			cr_assert_eq(b->state(), BounceBuffer::State::Held);
 			assert_usable(reg, *b, 1000);
-			cr_assert_eq(reg.registrations, chunks_after[i], "one registration per chunk");
+			cr_assert_eq(reg.registrations, chunks_after[i],
+				     "one registration per chunk");
 			taken.push_back(b);
 		}
 		cr_assert_eq(pool.capacity(), 10u, "the last chunk is cut to the bound");
@@ -138,7 +140,8 @@ Test(pool, misuse_is_refused_without_change)
 	cr_assert(!broken.config_valid());
 	cr_assert_eq(broken.grow(), -EINVAL);
 	cr_assert_null(broken.acquire());
-	BufferPool overflowing(reg, {.buffer_size = SIZE_MAX / 2, .buffers_per_chunk = 4, .max_buffers = 4});
+	BufferPool overflowing(
+		reg, {.buffer_size = SIZE_MAX / 2, .buffers_per_chunk = 4, .max_buffers = 4});
 	cr_assert_eq(overflowing.grow(), -EINVAL);
 }
 
@@ -284,17 +287,37 @@ Test(pool, receive_pool_config_is_checked)
 {
 	FakeRegistrar reg;
 	const ReceivePoolConfig bad[] = {
-		{.buffer_size = 128, .buffers_per_chunk = 4, .target_posted = 4, .low_watermark = 0, .max_buffers = 8},
-		{.buffer_size = 128, .buffers_per_chunk = 4, .target_posted = 4, .low_watermark = 5, .max_buffers = 8},
-		{.buffer_size = 128, .buffers_per_chunk = 4, .target_posted = 9, .low_watermark = 2, .max_buffers = 8},
-		{.buffer_size = 0, .buffers_per_chunk = 4, .target_posted = 4, .low_watermark = 2, .max_buffers = 8},
+		{.buffer_size = 128,
+		 .buffers_per_chunk = 4,
+		 .target_posted = 4,
+		 .low_watermark = 0,
+		 .max_buffers = 8},
+		{.buffer_size = 128,
+		 .buffers_per_chunk = 4,
+		 .target_posted = 4,
+		 .low_watermark = 5,
+		 .max_buffers = 8},
+		{.buffer_size = 128,
+		 .buffers_per_chunk = 4,
+		 .target_posted = 9,
+		 .low_watermark = 2,
+		 .max_buffers = 8},
+		{.buffer_size = 0,
+		 .buffers_per_chunk = 4,
+		 .target_posted = 4,
+		 .low_watermark = 2,
+		 .max_buffers = 8},
 	};
 	for (const auto& config : bad) {
 		ReceivePool rx(reg, config);
 		cr_assert_eq(rx.init(), -EINVAL);
 	}
 	cr_assert_eq(reg.registrations, 0);
-	ReceivePool rx(reg, {.buffer_size = 128, .buffers_per_chunk = 4, .target_posted = 4, .low_watermark = 2, .max_buffers = 8});
+	ReceivePool rx(reg, {.buffer_size = 128,
+			     .buffers_per_chunk = 4,
+			     .target_posted = 4,
+			     .low_watermark = 2,
+			     .max_buffers = 8});
 	reg.fail_next = -ENOMEM;
 	cr_assert_eq(rx.init(), -ENOMEM, "registration errors are passed on");
 }

@@ -25,7 +25,8 @@ constexpr std::uint32_t kOpId = 0x0123456;
 constexpr std::uint64_t kCookie = 0xc00c1e;
 constexpr std::size_t kGuard = 64;
 constexpr auto kGuardByte = std::byte{0xee};
-constexpr Limits kLimits{.eager_limit = 1024, .connection_count = 1, .max_message_size = 1ull << 30};
+constexpr Limits kLimits{
+	.eager_limit = 1024, .connection_count = 1, .max_message_size = 1ull << 30};
 
 std::uint64_t addr_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
@@ -44,10 +45,11 @@ struct Transfer {
 class Fabric {
 public:
 	explicit Fabric(const Transfer& t)
-	    : t_(t), send_(t.send_len), recv_(t.recv_len + kGuard, std::byte{0xcc}), random_(t.seed),
-	      sender_(kCookie, send_, RemoteBuffer{addr_of(send_.data()), kSendKey}),
-	      receiver_(kOpId, std::span<std::byte>(recv_.data(), t.recv_len),
-			RemoteBuffer{addr_of(recv_.data()), kRecvKey})
+		: t_(t), send_(t.send_len), recv_(t.recv_len + kGuard, std::byte{0xcc}),
+		  random_(t.seed),
+		  sender_(kCookie, send_, RemoteBuffer{addr_of(send_.data()), kSendKey}),
+		  receiver_(kOpId, std::span<std::byte>(recv_.data(), t.recv_len),
+			    RemoteBuffer{addr_of(recv_.data()), kRecvKey})
 	{
 		for (std::size_t i = 0; i < t.send_len; ++i)
 			send_[i] = t.payload(i);
@@ -118,30 +120,35 @@ private:
 			if (const auto* rts = std::get_if<action::SendRts>(&a)) {
 				const RtsBody body = transmit(rts->body, rts->message_length);
 				events_.push_back([this, body, len = rts->message_length] {
-					on_receiver(receiver_.on_rts(body, len, t_.path, t_.mode, random_));
+					on_receiver(receiver_.on_rts(body, len, t_.path, t_.mode,
+								     random_));
 				});
 			} else if (const auto* w = std::get_if<action::Write>(&a)) {
 				cr_assert_eq(w->target.key, kRecvKey, "write with a wrong key");
 				cr_assert_geq(w->target.addr, addr_of(recv_.data()));
-				cr_assert_leq(w->target.addr + w->length, addr_of(recv_.data()) + t_.recv_len,
+				cr_assert_leq(w->target.addr + w->length,
+					      addr_of(recv_.data()) + t_.recv_len,
 					      "write beyond the receive buffer");
 				cr_assert_leq(w->length, send_.size());
 				const action::Write write = *w;
 				events_.push_back([this, write] {
-					std::memcpy(reinterpret_cast<void*>(write.target.addr), send_.data(),
-						    write.length);
+					std::memcpy(reinterpret_cast<void*>(write.target.addr),
+						    send_.data(), write.length);
 					if (write.immediate) {
 						const auto imm = decode_immediate(*write.immediate);
 						cr_assert(imm.has_value());
-						cr_assert_eq(imm->kind, ImmediateKind::RendezvousPut);
+						cr_assert_eq(imm->kind,
+							     ImmediateKind::RendezvousPut);
 						cr_assert_eq(imm->id, receiver_.op_id());
 						on_receiver(receiver_.on_immediate());
 					}
 				});
-				events_.push_back([this] { on_sender(sender_.on_write_complete()); });
+				events_.push_back(
+					[this] { on_sender(sender_.on_write_complete()); });
 			} else if (const auto* fin = std::get_if<action::SendFin>(&a)) {
 				const FinBody body = transmit(fin->body);
-				events_.push_back([this, body] { on_receiver(receiver_.on_fin(body)); });
+				events_.push_back(
+					[this, body] { on_receiver(receiver_.on_fin(body)); });
 			} else if (const auto* c = std::get_if<action::Complete>(&a)) {
 				complete(sent, *c);
 			} else if (std::holds_alternative<action::Violation>(a)) {
@@ -159,7 +166,8 @@ private:
 				const CtsBody body = transmit(cts->body);
 				if (body.mode == CompletionMode::PollLastByte)
 					slot_seen_in_cts = body.slot_value;
-				events_.push_back([this, body] { on_sender(sender_.on_cts(body)); });
+				events_.push_back(
+					[this, body] { on_sender(sender_.on_cts(body)); });
 			} else if (const auto* r = std::get_if<action::Read>(&a)) {
 				cr_assert_eq(r->source.key, kSendKey, "read with a wrong key");
 				cr_assert_eq(r->source.addr, addr_of(send_.data()));
@@ -167,13 +175,15 @@ private:
 				cr_assert_leq(r->length, t_.recv_len);
 				const action::Read read = *r;
 				events_.push_back([this, read] {
-					std::memcpy(recv_.data(), reinterpret_cast<const void*>(read.source.addr),
+					std::memcpy(recv_.data(),
+						    reinterpret_cast<const void*>(read.source.addr),
 						    read.length);
 					on_receiver(receiver_.on_read_complete());
 				});
 			} else if (const auto* done = std::get_if<action::SendReadDone>(&a)) {
 				const ReadDoneBody body = transmit(done->body);
-				events_.push_back([this, body] { on_sender(sender_.on_read_done(body)); });
+				events_.push_back(
+					[this, body] { on_sender(sender_.on_read_done(body)); });
 			} else if (const auto* c = std::get_if<action::Complete>(&a)) {
 				complete(received, *c);
 			} else if (std::holds_alternative<action::Violation>(a)) {
@@ -234,7 +244,10 @@ Test(rendezvous, put_immediate)
 Test(rendezvous, put_poll_without_collision)
 {
 	const std::uint64_t seed = 99;
-	Fabric f({.send_len = 5000, .recv_len = 5000, .mode = CompletionMode::PollLastByte, .seed = seed,
+	Fabric f({.send_len = 5000,
+		  .recv_len = 5000,
+		  .mode = CompletionMode::PollLastByte,
+		  .seed = seed,
 		  .payload = [slot = predicted_slot(seed)](std::size_t) {
 			  return static_cast<std::byte>(slot ^ 0x01);
 		  }});
@@ -248,7 +261,10 @@ Test(rendezvous, put_poll_without_collision)
 Test(rendezvous, put_poll_slot_is_written_at_the_last_transferred_byte)
 {
 	const std::uint64_t seed = 5;
-	Transfer t{.send_len = 300, .recv_len = 1000, .mode = CompletionMode::PollLastByte, .seed = seed};
+	Transfer t{.send_len = 300,
+		   .recv_len = 1000,
+		   .mode = CompletionMode::PollLastByte,
+		   .seed = seed};
 	Fabric f(t);
 	SlotRandom random(seed);
 	const Actions a = f.receiver().on_rts(RtsBody{kCookie, 1, kSendKey}, t.send_len, Path::Put,
@@ -271,9 +287,13 @@ Test(rendezvous, put_poll_collision_sends_fin)
 	const std::uint64_t seed = 1234;
 	const std::uint8_t slot = predicted_slot(seed);
 	// Force the collision: the sender's last byte equals the slot drawn.
-	Fabric f({.send_len = 4096, .recv_len = 4096, .mode = CompletionMode::PollLastByte, .seed = seed,
+	Fabric f({.send_len = 4096,
+		  .recv_len = 4096,
+		  .mode = CompletionMode::PollLastByte,
+		  .seed = seed,
 		  .payload = [slot](std::size_t i) {
-			  return i == 4095 ? static_cast<std::byte>(slot) : static_cast<std::byte>(i);
+			  return i == 4095 ? static_cast<std::byte>(slot)
+					   : static_cast<std::byte>(i);
 		  }});
 	f.run();
 	assert_completed(f, Outcome::Success, 4096, 4096);
@@ -305,7 +325,8 @@ Test(rendezvous, shorter_message_than_receive_on_every_path)
 		Fabric f({.send_len = 3000, .recv_len = 5000, .path = path, .mode = mode});
 		f.run();
 		assert_completed(f, Outcome::Success, 3000, 3000);
-		cr_assert_eq(f.recv_buffer()[3000], std::byte{0xcc}, "bytes past the message untouched");
+		cr_assert_eq(f.recv_buffer()[3000], std::byte{0xcc},
+			     "bytes past the message untouched");
 	}
 }
 
@@ -340,7 +361,8 @@ Test(rendezvous, empty_messages_never_use_rendezvous)
 	std::byte buf[16];
 	RendezvousReceiver receiver(1, buf, RemoteBuffer{});
 	SlotRandom random(1);
-	const Actions r = receiver.on_rts(RtsBody{}, 0, Path::Put, CompletionMode::Immediate, random);
+	const Actions r =
+		receiver.on_rts(RtsBody{}, 0, Path::Put, CompletionMode::Immediate, random);
 	cr_assert_not_null(r.find<action::Violation>());
 	cr_assert_eq(r.find<action::Complete>()->outcome, Outcome::ProtocolError);
 	cr_assert(receiver.done());
@@ -384,7 +406,8 @@ Test(rendezvous, sender_peer_failure_in_every_state)
 	{
 		RendezvousSender s = sender_in(S::Writing, payload);
 		s.on_peer_failed();
-		cr_assert_eq(s.on_write_failed().find<action::Complete>()->outcome, Outcome::PeerFailed);
+		cr_assert_eq(s.on_write_failed().find<action::Complete>()->outcome,
+			     Outcome::PeerFailed);
 	}
 	{
 		RendezvousSender s = sender_in(S::Writing, payload);
@@ -409,10 +432,10 @@ Test(rendezvous, sender_unexpected_events)
 	};
 	// valid[state][event]
 	const bool valid[4][5] = {
-		{true, false, false, false, false},	// Idle
-		{false, true, true, false, false},	// AwaitingReply
-		{false, false, false, true, true},	// Writing
-		{false, false, false, false, false},	// Done
+		{true, false, false, false, false},  // Idle
+		{false, true, true, false, false},   // AwaitingReply
+		{false, false, false, true, true},   // Writing
+		{false, false, false, false, false}, // Done
 	};
 	for (int state = 0; state < 4; ++state)
 		for (int event = 0; event < 5; ++event) {
@@ -420,14 +443,16 @@ Test(rendezvous, sender_unexpected_events)
 				continue;
 			RendezvousSender s = sender_in(static_cast<S>(state), payload);
 			const Actions a = events[event](s);
-			cr_assert_not_null(a.find<action::Violation>(), "state %d event %d", state, event);
+			cr_assert_not_null(a.find<action::Violation>(), "state %d event %d", state,
+					   event);
 			const auto* c = a.find<action::Complete>();
 			if (state == static_cast<int>(S::Done)) {
 				cr_assert_null(c, "a done operation completes only once");
 			} else if (state == static_cast<int>(S::Writing)) {
 				cr_assert_null(c, "completion waits for the write");
-				cr_assert_eq(s.on_write_complete().find<action::Complete>()->outcome,
-					     Outcome::ProtocolError);
+				cr_assert_eq(
+					s.on_write_complete().find<action::Complete>()->outcome,
+					Outcome::ProtocolError);
 			} else {
 				cr_assert_eq(c->outcome, Outcome::ProtocolError);
 				cr_assert(s.done());
@@ -441,8 +466,9 @@ Test(rendezvous, sender_rejects_bad_replies)
 	using S = RendezvousSender::State;
 	const CtsBody bad[] = {
 		{kCookie + 1, kOpId, 0, CompletionMode::Immediate, 2, kRecvKey, 64}, // another send
-		{kCookie, kOpId, 0, CompletionMode::Immediate, 2, kRecvKey, 65},     // longer than the message
-		{kCookie, kOpId, 0, CompletionMode::Immediate, 2, kRecvKey, 0},	     // nothing to write
+		{kCookie, kOpId, 0, CompletionMode::Immediate, 2, kRecvKey,
+		 65}, // longer than the message
+		{kCookie, kOpId, 0, CompletionMode::Immediate, 2, kRecvKey, 0}, // nothing to write
 		{kCookie, kMaxImmediateId + 1, 0, CompletionMode::Immediate, 2, kRecvKey, 64},
 		{kCookie, kOpId, 0, static_cast<CompletionMode>(7), 2, kRecvKey, 64},
 	};
@@ -519,9 +545,9 @@ Test(rendezvous, receiver_unexpected_events)
 	};
 	// valid[state][event], IMMEDIATE mode (a FIN is never valid there).
 	const bool valid[4][5] = {
-		{true, false, false, false, false}, // Idle
-		{false, true, false, false, false}, // AwaitingPut
-		{false, false, false, true, true},  // Reading
+		{true, false, false, false, false},  // Idle
+		{false, true, false, false, false},  // AwaitingPut
+		{false, false, false, true, true},   // Reading
 		{false, false, false, false, false}, // Done
 	};
 	for (int state = 0; state < 4; ++state)
@@ -530,14 +556,16 @@ Test(rendezvous, receiver_unexpected_events)
 				continue;
 			RendezvousReceiver r = receiver_in(static_cast<S>(state), buffer);
 			const Actions a = events[event](r);
-			cr_assert_not_null(a.find<action::Violation>(), "state %d event %d", state, event);
+			cr_assert_not_null(a.find<action::Violation>(), "state %d event %d", state,
+					   event);
 			const auto* c = a.find<action::Complete>();
 			if (state == static_cast<int>(S::Done)) {
 				cr_assert_null(c);
 			} else if (state == static_cast<int>(S::Reading)) {
 				cr_assert_null(c, "completion waits for the read");
 				const Actions end = r.on_read_complete();
-				cr_assert_eq(end.find<action::Complete>()->outcome, Outcome::ProtocolError);
+				cr_assert_eq(end.find<action::Complete>()->outcome,
+					     Outcome::ProtocolError);
 				cr_assert_null(end.find<action::SendReadDone>());
 			} else {
 				cr_assert_eq(c->outcome, Outcome::ProtocolError);
@@ -558,7 +586,8 @@ Test(rendezvous, receiver_rejects_wrong_fins)
 		{kOpId, static_cast<FinReason>(9), 64},
 	};
 	for (const FinBody& fin : bad) {
-		RendezvousReceiver r = receiver_in(S::AwaitingPut, buffer, CompletionMode::PollLastByte);
+		RendezvousReceiver r =
+			receiver_in(S::AwaitingPut, buffer, CompletionMode::PollLastByte);
 		const Actions a = r.on_fin(fin);
 		cr_assert_not_null(a.find<action::Violation>());
 		cr_assert_eq(a.find<action::Complete>()->outcome, Outcome::ProtocolError);
@@ -571,7 +600,9 @@ Test(rendezvous, receiver_rejects_wrong_fins)
 	// The good FIN completes.
 	std::vector<std::byte> other(64);
 	RendezvousReceiver ok = receiver_in(S::AwaitingPut, other, CompletionMode::PollLastByte);
-	cr_assert_eq(ok.on_fin(FinBody{kOpId, FinReason::Collision, 64}).find<action::Complete>()->outcome,
+	cr_assert_eq(ok.on_fin(FinBody{kOpId, FinReason::Collision, 64})
+			     .find<action::Complete>()
+			     ->outcome,
 		     Outcome::Success);
 }
 
@@ -594,7 +625,9 @@ Test(rendezvous, random_slot_rarely_collides_on_zero_data)
 	int fins = 0;
 	const int runs = 2048;
 	for (int i = 0; i < runs; ++i) {
-		Fabric f({.send_len = 256, .recv_len = 256, .mode = CompletionMode::PollLastByte,
+		Fabric f({.send_len = 256,
+			  .recv_len = 256,
+			  .mode = CompletionMode::PollLastByte,
 			  .seed = static_cast<std::uint64_t>(i) * 7919 + 1,
 			  .payload = [](std::size_t) { return std::byte{0}; }});
 		f.run();
@@ -623,7 +656,7 @@ Test(rendezvous, randomized_transfers)
 		Fabric f(t);
 		f.run();
 		const std::uint64_t moved = std::min(t.send_len, t.recv_len);
-		assert_completed(f, moved < t.send_len ? Outcome::Truncated : Outcome::Success, moved,
-				 t.send_len);
+		assert_completed(f, moved < t.send_len ? Outcome::Truncated : Outcome::Success,
+				 moved, t.send_len);
 	}
 }

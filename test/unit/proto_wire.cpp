@@ -13,7 +13,8 @@ using namespace rcoll::proto;
 
 namespace {
 
-constexpr Limits kLimits{.eager_limit = 4096, .connection_count = 16, .max_message_size = 1ull << 32};
+constexpr Limits kLimits{
+	.eager_limit = 4096, .connection_count = 16, .max_message_size = 1ull << 32};
 
 using Bytes = std::vector<std::byte>;
 
@@ -63,8 +64,13 @@ Bytes probe()
 RtsBody sample_rts() { return {0x1122334455667788, 0x7f00deadbeef0000, 0xfedcba9876543210}; }
 CtsBody sample_cts(CompletionMode mode = CompletionMode::PollLastByte)
 {
-	return {0x0102030405060708, 0x0abcdef, mode == CompletionMode::PollLastByte ? std::uint8_t{0x5a} : std::uint8_t{0},
-		mode, 0x7f0012345678, 0x42, 65536};
+	return {0x0102030405060708,
+		0x0abcdef,
+		mode == CompletionMode::PollLastByte ? std::uint8_t{0x5a} : std::uint8_t{0},
+		mode,
+		0x7f0012345678,
+		0x42,
+		65536};
 }
 FinBody sample_fin() { return {0x0123456, FinReason::Collision, 100000}; }
 ReadDoneBody sample_read_done() { return {0xcafef00d}; }
@@ -111,7 +117,8 @@ Bytes reencode(const ParsedMessage& m)
 	};
 	std::visit(
 		[&](const auto& body) {
-			if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(body)>, std::monostate>)
+			if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(body)>,
+						      std::monostate>)
 				append(body);
 		},
 		m.body);
@@ -154,8 +161,10 @@ void assert_invariants(const Bytes& input, const ParsedMessage& m)
 	}
 	if (const auto* cts = std::get_if<CtsBody>(&m.body)) {
 		cr_assert_leq(cts->receiver_op_id, kMaxImmediateId);
-		cr_assert(cts->transfer_length > 0 && cts->transfer_length <= kLimits.max_message_size);
-		cr_assert(cts->mode == CompletionMode::Immediate || cts->mode == CompletionMode::PollLastByte);
+		cr_assert(cts->transfer_length > 0 &&
+			  cts->transfer_length <= kLimits.max_message_size);
+		cr_assert(cts->mode == CompletionMode::Immediate ||
+			  cts->mode == CompletionMode::PollLastByte);
 	}
 	if (const auto* fin = std::get_if<FinBody>(&m.body))
 		cr_assert(fin->reason == FinReason::Collision);
@@ -264,12 +273,14 @@ Test(wire, every_opcode_round_trips)
 	b = eager(header(Opcode::Eager, 100), 100);
 	cr_assert_eq(validate_message(b.data(), b.size(), kLimits, m), WireStatus::Ok);
 	cr_assert_eq(m.header.opcode, Opcode::Eager);
-	cr_assert_eq(m.payload.data(), b.data() + kHeaderSize, "payload must point into the buffer");
+	cr_assert_eq(m.payload.data(), b.data() + kHeaderSize,
+		     "payload must point into the buffer");
 	cr_assert_eq(m.payload.size(), 100u);
 
 	for (const Bytes& valid : valid_messages()) {
 		cr_assert_eq(check(valid), WireStatus::Ok);
-		cr_assert_eq(validate_message(valid.data(), valid.size(), kLimits, m), WireStatus::Ok);
+		cr_assert_eq(validate_message(valid.data(), valid.size(), kLimits, m),
+			     WireStatus::Ok);
 		assert_invariants(valid, m);
 	}
 }
@@ -281,7 +292,8 @@ Test(wire, every_truncation_is_rejected)
 			ParsedMessage m;
 			m.header.src_conn = 12345; // must stay untouched on failure
 			const WireStatus s = validate_message(valid.data(), len, kLimits, m);
-			cr_assert_neq(s, WireStatus::Ok, "length %zu of %zu accepted", len, valid.size());
+			cr_assert_neq(s, WireStatus::Ok, "length %zu of %zu accepted", len,
+				      valid.size());
 			cr_assert_eq(m.header.src_conn, 12345u, "output written on failure");
 			if (len < kHeaderSize)
 				cr_assert_eq(s, WireStatus::TooShort);
@@ -318,7 +330,8 @@ Test(wire, header_fields_are_checked)
 	cr_assert_eq(with(24, 1), WireStatus::BadField, "size on a control message");
 	cr_assert_eq(with(4, static_cast<std::uint8_t>(kLimits.connection_count)),
 		     WireStatus::BadConnection);
-	cr_assert_eq(with(4, static_cast<std::uint8_t>(kLimits.connection_count - 1)), WireStatus::Ok);
+	cr_assert_eq(with(4, static_cast<std::uint8_t>(kLimits.connection_count - 1)),
+		     WireStatus::Ok);
 
 	Bytes e = eager(header(Opcode::Eager, 4), 4);
 	e[2] = std::byte{0x08}; // unknown flag bit
@@ -371,7 +384,8 @@ Test(wire, probe_is_header_only)
 	cr_assert_eq(with(8, 1), WireStatus::BadField, "no tag");
 	cr_assert_eq(with(16, 1), WireStatus::BadField, "no cq_data");
 	cr_assert_eq(with(24, 1), WireStatus::BadField, "no size");
-	cr_assert_eq(with(4, static_cast<std::uint8_t>(kLimits.connection_count)), WireStatus::BadConnection);
+	cr_assert_eq(with(4, static_cast<std::uint8_t>(kLimits.connection_count)),
+		     WireStatus::BadConnection);
 	Bytes longer = good;
 	longer.push_back(std::byte{0});
 	cr_assert_eq(check(longer), WireStatus::BadBodyLength);
@@ -382,13 +396,15 @@ Test(wire, sizes_are_checked_per_opcode)
 	// Eager: size must equal the payload and stay within the eager limit.
 	cr_assert_eq(check(eager(header(Opcode::Eager, 5), 4)), WireStatus::BadSize);
 	cr_assert_eq(check(eager(header(Opcode::Eager, 3), 4)), WireStatus::BadSize);
-	cr_assert_eq(check(eager(header(Opcode::Eager, kLimits.eager_limit + 1), kLimits.eager_limit + 1)),
+	cr_assert_eq(check(eager(header(Opcode::Eager, kLimits.eager_limit + 1),
+				 kLimits.eager_limit + 1)),
 		     WireStatus::EagerTooLarge);
 
 	// RTS: a rendezvous is never for an empty message, nor above the maximum.
 	cr_assert_eq(check(control(header(Opcode::Rts, 0), sample_rts())), WireStatus::BadSize);
-	cr_assert_eq(check(control(header(Opcode::Rts, kLimits.max_message_size + 1), sample_rts())),
-		     WireStatus::BadSize);
+	cr_assert_eq(
+		check(control(header(Opcode::Rts, kLimits.max_message_size + 1), sample_rts())),
+		WireStatus::BadSize);
 	cr_assert_eq(check(control(header(Opcode::Rts, kLimits.max_message_size), sample_rts())),
 		     WireStatus::Ok);
 
@@ -454,7 +470,8 @@ Test(wire, encode_message_refuses_short_buffers_and_wrong_opcodes)
 				    header(Opcode::Rts, 10), sample_rts()),
 		     0u);
 	cr_assert_eq(encode_message(buf.data(), buf.size(), header(Opcode::Cts), sample_rts()), 0u);
-	cr_assert_eq(encode_message(nullptr, buf.size(), header(Opcode::Rts, 10), sample_rts()), 0u);
+	cr_assert_eq(encode_message(nullptr, buf.size(), header(Opcode::Rts, 10), sample_rts()),
+		     0u);
 	for (std::byte x : buf)
 		cr_assert_eq(x, std::byte{0}, "nothing may be written on refusal");
 	cr_assert_eq(encode_message(buf.data(), buf.size(), header(Opcode::Cts), sample_cts()),
@@ -488,8 +505,9 @@ Test(wire, immediate_encoding)
 
 Test(wire, collective_immediate_round_trips)
 {
-	for (CollectiveArrival a : {CollectiveArrival{0, 0}, CollectiveArrival{3, 77},
-				    CollectiveArrival{kMaxCollectiveSlots - 1, kMaxArrivalCounters - 1}}) {
+	for (CollectiveArrival a :
+	     {CollectiveArrival{0, 0}, CollectiveArrival{3, 77},
+	      CollectiveArrival{kMaxCollectiveSlots - 1, kMaxArrivalCounters - 1}}) {
 		const auto data = encode_collective(a);
 		cr_assert(data.has_value());
 		const auto imm = decode_immediate(*data);
@@ -510,7 +528,8 @@ Test(wire, handshake_round_trips_and_tolerates_padding)
 	encode_handshake(sent, blob.data());
 	for (std::size_t len : {Handshake::kWireSize, kMaxHandshakeSize}) {
 		Handshake got;
-		cr_assert_eq(check_handshake(blob.data(), len, HandshakeKind::Accept, got), WireStatus::Ok);
+		cr_assert_eq(check_handshake(blob.data(), len, HandshakeKind::Accept, got),
+			     WireStatus::Ok);
 		cr_assert_eq(got.kind, HandshakeKind::Accept);
 		cr_assert_eq(got.endpoint_key, sent.endpoint_key);
 		cr_assert_eq(got.conn_id, sent.conn_id);
@@ -558,7 +577,8 @@ Test(wire, handshake_rejections)
 		cr_assert_eq(check_handshake(b.data(), b.size(), HandshakeKind::Request, out),
 			     WireStatus::Ok);
 	}
-	cr_assert_eq(check_handshake(nullptr, 56, HandshakeKind::Request, out), WireStatus::TooShort);
+	cr_assert_eq(check_handshake(nullptr, 56, HandshakeKind::Request, out),
+		     WireStatus::TooShort);
 	cr_assert_str_neq(describe(WireStatus::LimitOutOfRange), describe(WireStatus::BadVersion));
 }
 

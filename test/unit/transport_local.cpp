@@ -74,8 +74,9 @@ std::string reap(const Child& child)
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return "";
 	if (report.empty())
-		report = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-					     : "exit status " + std::to_string(WEXITSTATUS(status));
+		report = WIFSIGNALED(status)
+				 ? "killed by signal " + std::to_string(WTERMSIG(status))
+				 : "exit status " + std::to_string(WEXITSTATUS(status));
 	return report;
 }
 
@@ -201,10 +202,12 @@ Test(transport_local, children_ring_parent_region)
 					     scratch_address(region));
 			if (rc != 0)
 				return "attach: " + std::string(std::strerror(-rc));
-			auto* slice = reinterpret_cast<volatile uint32_t*>(peer.scratch()) + child * kSlice;
+			auto* slice = reinterpret_cast<volatile uint32_t*>(peer.scratch()) +
+				      child * kSlice;
 			for (uint32_t i = 0; i < kRings; i++) {
 				if (i < kPatterned)
-					slice[i] = pattern(child, i); // placed before the ring announces it
+					slice[i] = pattern(
+						child, i); // placed before the ring announces it
 				while (!peer.ring((child << 20) | i))
 					::sched_yield();
 			}
@@ -230,10 +233,14 @@ Test(transport_local, children_ring_parent_region)
 		for (size_t k = 0; k < n && error.empty(); k++, received++) {
 			const uint32_t child = batch[k] >> 20, i = batch[k] & 0xfffff;
 			if (child >= kChildren || i != next[child])
-				error = "unexpected arrival child " + std::to_string(child) + " i " +
-					std::to_string(i) + (child < kChildren ? ", wanted i " + std::to_string(next[child]) : "");
+				error = "unexpected arrival child " + std::to_string(child) +
+					" i " + std::to_string(i) +
+					(child < kChildren
+						 ? ", wanted i " + std::to_string(next[child])
+						 : "");
 			else if (i < kPatterned && words[child * kSlice + i] != pattern(child, i))
-				error = "arrival before its data: child " + std::to_string(child) + " i " + std::to_string(i);
+				error = "arrival before its data: child " + std::to_string(child) +
+					" i " + std::to_string(i);
 			else
 				next[child]++;
 		}
@@ -244,15 +251,18 @@ Test(transport_local, children_ring_parent_region)
 	}
 	for (const Child& c : children) {
 		const std::string report = reap(c);
-		cr_expect(report.empty() || !error.empty(), "child %d: %s", int(c.pid), report.c_str());
+		cr_expect(report.empty() || !error.empty(), "child %d: %s", int(c.pid),
+			  report.c_str());
 	}
 	cr_assert(error.empty(), "%s", error.c_str());
 	for (uint32_t child = 0; child < kChildren; child++) {
 		cr_assert_eq(next[child], kRings, "child %u", child);
 		for (uint32_t i = 0; i < kPatterned; i++)
-			cr_assert_eq(words[child * kSlice + i], pattern(child, i), "child %u word %u", child, i);
+			cr_assert_eq(words[child * kSlice + i], pattern(child, i),
+				     "child %u word %u", child, i);
 		for (uint32_t i = kPatterned; i < kSlice; i++)
-			cr_assert_eq(words[child * kSlice + i], 0u, "child %u wrote past its words", child);
+			cr_assert_eq(words[child * kSlice + i], 0u, "child %u wrote past its words",
+				     child);
 	}
 	cr_assert_eq(region.drain(batch), 0u, "nothing beyond what the children rang");
 }
@@ -274,16 +284,19 @@ Test(transport_local, attach_checks_what_it_maps)
 	}
 	{
 		PeerMapping peer;
-		cr_assert_eq(peer.attach(self, region.fd(), region.nonce() + 1, kScratch, address), -EINVAL);
+		cr_assert_eq(peer.attach(self, region.fd(), region.nonce() + 1, kScratch, address),
+			     -EINVAL);
 		cr_assert_not(peer.ring(1), "a failed attach leaves nothing to ring");
 	}
 	{
 		PeerMapping peer; // a different file size
-		cr_assert_lt(peer.attach(self, region.fd(), region.nonce(), 2 * kScratch, address), 0);
+		cr_assert_lt(peer.attach(self, region.fd(), region.nonce(), 2 * kScratch, address),
+			     0);
 	}
 	{
 		PeerMapping peer; // the same file size, told apart by the header
-		cr_assert_lt(peer.attach(self, region.fd(), region.nonce(), kScratch - 1, address), 0);
+		cr_assert_lt(peer.attach(self, region.fd(), region.nonce(), kScratch - 1, address),
+			     0);
 	}
 	{
 		// The number dup() hands out is the lowest free one; closed
@@ -302,7 +315,8 @@ Test(transport_local, attach_checks_what_it_maps)
 		cr_assert_geq(copy, 0);
 		const off_t size = ::lseek(region.fd(), 0, SEEK_END);
 		std::vector<char> bytes(size_t(size), 0);
-		cr_assert_eq(::pread(region.fd(), bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
+		cr_assert_eq(::pread(region.fd(), bytes.data(), bytes.size(), 0),
+			     ssize_t(bytes.size()));
 		cr_assert_eq(::write(copy, bytes.data(), bytes.size()), ssize_t(bytes.size()));
 		PeerMapping peer;
 		cr_assert_eq(peer.attach(self, copy, region.nonce(), kScratch, address), -EINVAL);
@@ -319,7 +333,9 @@ Test(transport_local, attach_checks_what_it_maps)
 	}
 	{
 		PeerMapping peer; // a size from a join record that would overflow
-		cr_assert_eq(peer.attach(self, region.fd(), region.nonce(), SIZE_MAX - 100, address), -EINVAL);
+		cr_assert_eq(
+			peer.attach(self, region.fd(), region.nonce(), SIZE_MAX - 100, address),
+			-EINVAL);
 	}
 }
 
@@ -339,7 +355,9 @@ Test(transport_local, file_that_cannot_be_sealed_is_refused)
 	cr_assert_eq(::pread(region.fd(), bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
 	cr_assert_eq(::write(file, bytes.data(), bytes.size()), ssize_t(bytes.size()));
 	PeerMapping peer;
-	cr_assert_eq(peer.attach(::getpid(), file, region.nonce(), kScratch, scratch_address(region)), -EINVAL);
+	cr_assert_eq(
+		peer.attach(::getpid(), file, region.nonce(), kScratch, scratch_address(region)),
+		-EINVAL);
 	::close(file);
 }
 
@@ -349,7 +367,9 @@ Test(transport_local, ended_file_is_seen_by_writers)
 	ScratchFile region;
 	cr_assert_eq(region.create(kScratch, true), 0);
 	PeerMapping peer;
-	cr_assert_eq(peer.attach(::getpid(), region.fd(), region.nonce(), kScratch, scratch_address(region)), 0);
+	cr_assert_eq(peer.attach(::getpid(), region.fd(), region.nonce(), kScratch,
+				 scratch_address(region)),
+		     0);
 	cr_assert_not(peer.target_ended());
 	region.mark_ended();
 	cr_assert(peer.target_ended(), "a writer must see that the owner ended its operations");
@@ -362,7 +382,8 @@ Test(transport_local, sealed_file_keeps_its_size)
 	ScratchFile region;
 	cr_assert_eq(region.create(8192, true), 0);
 	cr_assert(region.shared());
-	cr_assert_neq(::ftruncate(region.fd(), 0), 0, "a member could shrink the scratch under the others");
+	cr_assert_neq(::ftruncate(region.fd(), 0), 0,
+		      "a member could shrink the scratch under the others");
 	cr_assert_eq(errno, EPERM);
 }
 
@@ -419,16 +440,20 @@ Test(transport_local, write_memory_into_parent)
 
 	Child child = spawn([&]() -> std::string {
 		PeerMapping peer;
-		int rc = peer.attach(parent, region.fd(), region.nonce(), kScratch, scratch_address(region));
+		int rc = peer.attach(parent, region.fd(), region.nonce(), kScratch,
+				     scratch_address(region));
 		if (rc != 0)
 			return "attach: " + std::string(std::strerror(-rc));
 		if (!peer.can_write_memory())
-			return "process_vm_readv into the parent was refused: this environment forbids "
-			       "cross-memory attach (ptrace rules, seccomp or a missing capability)";
+			return "process_vm_readv into the parent was refused: this environment "
+			       "forbids "
+			       "cross-memory attach (ptrace rules, seccomp or a missing "
+			       "capability)";
 		std::vector<unsigned char> source(kBytes);
 		for (size_t k = 0; k < kBytes; k++)
 			source[k] = byte(k);
-		rc = peer.write_memory(reinterpret_cast<uint64_t>(target.data()), source.data(), kBytes);
+		rc = peer.write_memory(reinterpret_cast<uint64_t>(target.data()), source.data(),
+				       kBytes);
 		if (rc != 0)
 			return "write_memory: " + std::string(std::strerror(-rc));
 		return "";
@@ -446,13 +471,15 @@ Test(transport_local, write_memory_to_unmapped_address_fails)
 	allow_memory_writes_from_siblings();
 	const pid_t parent = ::getpid();
 	// A hole in the parent: mapped, then unmapped before the child writes.
-	void* hole = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void* hole =
+		::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	cr_assert_neq(hole, MAP_FAILED);
 	cr_assert_eq(::munmap(hole, 4096), 0);
 
 	Child child = spawn([&]() -> std::string {
 		PeerMapping peer;
-		int rc = peer.attach(parent, region.fd(), region.nonce(), kScratch, scratch_address(region));
+		int rc = peer.attach(parent, region.fd(), region.nonce(), kScratch,
+				     scratch_address(region));
 		if (rc != 0)
 			return "attach: " + std::string(std::strerror(-rc));
 		const char bytes[64] = {1};
@@ -460,8 +487,8 @@ Test(transport_local, write_memory_to_unmapped_address_fails)
 		if (rc >= 0)
 			return "write_memory to an unmapped address returned " + std::to_string(rc);
 		if (rc != -EFAULT)
-			return "write_memory to an unmapped address: " + std::string(std::strerror(-rc)) +
-			       ", wanted EFAULT";
+			return "write_memory to an unmapped address: " +
+			       std::string(std::strerror(-rc)) + ", wanted EFAULT";
 		return "";
 	});
 	expect_clean(child);
@@ -476,7 +503,8 @@ Test(transport_local, host_identity_is_stable)
 	cr_assert_eq(host_identity(), id);
 	Child child = spawn([id]() -> std::string {
 		const uint64_t theirs = host_identity();
-		return theirs == id ? "" : "identity in the child differs: " + std::to_string(theirs);
+		return theirs == id ? ""
+				    : "identity in the child differs: " + std::to_string(theirs);
 	});
 	expect_clean(child);
 }

@@ -27,7 +27,7 @@ struct Fold {
 	const uint32_t rank;
 	const uint64_t nb;
 	const uint64_t fold_offset = 0; // landing slot of the extra's input
-	uint64_t result_offset = 0;	// landing slot of the result at the extra
+	uint64_t result_offset = 0;     // landing slot of the result at the extra
 	uint32_t result_counter = 0;
 	uint32_t key_counter = 0;
 	uint32_t key_slot = 0;
@@ -42,7 +42,8 @@ struct Fold {
 			b.ship_key(core, OwnKey::output, key_slot, key_counter);
 			b.wait(key_counter);
 		}
-		b.write(core, Buf::input, 0, Dest::landing, fold_offset, nb, fold_counter, key_slot);
+		b.write(core, Buf::input, 0, Dest::landing, fold_offset, nb, fold_counter,
+			key_slot);
 		b.wait(result_counter);
 		if (b.eager())
 			b.copy(Buf::output, 0, Buf::landing, result_offset, nb);
@@ -66,10 +67,12 @@ struct Fold {
 		if (!extra)
 			return;
 		if (b.eager()) {
-			b.write(*extra, Buf::output, 0, Dest::landing, result_offset, nb, result_counter);
+			b.write(*extra, Buf::output, 0, Dest::landing, result_offset, nb,
+				result_counter);
 		} else {
 			b.wait(key_counter);
-			b.write(*extra, Buf::output, 0, Dest::output, 0, nb, result_counter, key_slot);
+			b.write(*extra, Buf::output, 0, Dest::output, 0, nb, result_counter,
+				key_slot);
 		}
 	}
 };
@@ -112,13 +115,15 @@ Errc build_allreduce_recursive_doubling(ScheduleBuilder& b, const Limits& limits
 		return Errc::ok;
 	if (!b.eager())
 		for (unsigned j = 0; j < dims; ++j)
-			b.ship_key(FoldedHypercube::partner(r, j), OwnKey::landing, j, key_base + j);
+			b.ship_key(FoldedHypercube::partner(r, j), OwnKey::landing, j,
+				   key_base + j);
 	Buf acc = fold.fold_in(b);
 	for (unsigned j = 0; j < dims; ++j) {
 		const uint32_t partner = FoldedHypercube::partner(r, j);
 		if (!b.eager())
 			b.wait(key_base + j);
-		const uint32_t w = b.write(partner, acc, 0, Dest::landing, step_offset(j), nb, 1 + j, j);
+		const uint32_t w =
+			b.write(partner, acc, 0, Dest::landing, step_offset(j), nb, 1 + j, j);
 		b.wait(1 + j);
 		if (acc == Buf::output)
 			b.wait_sent(w);
@@ -203,8 +208,9 @@ Errc build_allreduce_rabenseifner(ScheduleBuilder& b, const Limits& limits)
 		if (!b.eager())
 			b.wait(rs_key + j);
 		rs_source[j] = acc;
-		rs_writes[j] = b.write(partner, acc, part.offset(give.lo) * esz, Dest::landing, rs_offset[j],
-				       part.span(give.lo, give.hi) * esz, rs_counter + j, j);
+		rs_writes[j] =
+			b.write(partner, acc, part.offset(give.lo) * esz, Dest::landing,
+				rs_offset[j], part.span(give.lo, give.hi) * esz, rs_counter + j, j);
 		b.wait(rs_counter + j);
 		const uint64_t off = part.offset(keep.lo) * esz;
 		const uint64_t elems = part.span(keep.lo, keep.hi);
@@ -233,7 +239,8 @@ Errc build_allreduce_rabenseifner(ScheduleBuilder& b, const Limits& limits)
 			// The range we gave away in step j comes back reduced.
 			if (rs_source[j] == Buf::output)
 				b.wait_sent(rs_writes[j]);
-			b.copy(Buf::output, other_off, Buf::landing, ag_offset + other_off, other_bytes);
+			b.copy(Buf::output, other_off, Buf::landing, ag_offset + other_off,
+			       other_bytes);
 		} else {
 			b.wait(ag_key + j);
 			b.write(partner, Buf::output, own_off, Dest::output, own_off,

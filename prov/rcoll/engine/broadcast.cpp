@@ -43,9 +43,11 @@ Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
 	auto real = [&](uint32_t vr) { return pattern::to_real(vr, d.root, p); };
 
 	// Eager if the blocks of one edge fit; else rendezvous.
-	uint64_t chunk = std::min(d.count, b.fit_chunk(d.count, limits, [](uint64_t) { return uint64_t(0); }));
+	uint64_t chunk = std::min(
+		d.count, b.fit_chunk(d.count, limits, [](uint64_t) { return uint64_t(0); }));
 	Chunking chunks{d.count, chunk};
-	uint32_t blocks = std::min<uint32_t>(chunks.count(), limits.bcast_blocks ? limits.bcast_blocks : 1);
+	uint32_t blocks =
+		std::min<uint32_t>(chunks.count(), limits.bcast_blocks ? limits.bcast_blocks : 1);
 	b.choose_landing(uint64_t(blocks) * chunk * esz, 0, fanout, limits);
 
 	if (b.eager()) {
@@ -70,8 +72,9 @@ Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
 				if (c >= blocks)
 					b.wait(credit_base + j, c - blocks + 1);
 				if (parent)
-					forwarded.push_back(b.write(real(child), Buf::landing, block_off,
-								    Dest::landing, block_off, bytes, blk));
+					forwarded.push_back(b.write(real(child), Buf::landing,
+								    block_off, Dest::landing,
+								    block_off, bytes, blk));
 				else
 					b.write(real(child), Buf::output, user_off, Dest::landing,
 						block_off, bytes, blk);
@@ -83,7 +86,8 @@ Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
 			if (c + blocks < nchunks) {
 				for (uint32_t w : forwarded)
 					b.wait_sent(w);
-				b.signal(real(*parent), credit_base + BinomialTree::child_index(*parent, v));
+				b.signal(real(*parent),
+					 credit_base + BinomialTree::child_index(*parent, v));
 			}
 		}
 		return Errc::ok;
@@ -114,7 +118,8 @@ Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
 			const unsigned j = BinomialTree::child_index(v, child);
 			if (c == 0)
 				b.wait(j);
-			b.write(real(child), Buf::output, off, Dest::output, off, bytes, data_base + c, j);
+			b.write(real(child), Buf::output, off, Dest::output, off, bytes,
+				data_base + c, j);
 		}
 	}
 	return Errc::ok;
@@ -180,7 +185,8 @@ Errc build_broadcast_scatter_allgather(ScheduleBuilder& b, const Limits& limits)
 		const unsigned j = BinomialTree::child_index(v, child);
 		const uint64_t off = part.offset(child) * esz;
 		b.wait(j);
-		b.write(real(child), Buf::output, off, Dest::output, off, bytes, scatter_counter, j);
+		b.write(real(child), Buf::output, off, Dest::output, off, bytes, scatter_counter,
+			j);
 	}
 
 	// Allgather along the chain: in step j virtual rank v handles segment
@@ -202,8 +208,8 @@ Errc build_broadcast_scatter_allgather(ScheduleBuilder& b, const Limits& limits)
 				successor_key_waited = true;
 			}
 			const uint64_t off = (part.offset(s) + segment.offset(c)) * esz;
-			b.write(real(v + 1), Buf::output, off, Dest::output, off, segment.size(c) * esz,
-				seg_counter(s, c), chain_key);
+			b.write(real(v + 1), Buf::output, off, Dest::output, off,
+				segment.size(c) * esz, seg_counter(s, c), chain_key);
 		}
 	}
 	return Errc::ok;

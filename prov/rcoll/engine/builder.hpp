@@ -14,38 +14,17 @@ enum class OwnKey : uint8_t { landing = 0, output = 1 };
 
 class ScheduleBuilder {
 public:
-	ScheduleBuilder(Schedule& s, const OpDescriptor& d, uint32_t rank) : s_(s), d_(d), rank_(rank)
-	{
-	}
+	ScheduleBuilder(Schedule& s, const OpDescriptor& d, uint32_t rank)
+		: s_(s), d_(d), rank_(rank)
+	{}
 
-	const OpDescriptor& op() const noexcept
-	{
-		return d_;
-	}
-	uint32_t rank() const noexcept
-	{
-		return rank_;
-	}
-	uint32_t size() const noexcept
-	{
-		return d_.size;
-	}
-	size_t elem() const noexcept
-	{
-		return datatype_size(d_.dtype);
-	}
-	ScheduleLayout& layout() noexcept
-	{
-		return s_.layout;
-	}
-	bool eager() const noexcept
-	{
-		return s_.layout.landing_in_scratch;
-	}
-	void set_epoch(EpochClass e) noexcept
-	{
-		s_.epoch = e;
-	}
+	const OpDescriptor& op() const noexcept { return d_; }
+	uint32_t rank() const noexcept { return rank_; }
+	uint32_t size() const noexcept { return d_.size; }
+	size_t elem() const noexcept { return datatype_size(d_.dtype); }
+	ScheduleLayout& layout() noexcept { return s_.layout; }
+	bool eager() const noexcept { return s_.layout.landing_in_scratch; }
+	void set_epoch(EpochClass e) noexcept { s_.epoch = e; }
 	// Counters this schedule uses, [0, n).
 	void set_counters(uint64_t n)
 	{

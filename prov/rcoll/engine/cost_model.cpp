@@ -157,7 +157,8 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 			    d.coll == Collective::reduce_scatter || d.coll == Collective::gather;
 	const double landing = blocks ? (p - 1) * n : n;
 	r.rendezvous = d.coll != Collective::barrier && landing > double(limits.eager_bytes);
-	if (r.rendezvous || (d.coll == Collective::broadcast && d.algorithm == Algorithm::scatter_allgather))
+	if (r.rendezvous ||
+	    (d.coll == Collective::broadcast && d.algorithm == Algorithm::scatter_allgather))
 		lat += 1;
 	r.latency_terms = lat;
 	r.bytes_per_rank = bytes;

@@ -19,14 +19,14 @@
 namespace rcoll::engine {
 
 struct CostParams {
-	double alpha_us = 2.0;		  // per-message latency
-	double beta_us_per_byte = 1e-4;	  // 10 GB/s
-	double gamma_us_per_byte = 2e-4;  // 5 GB/s reduction throughput
+	double alpha_us = 2.0;           // per-message latency
+	double beta_us_per_byte = 1e-4;  // 10 GB/s
+	double gamma_us_per_byte = 2e-4; // 5 GB/s reduction throughput
 };
 
 struct Prediction {
 	double time_us = 0;
-	double latency_terms = 0; // multiples of alpha on the critical path
+	double latency_terms = 0;  // multiples of alpha on the critical path
 	double bytes_per_rank = 0; // most bytes any rank sends
 	bool rendezvous = false;   // data bigger than the eager limit
 };
@@ -40,7 +40,7 @@ double allreduce_bandwidth_lower_bound(uint32_t p, double n) noexcept;
 
 struct TuneRule {
 	Collective coll = Collective::barrier;
-	uint64_t min_bytes = 0;	      // inclusive
+	uint64_t min_bytes = 0;          // inclusive
 	uint64_t max_bytes = UINT64_MAX; // inclusive
 	uint32_t min_size = 1;
 	uint32_t max_size = UINT32_MAX;
@@ -59,8 +59,7 @@ public:
 	Selector() = default;
 	Selector(CostParams params, std::vector<TuneRule> rules)
 		: params_(params), rules_(std::move(rules))
-	{
-	}
+	{}
 
 	// The algorithm for `d` (whose algorithm field is ignored): the last
 	// matching tuning rule, else the cheapest by the model (ties: the
@@ -68,14 +67,8 @@ public:
 	// the datatype size. Deterministic, so all members agree.
 	Choice choose(const OpDescriptor& d, const Limits& limits) const;
 
-	const CostParams& params() const noexcept
-	{
-		return params_;
-	}
-	const std::vector<TuneRule>& rules() const noexcept
-	{
-		return rules_;
-	}
+	const CostParams& params() const noexcept { return params_; }
+	const std::vector<TuneRule>& rules() const noexcept { return rules_; }
 
 private:
 	CostParams params_;

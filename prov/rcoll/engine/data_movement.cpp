@@ -22,8 +22,8 @@ void rotate_into_output(ScheduleBuilder& b, Buf src, uint64_t src_off, uint32_t 
 	while (left > 0) {
 		const uint32_t rank = pattern::to_real(u, shift, p);
 		const uint32_t run = std::min(left, p - rank);
-		b.copy(Buf::output, rank * block_bytes, src, src_off + (u - first_block) * block_bytes,
-		       run * block_bytes);
+		b.copy(Buf::output, rank * block_bytes, src,
+		       src_off + (u - first_block) * block_bytes, run * block_bytes);
 		u += run;
 		left -= run;
 	}
@@ -67,11 +67,11 @@ Errc build_allgather_ring(ScheduleBuilder& b, const Limits& limits)
 	auto send = [&](Buf src, uint64_t src_off, uint32_t step, uint32_t block, uint32_t c) {
 		const uint64_t bytes = ch.size(c) * esz;
 		if (rdv)
-			b.write(right, src, src_off, Dest::output, block * blk + ch.offset(c) * esz, bytes,
-				counter(step, c), 0);
+			b.write(right, src, src_off, Dest::output, block * blk + ch.offset(c) * esz,
+				bytes, counter(step, c), 0);
 		else
-			b.write(right, src, src_off, Dest::landing, step * blk + ch.offset(c) * esz, bytes,
-				counter(step, c));
+			b.write(right, src, src_off, Dest::landing, step * blk + ch.offset(c) * esz,
+				bytes, counter(step, c));
 	};
 	for (uint32_t c = 0; c < ch.count(); ++c)
 		send(Buf::input, ch.offset(c) * esz, 0, r, c);
@@ -82,7 +82,8 @@ Errc build_allgather_ring(ScheduleBuilder& b, const Limits& limits)
 			const uint64_t out = block * blk + ch.offset(c) * esz;
 			const uint64_t land = (j - 1) * blk + ch.offset(c) * esz;
 			if (j < steps)
-				send(rdv ? Buf::output : Buf::landing, rdv ? out : land, j, block, c);
+				send(rdv ? Buf::output : Buf::landing, rdv ? out : land, j, block,
+				     c);
 			if (!rdv)
 				b.copy(Buf::output, out, Buf::landing, land, ch.size(c) * esz);
 		}
@@ -118,7 +119,8 @@ Errc build_allgather_bruck(ScheduleBuilder& b, const Limits& limits)
 		const uint64_t bytes = bruck.blocks_in_round(j) * blk;
 		if (rdv)
 			b.wait(rounds + j);
-		b.write(bruck.send_to(r, j), Buf::landing, 0, Dest::landing, have * blk, bytes, j, j);
+		b.write(bruck.send_to(r, j), Buf::landing, 0, Dest::landing, have * blk, bytes, j,
+			j);
 		b.wait(j);
 	}
 	rotate_into_output(b, Buf::landing, 0, 0, p, r, blk);
@@ -134,10 +136,7 @@ struct BlockTree {
 	const uint32_t root;
 	const uint64_t blk;
 
-	uint32_t real(uint32_t v) const noexcept
-	{
-		return pattern::to_real(v, root, tree.p);
-	}
+	uint32_t real(uint32_t v) const noexcept { return pattern::to_real(v, root, tree.p); }
 	// Largest subtree below the root: the eager landing size in blocks.
 	uint32_t largest_child_subtree() const noexcept
 	{
@@ -199,8 +198,9 @@ Errc build_scatter_binomial(ScheduleBuilder& b, const Limits& limits)
 			b.wait(1 + j);
 		if (v == 0) {
 			for (auto [first, last] : bt.root_pieces(child))
-				b.write(bt.real(child), Buf::input, bt.real(first) * blk, Dest::landing,
-					(first - child) * blk, (last - first) * blk, data_counter, j);
+				b.write(bt.real(child), Buf::input, bt.real(first) * blk,
+					Dest::landing, (first - child) * blk, (last - first) * blk,
+					data_counter, j);
 		} else {
 			b.write(bt.real(child), Buf::landing, (child - v) * blk, Dest::landing, 0,
 				bt.tree.subtree_size(child) * blk, data_counter, j);
@@ -246,11 +246,13 @@ Errc build_gather_binomial(ScheduleBuilder& b, const Limits& limits)
 	if (rdv)
 		b.wait(key_counter);
 	if (children.empty()) {
-		b.write(bt.real(parent), Buf::input, 0, Dest::landing, (v - parent) * blk, blk, data_counter);
+		b.write(bt.real(parent), Buf::input, 0, Dest::landing, (v - parent) * blk, blk,
+			data_counter);
 		return Errc::ok;
 	}
 	b.copy(Buf::landing, 0, Buf::input, 0, blk);
-	b.write(bt.real(parent), Buf::landing, 0, Dest::landing, (v - parent) * blk, sub * blk, data_counter);
+	b.write(bt.real(parent), Buf::landing, 0, Dest::landing, (v - parent) * blk, sub * blk,
+		data_counter);
 	return Errc::ok;
 }
 

@@ -11,7 +11,6 @@ namespace rcoll::engine {
 
 namespace {
 
-
 // Builds the recycle barrier of `half`: dissemination over the monotone
 // recycle counters, epoch = number of recycles of that half.
 Schedule recycle_schedule(uint32_t rank, uint32_t size, unsigned half)
@@ -48,10 +47,7 @@ struct AlignedBuffer {
 	AlignedBuffer() = default;
 	AlignedBuffer(const AlignedBuffer&) = delete;
 	AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-	~AlignedBuffer()
-	{
-		reset();
-	}
+	~AlignedBuffer() { reset(); }
 	bool allocate(size_t n) noexcept
 	{
 		reset();
@@ -169,7 +165,8 @@ uint64_t Group::scratch_bytes(uint32_t size, const GroupConfig& config) noexcept
 
 uint64_t Group::counter_count(uint32_t size, const GroupConfig& config) noexcept
 {
-	return MonotoneCounters{size}.total() + 2 * uint64_t(sizes_of(size, config).counters_per_half);
+	return MonotoneCounters{size}.total() +
+	       2 * uint64_t(sizes_of(size, config).counters_per_half);
 }
 
 Limits Group::limits(uint32_t size, const GroupConfig& c) noexcept
@@ -188,8 +185,7 @@ Limits Group::limits(uint32_t size, const GroupConfig& c) noexcept
 Group::Group(uint32_t rank, uint32_t size, Transport& transport, const GroupConfig& config)
 	: rank_(rank), size_(size), transport_(transport), config_(resolve(size, config)),
 	  limits_(limits(size, config)), monotone_{size}
-{
-}
+{}
 
 Group::~Group()
 {
@@ -220,10 +216,7 @@ Errc Group::create(uint32_t rank, uint32_t size, Transport& transport, const Gro
 	return Errc::ok;
 }
 
-size_t Group::outstanding() const noexcept
-{
-	return queue_.size() + done_.size();
-}
+size_t Group::outstanding() const noexcept { return queue_.size() + done_.size(); }
 
 Errc Group::post(const Request& req) noexcept
 {
@@ -255,8 +248,7 @@ Errc Group::post(const Request& req) noexcept
 	op->desc = d;
 	op->sizes = sizes;
 	switch (op->plan->epoch) {
-	case EpochClass::none:
-		break;
+	case EpochClass::none: break;
 	case EpochClass::pairwise:
 	case EpochClass::dissemination:
 		op->epoch = ++barrier_epoch_[static_cast<unsigned>(op->plan->epoch)];
@@ -378,7 +370,8 @@ Errc Group::acquire(Operation& op) noexcept
 	}
 	if (s.register_input && op.sizes.input) {
 		auto span = std::span<std::byte>(const_cast<std::byte*>(op.input), op.sizes.input);
-		if (Errc e = transport_.register_memory(span, Access::read, op.input_reg); e != Errc::ok)
+		if (Errc e = transport_.register_memory(span, Access::read, op.input_reg);
+		    e != Errc::ok)
 			return e;
 		op.has_input_reg = true;
 	}
@@ -399,7 +392,8 @@ Errc Group::acquire(Operation& op) noexcept
 		const MemoryKey none;
 		const MemoryKey& landing_key = op.landing ? op.landing->registration.key : none;
 		std::memcpy(keys, landing_key.bytes.data(), memory_key_bytes);
-		std::memcpy(keys + memory_key_bytes, op.output_reg.key.bytes.data(), memory_key_bytes);
+		std::memcpy(keys + memory_key_bytes, op.output_reg.key.bytes.data(),
+			    memory_key_bytes);
 		if (observer_)
 			observer_->on_local_write(keys, 2 * memory_key_bytes);
 	}
@@ -484,17 +478,16 @@ uint64_t& Group::counter(const Operation& op, uint32_t c) noexcept
 std::byte* Group::buffer(Operation& op, Buf b) noexcept
 {
 	switch (b) {
-	case Buf::input:
-		return const_cast<std::byte*>(op.input);
-	case Buf::output:
-		return op.output;
+	case Buf::input: return const_cast<std::byte*>(op.input);
+	case Buf::output: return op.output;
 	case Buf::landing:
 		if (op.plan->layout.landing_in_scratch)
 			return transport_.scratch().data() + op.scratch_offset +
 			       op.plan->layout.landing_offset();
 		return op.landing ? op.landing->memory.data : nullptr;
 	case Buf::own_keys:
-		return transport_.scratch().data() + op.scratch_offset + ScheduleLayout::own_keys_offset;
+		return transport_.scratch().data() + op.scratch_offset +
+		       ScheduleLayout::own_keys_offset;
 	}
 	return nullptr;
 }
@@ -502,14 +495,10 @@ std::byte* Group::buffer(Operation& op, Buf b) noexcept
 const Registration* Group::registration(const Operation& op, Buf b) const noexcept
 {
 	switch (b) {
-	case Buf::input:
-		return &op.input_reg;
-	case Buf::output:
-		return &op.output_reg;
-	case Buf::landing:
-		return op.landing ? &op.landing->registration : nullptr;
-	case Buf::own_keys:
-		return nullptr;
+	case Buf::input: return &op.input_reg;
+	case Buf::output: return &op.output_reg;
+	case Buf::landing: return op.landing ? &op.landing->registration : nullptr;
+	case Buf::own_keys: return nullptr;
 	}
 	return nullptr;
 }
@@ -524,9 +513,11 @@ Errc Group::execute_write(Operation& op, const Step& st) noexcept
 	const std::byte* scratch = transport_.scratch().data();
 	const ScheduleLayout& layout = op.plan->layout;
 	MemoryKey key;
-	bool by_key = st.dest == Dest::output || (st.dest == Dest::landing && !layout.landing_in_scratch);
+	bool by_key =
+		st.dest == Dest::output || (st.dest == Dest::landing && !layout.landing_in_scratch);
 	if (by_key) {
-		const std::byte* slot = scratch + op.scratch_offset + ScheduleLayout::key_slots_offset +
+		const std::byte* slot = scratch + op.scratch_offset +
+					ScheduleLayout::key_slots_offset +
 					uint64_t(st.key) * memory_key_bytes;
 		std::memcpy(key.bytes.data(), slot, memory_key_bytes);
 		if (observer_)
@@ -706,7 +697,8 @@ bool Group::start_recycles() noexcept
 		op->epoch = half.recycles;
 		try {
 			if (!recycle_plans_[h])
-				recycle_plans_[h] = std::make_shared<const Schedule>(recycle_schedule(rank_, size_, h));
+				recycle_plans_[h] = std::make_shared<const Schedule>(
+					recycle_schedule(rank_, size_, h));
 			op->plan = recycle_plans_[h];
 			op->write_done.assign(op->plan->writes, false);
 			op->first_cookie = next_cookie_;
@@ -779,7 +771,8 @@ void Group::progress() noexcept
 			bool finished = run(op);
 			// Complete when the last step ran and the sources of all
 			// its writes may be reused.
-			if (finished && (op.writes_completed == op.writes_posted || op.status != Errc::ok)) {
+			if (finished &&
+			    (op.writes_completed == op.writes_posted || op.status != Errc::ok)) {
 				finish(op);
 				it = queue_.erase(it);
 				moved = true;

@@ -35,13 +35,13 @@ namespace rcoll::engine {
 // Group-wide configuration; every member must use the same values.
 struct GroupConfig {
 	uint64_t scratch_half_bytes = 0; // 0: auto, see Group::resolve
-	uint32_t counters_per_half = 0;	 // 0: auto
+	uint32_t counters_per_half = 0;  // 0: auto
 	uint64_t eager_bytes = 16 * 1024;
 	uint64_t chunk_bytes = 256 * 1024; // see Limits::chunk_bytes
 	uint32_t radix = 3;
 	uint32_t bcast_blocks = 8;
 	uint32_t max_active = 16; // operations executed concurrently
-	Selector selector;	  // cost model and tuning rules
+	Selector selector;        // cost model and tuning rules
 };
 
 struct Request {
@@ -95,8 +95,8 @@ public:
 	static Limits limits(uint32_t size, const GroupConfig& config) noexcept;
 
 	// `transport.scratch()` must be scratch_bytes(size, config) long.
-	static Errc create(uint32_t rank, uint32_t size, Transport& transport, const GroupConfig& config,
-			   std::unique_ptr<Group>& out) noexcept;
+	static Errc create(uint32_t rank, uint32_t size, Transport& transport,
+			   const GroupConfig& config, std::unique_ptr<Group>& out) noexcept;
 	~Group();
 	Group(const Group&) = delete;
 	Group& operator=(const Group&) = delete;
@@ -107,32 +107,20 @@ public:
 
 	// Operations posted and not yet handed back by next_completion().
 	size_t outstanding() const noexcept;
-	uint32_t rank() const noexcept
-	{
-		return rank_;
-	}
-	uint32_t size() const noexcept
-	{
-		return size_;
-	}
-	const GroupStats& stats() const noexcept
-	{
-		return stats_;
-	}
-	void set_observer(MemoryObserver* o) noexcept
-	{
-		observer_ = o;
-	}
+	uint32_t rank() const noexcept { return rank_; }
+	uint32_t size() const noexcept { return size_; }
+	const GroupStats& stats() const noexcept { return stats_; }
+	void set_observer(MemoryObserver* o) noexcept { observer_ = o; }
 
 private:
 	struct Operation;
 	struct Landing;
 	struct Half {
-		bool ready = true;	// may be allocated from
-		bool closed = false;	// the cursor left it in this generation
+		bool ready = true;      // may be allocated from
+		bool closed = false;    // the cursor left it in this generation
 		bool recycling = false; // its recycle barrier runs
-		uint32_t live = 0;	// operations placed in it, not complete
-		uint64_t recycles = 0;	// epoch of its recycle barrier
+		uint32_t live = 0;      // operations placed in it, not complete
+		uint64_t recycles = 0;  // epoch of its recycle barrier
 	};
 
 	Group(uint32_t rank, uint32_t size, Transport&, const GroupConfig&);
@@ -165,7 +153,7 @@ private:
 	MonotoneCounters monotone_;
 	std::vector<uint64_t> counters_;
 	std::array<TransportEvent, 64> event_buffer_; // one poll's events
-	bool settled_ = false;		 // the last pass moved nothing; no event or post since
+	bool settled_ = false;           // the last pass moved nothing; no event or post since
 	bool transport_blocked_ = false; // a write of this pass met would_block
 	Half halves_[2];
 	unsigned cursor_half_ = 0;

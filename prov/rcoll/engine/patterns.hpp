@@ -11,10 +11,7 @@
 
 namespace rcoll::engine::pattern {
 
-constexpr uint32_t floor_pow2(uint32_t p) noexcept
-{
-	return p == 0 ? 0 : std::bit_floor(p);
-}
+constexpr uint32_t floor_pow2(uint32_t p) noexcept { return p == 0 ? 0 : std::bit_floor(p); }
 
 // ceil(log2(p)), 0 for p <= 1: the number of rounds of dissemination and of
 // a binomial tree.
@@ -28,10 +25,7 @@ constexpr unsigned floor_log2(uint32_t p) noexcept
 	return p == 0 ? 0 : static_cast<unsigned>(std::bit_width(p) - 1);
 }
 
-constexpr uint32_t lowest_bit(uint32_t v) noexcept
-{
-	return v & (~v + 1);
-}
+constexpr uint32_t lowest_bit(uint32_t v) noexcept { return v & (~v + 1); }
 
 // Rank relative to a root (the root becomes virtual rank 0) and back.
 constexpr uint32_t to_virtual(uint32_t rank, uint32_t root, uint32_t p) noexcept
@@ -45,15 +39,9 @@ constexpr uint32_t to_real(uint32_t vrank, uint32_t root, uint32_t p) noexcept
 	return r >= p ? r - p : r;
 }
 
-constexpr uint32_t ring_right(uint32_t r, uint32_t p) noexcept
-{
-	return r + 1 == p ? 0 : r + 1;
-}
+constexpr uint32_t ring_right(uint32_t r, uint32_t p) noexcept { return r + 1 == p ? 0 : r + 1; }
 
-constexpr uint32_t ring_left(uint32_t r, uint32_t p) noexcept
-{
-	return r == 0 ? p - 1 : r - 1;
-}
+constexpr uint32_t ring_left(uint32_t r, uint32_t p) noexcept { return r == 0 ? p - 1 : r - 1; }
 
 // (a - b) mod p for a, b < p.
 constexpr uint32_t mod_sub(uint32_t a, uint32_t b, uint32_t p) noexcept
@@ -98,10 +86,7 @@ struct Chunking {
 	{
 		return static_cast<uint32_t>((elements + chunk_elements - 1) / chunk_elements);
 	}
-	constexpr uint64_t offset(uint32_t c) const noexcept
-	{
-		return c * chunk_elements;
-	}
+	constexpr uint64_t offset(uint32_t c) const noexcept { return c * chunk_elements; }
 	constexpr uint64_t size(uint32_t c) const noexcept
 	{
 		uint64_t begin = offset(c);
@@ -157,10 +142,7 @@ struct KnomialTree {
 	std::vector<uint32_t> children_at(uint32_t v, unsigned level) const;
 	// Slot of `child` in its parent's landing area: level * k + (c - 1).
 	uint32_t child_slot(uint32_t child) const noexcept;
-	uint32_t slots() const noexcept
-	{
-		return levels() * k;
-	}
+	uint32_t slots() const noexcept { return levels() * k; }
 };
 
 // Recursive doubling over the largest power of two pof2 <= p, with the
@@ -169,22 +151,10 @@ struct KnomialTree {
 struct FoldedHypercube {
 	uint32_t p = 1;
 
-	uint32_t pof2() const noexcept
-	{
-		return floor_pow2(p);
-	}
-	uint32_t extras() const noexcept
-	{
-		return p - pof2();
-	}
-	unsigned dimensions() const noexcept
-	{
-		return floor_log2(pof2());
-	}
-	bool is_extra(uint32_t r) const noexcept
-	{
-		return r >= pof2();
-	}
+	uint32_t pof2() const noexcept { return floor_pow2(p); }
+	uint32_t extras() const noexcept { return p - pof2(); }
+	unsigned dimensions() const noexcept { return floor_log2(pof2()); }
+	bool is_extra(uint32_t r) const noexcept { return r >= pof2(); }
 	// Core rank that an extra folds onto, or extra rank folded onto a core.
 	std::optional<uint32_t> fold_partner(uint32_t r) const noexcept
 	{
@@ -205,10 +175,7 @@ struct FoldedHypercube {
 struct Dissemination {
 	uint32_t p = 1;
 
-	unsigned rounds() const noexcept
-	{
-		return ceil_log2(p);
-	}
+	unsigned rounds() const noexcept { return ceil_log2(p); }
 	uint32_t to(uint32_t r, unsigned j) const noexcept
 	{
 		return static_cast<uint32_t>((uint64_t(r) + (uint64_t(1) << j)) % p);
@@ -226,10 +193,7 @@ struct Dissemination {
 struct Bruck {
 	uint32_t p = 1;
 
-	unsigned rounds() const noexcept
-	{
-		return ceil_log2(p);
-	}
+	unsigned rounds() const noexcept { return ceil_log2(p); }
 	uint32_t blocks_in_round(unsigned j) const noexcept
 	{
 		uint32_t have = uint32_t(1) << j;

@@ -16,7 +16,8 @@ struct is_complex_type<std::complex<T>> : std::true_type {};
 // Integer arithmetic in an unsigned type at least as wide as `unsigned`, so
 // that neither signed overflow nor integer promotion is undefined behaviour.
 template <class T>
-using wrap_t = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+using wrap_t =
+	std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 
 template <class T>
 constexpr bool truth(const T& v) noexcept
@@ -42,14 +43,16 @@ inline T combine(const T& a, const T& b) noexcept
 		return b > a ? b : a;
 	} else if constexpr (Op == ReduceOp::sum) {
 		if constexpr (std::is_integral_v<T>)
-			return static_cast<T>(static_cast<wrap_t<T>>(a) + static_cast<wrap_t<T>>(b));
+			return static_cast<T>(static_cast<wrap_t<T>>(a) +
+					      static_cast<wrap_t<T>>(b));
 		else if constexpr (is_complex_type<T>::value)
 			return T(a.real() + b.real(), a.imag() + b.imag());
 		else
 			return a + b;
 	} else if constexpr (Op == ReduceOp::prod) {
 		if constexpr (std::is_integral_v<T>) {
-			return static_cast<T>(static_cast<wrap_t<T>>(a) * static_cast<wrap_t<T>>(b));
+			return static_cast<T>(static_cast<wrap_t<T>>(a) *
+					      static_cast<wrap_t<T>>(b));
 		} else if constexpr (is_complex_type<T>::value) {
 			auto re = a.real() * b.real() - a.imag() * b.imag();
 			auto im = a.real() * b.imag() + a.imag() * b.real();
@@ -151,8 +154,8 @@ constexpr std::array<ReduceKernel, datatype_count> row() noexcept
 
 // [op][datatype], in the libfabric enum order.
 constexpr std::array<std::array<ReduceKernel, datatype_count>, reduce_op_count> kernels = {
-	row<ReduceOp::min>(),  row<ReduceOp::max>(),  row<ReduceOp::sum>(),  row<ReduceOp::prod>(),
-	row<ReduceOp::lor>(),  row<ReduceOp::land>(), row<ReduceOp::bor>(),  row<ReduceOp::band>(),
+	row<ReduceOp::min>(),  row<ReduceOp::max>(),  row<ReduceOp::sum>(), row<ReduceOp::prod>(),
+	row<ReduceOp::lor>(),  row<ReduceOp::land>(), row<ReduceOp::bor>(), row<ReduceOp::band>(),
 	row<ReduceOp::lxor>(), row<ReduceOp::bxor>(),
 };
 

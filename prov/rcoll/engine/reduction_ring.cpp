@@ -67,7 +67,9 @@ Errc build_ring(ScheduleBuilder& b, const Limits& limits, RingRole role)
 	constexpr uint32_t right_key_slot = 0, root_key_slot = 1;
 
 	// Landing: one slot per (phase, step), then the root's gather area.
-	auto slot = [&](uint32_t phase, uint32_t step) { return (uint64_t(phase) * steps + step) * slot_bytes; };
+	auto slot = [&](uint32_t phase, uint32_t step) {
+		return (uint64_t(phase) * steps + step) * slot_bytes;
+	};
 	const uint64_t gather_area = slot(phases, 0);
 	const uint64_t eager_bytes = gather_area + (role == RingRole::reduce ? total * esz : 0);
 	b.choose_landing(eager_bytes, 0, 2, limits);
@@ -101,8 +103,9 @@ Errc build_ring(ScheduleBuilder& b, const Limits& limits, RingRole role)
 		if (into_output)
 			return b.write(right, src, src_off, Dest::output, seg_off(s, ch, c), bytes,
 				       counter(phase, step, c), right_key_slot);
-		return b.write(right, src, src_off, Dest::landing, slot(phase, step) + ch.offset(c) * esz,
-			       bytes, counter(phase, step, c), right_key_slot);
+		return b.write(right, src, src_off, Dest::landing,
+			       slot(phase, step) + ch.offset(c) * esz, bytes,
+			       counter(phase, step, c), right_key_slot);
 	};
 	// Where chunk c of the segment received in (phase, step) sits locally.
 	auto incoming = [&](uint32_t phase, uint32_t step, uint32_t s, const Chunking& ch,
@@ -151,11 +154,11 @@ Errc build_ring(ScheduleBuilder& b, const Limits& limits, RingRole role)
 				if (rdv) {
 					if (c == 0)
 						b.wait(root_key_counter);
-					b.write(d.root, acc, acc_off, Dest::output, own, elems * esz,
-						gather_counter, root_key_slot);
+					b.write(d.root, acc, acc_off, Dest::output, own,
+						elems * esz, gather_counter, root_key_slot);
 				} else {
-					b.write(d.root, acc, acc_off, Dest::landing, gather_area + own,
-						elems * esz, gather_counter);
+					b.write(d.root, acc, acc_off, Dest::landing,
+						gather_area + own, elems * esz, gather_counter);
 				}
 			}
 		}
@@ -167,14 +170,17 @@ Errc build_ring(ScheduleBuilder& b, const Limits& limits, RingRole role)
 		uint64_t expected = 0;
 		for (uint32_t q = 0; q < p; ++q)
 			if (q != r)
-				expected += Chunking{part.size(ring.owned_after_reduce_scatter(q)), chunk}.count();
+				expected += Chunking{part.size(ring.owned_after_reduce_scatter(q)),
+						     chunk}
+						    .count();
 		b.wait(gather_counter, expected);
 		if (!rdv)
 			for (uint32_t q = 0; q < p; ++q) {
 				const uint32_t s = ring.owned_after_reduce_scatter(q);
 				if (q != r)
 					b.copy(Buf::output, part.offset(s) * esz, Buf::landing,
-					       gather_area + part.offset(s) * esz, part.size(s) * esz);
+					       gather_area + part.offset(s) * esz,
+					       part.size(s) * esz);
 			}
 		return Errc::ok;
 	}
@@ -187,7 +193,8 @@ Errc build_ring(ScheduleBuilder& b, const Limits& limits, RingRole role)
 	for (uint32_t j = 1; j <= steps; ++j) {
 		const uint32_t s = pattern::mod_sub(r, j - 1, p); // received in AG step j - 1
 		const Chunking ch{part.size(s), chunk};
-		const uint32_t sent_in_rs = pattern::mod_sub(r, s, p); // ring.send_segment(r, x) == s
+		const uint32_t sent_in_rs =
+			pattern::mod_sub(r, s, p); // ring.send_segment(r, x) == s
 		for (uint32_t c = 0; c < ch.count(); ++c) {
 			b.wait(counter(1, j - 1, c));
 			auto [in_buf, in_off] = incoming(1, j - 1, s, ch, c);

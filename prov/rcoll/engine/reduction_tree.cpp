@@ -54,7 +54,9 @@ Errc build_ktree(ScheduleBuilder& b, const Limits& limits, TreeRole role)
 	const uint32_t slots = levels * k;
 	auto real = [&](uint32_t vr) { return pattern::to_real(vr, root, p); };
 	// Receiving levels of u: every level below the one it sends at.
-	auto up_slots = [&](uint32_t u) { return uint64_t(u == 0 ? levels : tree.send_level(u)) * k; };
+	auto up_slots = [&](uint32_t u) {
+		return uint64_t(u == 0 ? levels : tree.send_level(u)) * k;
+	};
 	auto subtree = [&](uint32_t u) -> uint64_t {
 		uint64_t span = 1;
 		for (unsigned j = 0; j < tree.send_level(u); ++j)
@@ -106,7 +108,8 @@ Errc build_ktree(ScheduleBuilder& b, const Limits& limits, TreeRole role)
 				b.ship_key(real(child), OwnKey::landing, slots, parent_key);
 		if (parent && has_down) {
 			const uint32_t me = tree.child_slot(v);
-			OwnKey which = role == TreeRole::allreduce ? OwnKey::output : OwnKey::landing;
+			OwnKey which =
+				role == TreeRole::allreduce ? OwnKey::output : OwnKey::landing;
 			b.ship_key(real(*parent), which, me, child_key_base + me);
 		}
 	}
@@ -129,8 +132,8 @@ Errc build_ktree(ScheduleBuilder& b, const Limits& limits, TreeRole role)
 	if (parent) {
 		if (rdv)
 			b.wait(parent_key);
-		up_write = b.write(real(*parent), acc, acc_off, Dest::landing, tree.child_slot(v) * nb, nb,
-				   tree.child_slot(v), slots);
+		up_write = b.write(real(*parent), acc, acc_off, Dest::landing,
+				   tree.child_slot(v) * nb, nb, tree.child_slot(v), slots);
 	}
 	if (!has_down)
 		return Errc::ok;
@@ -151,10 +154,11 @@ Errc build_ktree(ScheduleBuilder& b, const Limits& limits, TreeRole role)
 				const uint32_t s = tree.child_slot(child);
 				if (rdv) {
 					b.wait(child_key_base + s);
-					b.write(real(child), src, src_off, Dest::output, 0, nb, down_counter, s);
+					b.write(real(child), src, src_off, Dest::output, 0, nb,
+						down_counter, s);
 				} else {
-					b.write(real(child), src, src_off, Dest::landing, down_offset(child), nb,
-						down_counter);
+					b.write(real(child), src, src_off, Dest::landing,
+						down_offset(child), nb, down_counter);
 				}
 			}
 		}

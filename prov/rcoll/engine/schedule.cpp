@@ -11,8 +11,8 @@ namespace rcoll::engine {
 namespace {
 
 constexpr std::array<std::string_view, algorithm_count> algorithm_names = {
-	"auto",	 "pairwise",	       "dissemination", "binomial", "scatter_allgather",
-	"ktree", "recursive_doubling", "rabenseifner",	"ring",	    "bruck",
+	"auto",  "pairwise",           "dissemination", "binomial", "scatter_allgather",
+	"ktree", "recursive_doubling", "rabenseifner",  "ring",     "bruck",
 };
 
 struct Entry {
@@ -79,10 +79,7 @@ Algorithm parse_algorithm(std::string_view name) noexcept
 	return Algorithm::automatic;
 }
 
-bool algorithm_supports(Collective c, Algorithm a) noexcept
-{
-	return find_entry(c, a) != nullptr;
-}
+bool algorithm_supports(Collective c, Algorithm a) noexcept { return find_entry(c, a) != nullptr; }
 
 std::vector<Algorithm> algorithms_for(Collective c)
 {
@@ -128,24 +125,15 @@ BufferSizes buffer_sizes(const OpDescriptor& d, uint32_t rank) noexcept
 	uint64_t all = n * d.size;
 	bool root = rank == d.root;
 	switch (d.coll) {
-	case Collective::barrier:
-		return {0, 0};
-	case Collective::broadcast:
-		return {0, n};
-	case Collective::allreduce:
-		return {n, n};
-	case Collective::reduce:
-		return {n, root ? n : 0};
-	case Collective::reduce_scatter:
-		return {all, n};
-	case Collective::allgather:
-		return {n, all};
-	case Collective::scatter:
-		return {root ? all : 0, n};
-	case Collective::gather:
-		return {n, root ? all : 0};
-	case Collective::alltoall:
-		return {all, all};
+	case Collective::barrier: return {0, 0};
+	case Collective::broadcast: return {0, n};
+	case Collective::allreduce: return {n, n};
+	case Collective::reduce: return {n, root ? n : 0};
+	case Collective::reduce_scatter: return {all, n};
+	case Collective::allgather: return {n, all};
+	case Collective::scatter: return {root ? all : 0, n};
+	case Collective::gather: return {n, root ? all : 0};
+	case Collective::alltoall: return {all, all};
 	}
 	return {0, 0};
 }
@@ -168,7 +156,8 @@ Errc build_schedule(const OpDescriptor& d, uint32_t rank, const Limits& limits,
 	} catch (const std::bad_alloc&) {
 		return Errc::no_memory;
 	}
-	if (out.layout.scratch_bytes() > limits.scratch_bytes || out.layout.counters > limits.counters)
+	if (out.layout.scratch_bytes() > limits.scratch_bytes ||
+	    out.layout.counters > limits.counters)
 		return Errc::no_resources;
 	return Errc::ok;
 }

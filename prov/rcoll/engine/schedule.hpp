@@ -29,15 +29,15 @@ namespace rcoll::engine {
 
 enum class Algorithm : uint8_t {
 	automatic,
-	pairwise,	    // barrier: Gupta pairwise exchange; alltoall: pairwise-ordered direct
-	dissemination,	    // barrier
-	binomial,	    // broadcast, scatter, gather
+	pairwise,           // barrier: Gupta pairwise exchange; alltoall: pairwise-ordered direct
+	dissemination,      // barrier
+	binomial,           // broadcast, scatter, gather
 	scatter_allgather,  // broadcast, large messages
-	ktree,		    // allreduce, reduce, reduce_scatter: Gupta degree-k tree
+	ktree,              // allreduce, reduce, reduce_scatter: Gupta degree-k tree
 	recursive_doubling, // allreduce
-	rabenseifner,	    // allreduce
-	ring,		    // allreduce, allgather, reduce_scatter, reduce
-	bruck,		    // allgather
+	rabenseifner,       // allreduce
+	ring,               // allreduce, allgather, reduce_scatter, reduce
+	bruck,              // allgather
 };
 inline constexpr unsigned algorithm_count = 10;
 
@@ -48,7 +48,7 @@ bool algorithm_supports(Collective, Algorithm) noexcept;
 std::vector<Algorithm> algorithms_for(Collective);
 
 struct AlgorithmParams {
-	uint32_t radix = 0;	  // k of the degree-k tree; 0: Limits::radix
+	uint32_t radix = 0;       // k of the degree-k tree; 0: Limits::radix
 	uint64_t chunk_bytes = 0; // pipeline chunk; 0: Limits::chunk_bytes
 	friend bool operator==(const AlgorithmParams&, const AlgorithmParams&) = default;
 };
@@ -73,15 +73,15 @@ struct OpDescriptor {
 // Per-operation resources of the group, identical on every member.
 struct Limits {
 	uint64_t scratch_bytes = 64 * 1024; // scratch available to one operation
-	uint32_t counters = 4096;	    // arrival counters available to one operation
+	uint32_t counters = 4096;           // arrival counters available to one operation
 	uint64_t eager_bytes = 16 * 1024;   // largest landing area staged through scratch
 	// Default pipeline chunk. Every chunk is one RDMA write and one arrival;
 	// on the tcp core each costs system calls at both ends, and at 64 KiB
 	// that overhead made the ring 1.5-2x slower at 1-64 MiB than at
 	// 256 KiB, which still leaves many chunks to pipeline.
 	uint64_t chunk_bytes = 256 * 1024;
-	uint32_t radix = 3;		    // default degree k of the k-ary tree (Gupta's best at 16 nodes)
-	uint32_t bcast_blocks = 8;	    // landing blocks per tree edge, binomial broadcast
+	uint32_t radix = 3;        // default degree k of the k-ary tree (Gupta's best at 16 nodes)
+	uint32_t bcast_blocks = 8; // landing blocks per tree edge, binomial broadcast
 };
 
 inline constexpr size_t memory_key_bytes = 24;
@@ -94,13 +94,13 @@ struct Step {
 	enum class Kind : uint8_t { write, wait, reduce, copy, wait_sent };
 
 	Kind kind = Kind::wait;
-	Buf src = Buf::input; // write, copy: source; reduce: operand b
-	Buf dst = Buf::output; // copy, reduce: destination
-	Buf a = Buf::output;   // reduce: operand a
+	Buf src = Buf::input;      // write, copy: source; reduce: operand b
+	Buf dst = Buf::output;     // copy, reduce: destination
+	Buf a = Buf::output;       // reduce: operand a
 	Dest dest = Dest::landing; // write: which of the peer's buffers
-	bool control = false;	   // write: key, credit or signal, not payload
-	uint32_t peer = 0;	   // write
-	uint32_t counter = 0;	   // write: peer's counter; wait: own counter
+	bool control = false;      // write: key, credit or signal, not payload
+	uint32_t peer = 0;         // write
+	uint32_t counter = 0;      // write: peer's counter; wait: own counter
 	uint32_t key = 0; // write to a peer buffer reached by key: own key slot holding it;
 			  // write to Dest::key_slot: slot index at the peer
 	uint64_t src_off = 0;
@@ -127,10 +127,7 @@ struct ScheduleLayout {
 	{
 		return align(landing_offset() + (landing_in_scratch ? landing_bytes : 0));
 	}
-	static constexpr uint64_t align(uint64_t v) noexcept
-	{
-		return (v + 63) & ~uint64_t(63);
-	}
+	static constexpr uint64_t align(uint64_t v) noexcept { return (v + 63) & ~uint64_t(63); }
 };
 
 // Which monotone counter family (and epoch) a barrier uses.
@@ -141,7 +138,7 @@ struct Schedule {
 	std::vector<Step> steps;
 	uint32_t writes = 0;
 	EpochClass epoch = EpochClass::none;
-	bool uses_input = false;  // input is read (a local copy or reduce source)
+	bool uses_input = false;      // input is read (a local copy or reduce source)
 	bool register_input = false;  // input is a write source
 	bool register_output = false; // output is a write source or target
 	uint64_t payload_bytes = 0;   // bytes this rank writes, data only
@@ -154,22 +151,13 @@ struct MonotoneCounters {
 	uint32_t size = 1;
 
 	unsigned rounds() const noexcept;
-	uint32_t pairwise(unsigned index) const noexcept
-	{
-		return index;
-	}
-	uint32_t dissemination(unsigned round) const noexcept
-	{
-		return rounds() + 2 + round;
-	}
+	uint32_t pairwise(unsigned index) const noexcept { return index; }
+	uint32_t dissemination(unsigned round) const noexcept { return rounds() + 2 + round; }
 	uint32_t recycle(unsigned half, unsigned round) const noexcept
 	{
 		return 2 * rounds() + 2 + half * rounds() + round;
 	}
-	uint32_t total() const noexcept
-	{
-		return 4 * rounds() + 2;
-	}
+	uint32_t total() const noexcept { return 4 * rounds() + 2; }
 };
 
 // Checks the descriptor: datatype/op pair, root, count overflow, algorithm.

@@ -42,7 +42,7 @@ struct MemoryKey {
 };
 
 enum class Access : uint8_t {
-	read = 1,	  // local source of writes
+	read = 1,         // local source of writes
 	remote_write = 2, // target of peers' writes
 	read_write = 3,
 };
@@ -66,15 +66,15 @@ struct WriteRequest {
 	uint64_t offset = 0;
 	bool has_immediate = false;
 	uint32_t immediate = 0; // < 2^28
-	uint64_t cookie = 0;	// returned with the local completion
+	uint64_t cookie = 0;    // returned with the local completion
 };
 
 struct TransportEvent {
 	enum class Kind : uint8_t { write_complete, arrival, error };
 	Kind kind = Kind::arrival;
 	uint32_t immediate = 0; // arrival
-	uint64_t cookie = 0;	// write_complete, error of a write
-	Errc error = Errc::ok;	// error
+	uint64_t cookie = 0;    // write_complete, error of a write
+	Errc error = Errc::ok;  // error
 };
 
 class Transport {

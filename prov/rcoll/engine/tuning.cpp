@@ -12,7 +12,8 @@ std::vector<std::string_view> split(std::string_view text, char sep)
 	size_t start = 0;
 	for (;;) {
 		size_t pos = text.find(sep, start);
-		out.push_back(text.substr(start, pos == std::string_view::npos ? pos : pos - start));
+		out.push_back(
+			text.substr(start, pos == std::string_view::npos ? pos : pos - start));
 		if (pos == std::string_view::npos)
 			return out;
 		start = pos + 1;
@@ -55,19 +56,12 @@ bool parse_size(std::string_view text, uint64_t& out) noexcept
 	uint64_t mult = 1;
 	switch (text.back()) {
 	case 'k':
-	case 'K':
-		mult = uint64_t(1) << 10;
-		break;
+	case 'K': mult = uint64_t(1) << 10; break;
 	case 'm':
-	case 'M':
-		mult = uint64_t(1) << 20;
-		break;
+	case 'M': mult = uint64_t(1) << 20; break;
 	case 'g':
-	case 'G':
-		mult = uint64_t(1) << 30;
-		break;
-	default:
-		break;
+	case 'G': mult = uint64_t(1) << 30; break;
+	default: break;
 	}
 	if (mult != 1)
 		text.remove_suffix(1);
@@ -105,14 +99,17 @@ Errc parse_tuning(std::string_view text, std::vector<TuneRule>& rules, std::stri
 			if (f[0] == '@') {
 				Algorithm a = parse_algorithm(f.substr(1));
 				if (a == Algorithm::automatic || !algorithm_supports(rule.coll, a))
-					return fail("algorithm not available for this collective", f.substr(1));
+					return fail("algorithm not available for this collective",
+						    f.substr(1));
 				rule.algorithm = a;
 			} else if (f.starts_with("p=")) {
 				uint64_t lo = 0, hi = 0;
 				if (!parse_range(f.substr(2), lo, hi, true) || lo == 0)
 					return fail("bad group size range", f);
-				rule.min_size = static_cast<uint32_t>(std::min<uint64_t>(lo, UINT32_MAX));
-				rule.max_size = static_cast<uint32_t>(std::min<uint64_t>(hi, UINT32_MAX));
+				rule.min_size =
+					static_cast<uint32_t>(std::min<uint64_t>(lo, UINT32_MAX));
+				rule.max_size =
+					static_cast<uint32_t>(std::min<uint64_t>(hi, UINT32_MAX));
 			} else if (f.starts_with("k=")) {
 				uint64_t k = 0;
 				if (!parse_count(f.substr(2), k) || k == 0 || k > UINT32_MAX)

@@ -8,9 +8,13 @@ namespace rcoll::engine {
 namespace {
 
 constexpr std::array<std::string_view, datatype_count> datatype_names = {
-	"int8",	 "uint8",  "int16",   "uint16",	       "int32",	       "uint32",      "int64",
-	"uint64", "float", "double", "float_complex", "double_complex", "long_double",
-	"long_double_complex",
+	"int8",          "uint8",
+	"int16",         "uint16",
+	"int32",         "uint32",
+	"int64",         "uint64",
+	"float",         "double",
+	"float_complex", "double_complex",
+	"long_double",   "long_double_complex",
 };
 
 constexpr std::array<std::string_view, reduce_op_count> op_names = {
@@ -18,7 +22,7 @@ constexpr std::array<std::string_view, reduce_op_count> op_names = {
 };
 
 constexpr std::array<std::string_view, collective_count> collective_names = {
-	"barrier",	  "broadcast", "alltoall", "allreduce", "allgather",
+	"barrier",        "broadcast", "alltoall", "allreduce", "allgather",
 	"reduce_scatter", "reduce",    "scatter",  "gather",
 };
 
@@ -62,22 +66,14 @@ std::string_view to_string(Collective c) noexcept
 std::string_view to_string(Errc e) noexcept
 {
 	switch (e) {
-	case Errc::ok:
-		return "ok";
-	case Errc::invalid_argument:
-		return "invalid argument";
-	case Errc::overflow:
-		return "size overflow";
-	case Errc::not_supported:
-		return "not supported";
-	case Errc::would_block:
-		return "would block";
-	case Errc::no_memory:
-		return "out of memory";
-	case Errc::no_resources:
-		return "collective resources exhausted";
-	case Errc::io_error:
-		return "transport error";
+	case Errc::ok: return "ok";
+	case Errc::invalid_argument: return "invalid argument";
+	case Errc::overflow: return "size overflow";
+	case Errc::not_supported: return "not supported";
+	case Errc::would_block: return "would block";
+	case Errc::no_memory: return "out of memory";
+	case Errc::no_resources: return "collective resources exhausted";
+	case Errc::io_error: return "transport error";
 	}
 	return "unknown error";
 }
@@ -116,18 +112,15 @@ bool is_valid_reduction(Datatype d, ReduceOp op) noexcept
 		return false;
 	switch (op) {
 	case ReduceOp::min:
-	case ReduceOp::max:
-		return !is_complex(d);
+	case ReduceOp::max: return !is_complex(d);
 	case ReduceOp::sum:
 	case ReduceOp::prod:
 	case ReduceOp::lor:
 	case ReduceOp::land:
-	case ReduceOp::lxor:
-		return true;
+	case ReduceOp::lxor: return true;
 	case ReduceOp::bor:
 	case ReduceOp::band:
-	case ReduceOp::bxor:
-		return is_integer(d);
+	case ReduceOp::bxor: return is_integer(d);
 	}
 	return false;
 }

@@ -101,8 +101,8 @@ constexpr bool is_reduction(Collective c) noexcept
 // Collectives with a root argument.
 constexpr bool is_rooted(Collective c) noexcept
 {
-	return c == Collective::broadcast || c == Collective::reduce ||
-	       c == Collective::scatter || c == Collective::gather;
+	return c == Collective::broadcast || c == Collective::reduce || c == Collective::scatter ||
+	       c == Collective::gather;
 }
 
 } // namespace rcoll::engine

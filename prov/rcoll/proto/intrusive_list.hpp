@@ -93,7 +93,7 @@ inline ListHook::~ListHook()
 
 // Oldest first. T must derive from ListHook.
 template <class T>
-	requires std::derived_from<T, ListHook>
+requires std::derived_from<T, ListHook>
 class IntrusiveList : public ListBase {
 public:
 	bool push_back(T& element) noexcept { return link_back(element); }

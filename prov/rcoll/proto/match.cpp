@@ -38,23 +38,17 @@ UnexpectedMessage* MatchQueue::peek(std::uint64_t source, std::uint64_t tag,
 	});
 }
 
-bool MatchQueue::claim(UnexpectedMessage& message) noexcept
-{
-	return unexpected_.erase(message);
-}
+bool MatchQueue::claim(UnexpectedMessage& message) noexcept { return unexpected_.erase(message); }
 
 PostedReceive* MatchQueue::cancel(const void* context) noexcept
 {
-	PostedReceive* receive =
-		posted_.find_first([context](const PostedReceive& r) { return r.context == context; });
+	PostedReceive* receive = posted_.find_first(
+		[context](const PostedReceive& r) { return r.context == context; });
 	if (receive != nullptr)
 		posted_.erase(*receive);
 	return receive;
 }
 
-bool MatchQueue::remove(PostedReceive& receive) noexcept
-{
-	return posted_.erase(receive);
-}
+bool MatchQueue::remove(PostedReceive& receive) noexcept { return posted_.erase(receive); }
 
 } // namespace rcoll::proto

@@ -87,8 +87,8 @@ public:
 	template <class OnPosted>
 	std::size_t drain_directed(std::uint64_t source, OnPosted on_posted)
 	{
-		return posted_.remove_if([source](const PostedReceive& r) { return r.source == source; },
-					 on_posted);
+		return posted_.remove_if(
+			[source](const PostedReceive& r) { return r.source == source; }, on_posted);
 	}
 
 	bool is_posted(const PostedReceive& receive) const noexcept

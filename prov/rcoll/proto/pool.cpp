@@ -13,7 +13,7 @@ namespace {
 struct AlignedDelete {
 	void operator()(std::byte* p) const noexcept
 	{
-		::operator delete(p, std::align_val_t{BufferPool::kChunkAlignment});
+		::operator delete (p, std::align_val_t{BufferPool::kChunkAlignment});
 	}
 };
 using ChunkMemory = std::unique_ptr<std::byte, AlignedDelete>;
@@ -32,10 +32,9 @@ class BufferPool::Chunk {
 public:
 	Chunk(Registrar& registrar, ChunkMemory memory, std::unique_ptr<BounceBuffer[]> buffers,
 	      const RegisteredRegion& region) noexcept
-	    : registrar_(registrar), memory_(std::move(memory)), buffers_(std::move(buffers)),
-	      region_(region)
-	{
-	}
+		: registrar_(registrar), memory_(std::move(memory)), buffers_(std::move(buffers)),
+		  region_(region)
+	{}
 	Chunk(const Chunk&) = delete;
 	Chunk& operator=(const Chunk&) = delete;
 	~Chunk() { registrar_.deregister_region(region_); }
@@ -54,9 +53,8 @@ private:
 };
 
 BufferPool::BufferPool(Registrar& registrar, const BufferPoolConfig& config) noexcept
-    : registrar_(registrar), config_(config)
-{
-}
+	: registrar_(registrar), config_(config)
+{}
 
 BufferPool::~BufferPool()
 {
@@ -87,7 +85,7 @@ int BufferPool::grow() noexcept
 	const std::size_t bytes = stride * count;
 
 	ChunkMemory memory(static_cast<std::byte*>(
-		::operator new(bytes, std::align_val_t{kChunkAlignment}, std::nothrow)));
+		::operator new (bytes, std::align_val_t{kChunkAlignment}, std::nothrow)));
 	std::unique_ptr<BounceBuffer[]> buffers(new (std::nothrow) BounceBuffer[count]);
 	if (!memory || !buffers)
 		return last_error_ = -ENOMEM;
@@ -96,8 +94,8 @@ int BufferPool::grow() noexcept
 	if (int rc = registrar_.register_region(memory.get(), bytes, region); rc != 0)
 		return last_error_ = (rc < 0 ? rc : -rc);
 
-	std::unique_ptr<Chunk> chunk(new (std::nothrow)
-					     Chunk(registrar_, std::move(memory), std::move(buffers), region));
+	std::unique_ptr<Chunk> chunk(new (std::nothrow) Chunk(registrar_, std::move(memory),
+							      std::move(buffers), region));
 	if (!chunk) {
 		registrar_.deregister_region(region);
 		return last_error_ = -ENOMEM;
@@ -161,7 +159,8 @@ std::size_t srq_low_watermark(double link_gbit_per_s, std::size_t min_message_by
 	if (!(link_gbit_per_s > 0) || min_message_bytes == 0 || !(refill_delay_us > 0))
 		return 1;
 	// eq. (5): BW[Gbit/s] * 10^3 / MinPacketSize[bit] messages per microsecond.
-	const double per_us = link_gbit_per_s * 1e3 / (8.0 * static_cast<double>(min_message_bytes));
+	const double per_us =
+		link_gbit_per_s * 1e3 / (8.0 * static_cast<double>(min_message_bytes));
 	const double buffers = std::ceil(per_us * refill_delay_us);
 	if (!(buffers < static_cast<double>(std::numeric_limits<std::size_t>::max())))
 		return std::numeric_limits<std::size_t>::max();
@@ -169,11 +168,10 @@ std::size_t srq_low_watermark(double link_gbit_per_s, std::size_t min_message_by
 }
 
 ReceivePool::ReceivePool(Registrar& registrar, const ReceivePoolConfig& config) noexcept
-    : config_(config),
-      pool_(registrar, BufferPoolConfig{config.buffer_size, config.buffers_per_chunk,
-					config.max_buffers})
-{
-}
+	: config_(config),
+	  pool_(registrar,
+		BufferPoolConfig{config.buffer_size, config.buffers_per_chunk, config.max_buffers})
+{}
 
 int ReceivePool::init() noexcept
 {

@@ -38,7 +38,8 @@ struct RegisteredRegion {
 class Registrar {
 public:
 	// 0 and `out` filled, or a negative errno.
-	virtual int register_region(void* addr, std::size_t length, RegisteredRegion& out) noexcept = 0;
+	virtual int register_region(void* addr, std::size_t length,
+				    RegisteredRegion& out) noexcept = 0;
 	virtual void deregister_region(const RegisteredRegion& region) noexcept = 0;
 
 protected:
@@ -73,9 +74,9 @@ private:
 };
 
 struct BufferPoolConfig {
-	std::size_t buffer_size = 0;	   // usable bytes per buffer
+	std::size_t buffer_size = 0;       // usable bytes per buffer
 	std::size_t buffers_per_chunk = 0; // buffers per allocation + registration
-	std::size_t max_buffers = 0;	   // hard bound on capacity()
+	std::size_t max_buffers = 0;       // hard bound on capacity()
 };
 
 // Free buffers out of registered chunks. acquire() adds a chunk when none is

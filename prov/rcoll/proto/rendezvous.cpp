@@ -9,16 +9,11 @@ namespace rcoll::proto {
 const char* describe(Outcome outcome) noexcept
 {
 	switch (outcome) {
-	case Outcome::Success:
-		return "success";
-	case Outcome::Truncated:
-		return "truncated";
-	case Outcome::PeerFailed:
-		return "peer failed";
-	case Outcome::TransferFailed:
-		return "RDMA transfer failed";
-	case Outcome::ProtocolError:
-		return "protocol error";
+	case Outcome::Success: return "success";
+	case Outcome::Truncated: return "truncated";
+	case Outcome::PeerFailed: return "peer failed";
+	case Outcome::TransferFailed: return "RDMA transfer failed";
+	case Outcome::ProtocolError: return "protocol error";
 	}
 	return "unknown outcome";
 }
@@ -45,9 +40,8 @@ std::uint8_t SlotRandom::next_byte() noexcept
 
 RendezvousSender::RendezvousSender(std::uint64_t cookie, std::span<const std::byte> payload,
 				   RemoteBuffer exposed) noexcept
-    : cookie_(cookie), payload_(payload), exposed_(exposed)
-{
-}
+	: cookie_(cookie), payload_(payload), exposed_(exposed)
+{}
 
 Actions RendezvousSender::finish(Outcome outcome) noexcept
 {
@@ -66,7 +60,8 @@ Actions RendezvousSender::unexpected(const char* what) noexcept
 			failure_ = Outcome::ProtocolError;
 	} else if (state_ != State::Done) {
 		state_ = State::Done;
-		out.push(action::Complete{Outcome::ProtocolError, payload_.size(), payload_.size()});
+		out.push(
+			action::Complete{Outcome::ProtocolError, payload_.size(), payload_.size()});
 	}
 	return out;
 }
@@ -96,7 +91,8 @@ Actions RendezvousSender::on_cts(const CtsBody& cts) noexcept
 	bool collision = false;
 	switch (cts.mode) {
 	case CompletionMode::Immediate:
-		write.immediate = encode_immediate(ImmediateKind::RendezvousPut, cts.receiver_op_id);
+		write.immediate =
+			encode_immediate(ImmediateKind::RendezvousPut, cts.receiver_op_id);
 		if (!write.immediate)
 			return unexpected("CTS receiver op id does not fit an immediate");
 		break;
@@ -106,8 +102,7 @@ Actions RendezvousSender::on_cts(const CtsBody& cts) noexcept
 		collision = std::to_integer<std::uint8_t>(payload_[cts.transfer_length - 1]) ==
 			    cts.slot_value;
 		break;
-	default:
-		return unexpected("CTS with an unknown completion mode");
+	default: return unexpected("CTS with an unknown completion mode");
 	}
 
 	Actions out;
@@ -146,15 +141,13 @@ Actions RendezvousSender::on_peer_failed() noexcept
 {
 	switch (state_) {
 	case State::Idle:
-	case State::AwaitingReply:
-		return finish(Outcome::PeerFailed);
+	case State::AwaitingReply: return finish(Outcome::PeerFailed);
 	case State::Writing:
 		// The NIC still reads the payload: complete when the write returns.
 		if (!failure_)
 			failure_ = Outcome::PeerFailed;
 		return {};
-	case State::Done:
-		break;
+	case State::Done: break;
 	}
 	return {};
 }
@@ -164,9 +157,8 @@ Actions RendezvousSender::on_peer_failed() noexcept
 
 RendezvousReceiver::RendezvousReceiver(std::uint32_t op_id, std::span<std::byte> buffer,
 				       RemoteBuffer exposed) noexcept
-    : op_id_(op_id), buffer_(buffer), exposed_(exposed)
-{
-}
+	: op_id_(op_id), buffer_(buffer), exposed_(exposed)
+{}
 
 action::Complete RendezvousReceiver::complete(Outcome outcome) noexcept
 {
@@ -238,8 +230,7 @@ Actions RendezvousReceiver::on_rts(const RtsBody& rts, std::uint64_t message_len
 	mode_ = mode;
 	CtsBody cts{sender_cookie_, op_id_, 0, mode, exposed_.addr, exposed_.key, transfer_length_};
 	switch (mode) {
-	case CompletionMode::Immediate:
-		break;
+	case CompletionMode::Immediate: break;
 	case CompletionMode::PollLastByte: {
 		// Takagi et al. 2013, PR1': a random slot value, at the last byte the
 		// sender will actually write (not the end of a longer buffer).
@@ -249,8 +240,7 @@ Actions RendezvousReceiver::on_rts(const RtsBody& rts, std::uint64_t message_len
 		cts.slot_value = slot_value_;
 		break;
 	}
-	default:
-		return unexpected("unknown completion mode");
+	default: return unexpected("unknown completion mode");
 	}
 	Actions out;
 	state_ = State::AwaitingPut;
@@ -314,15 +304,13 @@ Actions RendezvousReceiver::on_peer_failed() noexcept
 {
 	switch (state_) {
 	case State::Idle:
-	case State::AwaitingPut:
-		return finish(Outcome::PeerFailed);
+	case State::AwaitingPut: return finish(Outcome::PeerFailed);
 	case State::Reading:
 		// The NIC still writes into the buffer: complete when the read returns.
 		if (!failure_)
 			failure_ = Outcome::PeerFailed;
 		return {};
-	case State::Done:
-		break;
+	case State::Done: break;
 	}
 	return {};
 }

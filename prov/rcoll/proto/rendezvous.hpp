@@ -72,10 +72,10 @@ struct RemoteBuffer {
 
 enum class Outcome : std::uint8_t {
 	Success,
-	Truncated,	// receive shorter than the message (FI_ETRUNC)
-	PeerFailed,	// connection lost
+	Truncated,      // receive shorter than the message (FI_ETRUNC)
+	PeerFailed,     // connection lost
 	TransferFailed, // a local RDMA read or write completed with an error
-	ProtocolError,	// the peer (or the glue) broke the protocol
+	ProtocolError,  // the peer (or the glue) broke the protocol
 };
 const char* describe(Outcome outcome) noexcept;
 
@@ -176,11 +176,11 @@ public:
 	RendezvousSender(std::uint64_t cookie, std::span<const std::byte> payload,
 			 RemoteBuffer exposed) noexcept;
 
-	Actions start() noexcept;				 // Idle -> AwaitingReply: SendRts
-	Actions on_cts(const CtsBody& cts) noexcept;		 // -> Writing: Write (+ SendFin)
+	Actions start() noexcept;                                // Idle -> AwaitingReply: SendRts
+	Actions on_cts(const CtsBody& cts) noexcept;             // -> Writing: Write (+ SendFin)
 	Actions on_read_done(const ReadDoneBody& done) noexcept; // -> Done: Complete
-	Actions on_write_complete() noexcept;			 // Writing -> Done: Complete
-	Actions on_write_failed() noexcept;			 // Writing -> Done: Complete
+	Actions on_write_complete() noexcept;                    // Writing -> Done: Complete
+	Actions on_write_failed() noexcept;                      // Writing -> Done: Complete
 	Actions on_peer_failed() noexcept;
 
 	State state() const noexcept { return state_; }
@@ -221,11 +221,11 @@ public:
 	// Read. Nothing to transfer -> Done: SendReadDone + Complete(Truncated).
 	Actions on_rts(const RtsBody& rts, std::uint64_t message_length, Path path,
 		       CompletionMode mode, SlotRandom& random) noexcept;
-	Actions on_immediate() noexcept;		// PUT, IMMEDIATE: -> Done
-	Actions poll() noexcept;			// PUT, POLL: -> Done once the slot changed
-	Actions on_fin(const FinBody& fin) noexcept;	// PUT, POLL, collision: -> Done
-	Actions on_read_complete() noexcept;		// GET: -> Done: SendReadDone + Complete
-	Actions on_read_failed() noexcept;		// GET: -> Done: Complete
+	Actions on_immediate() noexcept;             // PUT, IMMEDIATE: -> Done
+	Actions poll() noexcept;                     // PUT, POLL: -> Done once the slot changed
+	Actions on_fin(const FinBody& fin) noexcept; // PUT, POLL, collision: -> Done
+	Actions on_read_complete() noexcept;         // GET: -> Done: SendReadDone + Complete
+	Actions on_read_failed() noexcept;           // GET: -> Done: Complete
 	Actions on_peer_failed() noexcept;
 
 	State state() const noexcept { return state_; }
@@ -235,7 +235,7 @@ public:
 
 private:
 	action::Complete complete(Outcome outcome) noexcept; // -> Done
-	Outcome transfer_outcome() const noexcept;	      // Success or Truncated
+	Outcome transfer_outcome() const noexcept;           // Success or Truncated
 	Actions finish(Outcome outcome) noexcept;
 	Actions unexpected(const char* what) noexcept;
 	std::uint8_t load_slot() const noexcept;

@@ -123,18 +123,13 @@ WireStatus accept(ParsedMessage& out, const MsgHeader& header, std::span<const s
 std::size_t body_size(Opcode opcode) noexcept
 {
 	switch (opcode) {
-	case Opcode::Rts:
-		return RtsBody::kWireSize;
-	case Opcode::Cts:
-		return CtsBody::kWireSize;
-	case Opcode::Fin:
-		return FinBody::kWireSize;
-	case Opcode::ReadDone:
-		return ReadDoneBody::kWireSize;
+	case Opcode::Rts: return RtsBody::kWireSize;
+	case Opcode::Cts: return CtsBody::kWireSize;
+	case Opcode::Fin: return FinBody::kWireSize;
+	case Opcode::ReadDone: return ReadDoneBody::kWireSize;
 	case Opcode::Eager:
 	case Opcode::WriteData:
-	case Opcode::Probe:
-		break;
+	case Opcode::Probe: break;
 	}
 	return 0;
 }
@@ -144,34 +139,20 @@ std::size_t body_size(Opcode opcode) noexcept
 const char* describe(WireStatus status) noexcept
 {
 	switch (status) {
-	case WireStatus::Ok:
-		return "ok";
-	case WireStatus::TooShort:
-		return "shorter than the fixed part";
-	case WireStatus::BadMagic:
-		return "bad magic";
-	case WireStatus::BadVersion:
-		return "protocol version mismatch";
-	case WireStatus::BadKind:
-		return "unexpected handshake kind";
-	case WireStatus::BadOpcode:
-		return "unknown opcode";
-	case WireStatus::BadFlags:
-		return "unknown or misplaced flags";
-	case WireStatus::ReservedNotZero:
-		return "reserved bytes not zero";
-	case WireStatus::BadConnection:
-		return "unknown connection id";
-	case WireStatus::BadBodyLength:
-		return "body length does not match the opcode";
-	case WireStatus::BadSize:
-		return "length field zero or above the maximum message size";
-	case WireStatus::EagerTooLarge:
-		return "eager payload above the eager limit";
-	case WireStatus::BadField:
-		return "field outside its defined values";
-	case WireStatus::LimitOutOfRange:
-		return "handshake limit out of range";
+	case WireStatus::Ok: return "ok";
+	case WireStatus::TooShort: return "shorter than the fixed part";
+	case WireStatus::BadMagic: return "bad magic";
+	case WireStatus::BadVersion: return "protocol version mismatch";
+	case WireStatus::BadKind: return "unexpected handshake kind";
+	case WireStatus::BadOpcode: return "unknown opcode";
+	case WireStatus::BadFlags: return "unknown or misplaced flags";
+	case WireStatus::ReservedNotZero: return "reserved bytes not zero";
+	case WireStatus::BadConnection: return "unknown connection id";
+	case WireStatus::BadBodyLength: return "body length does not match the opcode";
+	case WireStatus::BadSize: return "length field zero or above the maximum message size";
+	case WireStatus::EagerTooLarge: return "eager payload above the eager limit";
+	case WireStatus::BadField: return "field outside its defined values";
+	case WireStatus::LimitOutOfRange: return "handshake limit out of range";
 	}
 	return "unknown status";
 }
@@ -309,10 +290,8 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 	case Opcode::ReadDone:
 		return accept(out, h, {}, ReadDoneBody{load_le<std::uint64_t>(body)});
 	case Opcode::WriteData:
-	case Opcode::Probe:
-		return accept(out, h, {}, std::monostate{});
-	case Opcode::Eager:
-		break;
+	case Opcode::Probe: return accept(out, h, {}, std::monostate{});
+	case Opcode::Eager: break;
 	}
 	return WireStatus::BadOpcode; // not reached: the opcode was range-checked
 }
@@ -338,7 +317,8 @@ std::optional<std::uint32_t> encode_collective(const CollectiveArrival& a) noexc
 {
 	if (a.slot >= kMaxCollectiveSlots || a.counter >= kMaxArrivalCounters)
 		return std::nullopt;
-	return encode_immediate(ImmediateKind::Collective, a.slot << kCollectiveCounterBits | a.counter);
+	return encode_immediate(ImmediateKind::Collective,
+				a.slot << kCollectiveCounterBits | a.counter);
 }
 
 CollectiveArrival decode_collective(std::uint32_t id) noexcept

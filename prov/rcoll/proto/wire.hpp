@@ -55,19 +55,19 @@ inline T load_le(const std::byte* in) noexcept
 
 enum class WireStatus : std::uint8_t {
 	Ok,
-	TooShort,	  // fewer bytes than the fixed part needs
-	BadMagic,	  // handshake does not start with kHandshakeMagic
-	BadVersion,	  // protocol version differs from kProtocolVersion
-	BadKind,	  // handshake is not the kind (request/accept) expected
-	BadOpcode,	  // opcode outside Opcode
-	BadFlags,	  // unknown flag bits, or flags on a control message
-	ReservedNotZero,  // a reserved byte is set
-	BadConnection,	  // src_conn not below Limits::connection_count
-	BadBodyLength,	  // message length does not fit the opcode's body
-	BadSize,	  // a length field is zero where it cannot be, or too large
-	EagerTooLarge,	  // eager payload above Limits::eager_limit
-	BadField,	  // a field outside its defined values (mode, reason, id)
-	LimitOutOfRange,  // handshake limit outside [kMinEagerLimit, kMaxEagerLimit]
+	TooShort,        // fewer bytes than the fixed part needs
+	BadMagic,        // handshake does not start with kHandshakeMagic
+	BadVersion,      // protocol version differs from kProtocolVersion
+	BadKind,         // handshake is not the kind (request/accept) expected
+	BadOpcode,       // opcode outside Opcode
+	BadFlags,        // unknown flag bits, or flags on a control message
+	ReservedNotZero, // a reserved byte is set
+	BadConnection,   // src_conn not below Limits::connection_count
+	BadBodyLength,   // message length does not fit the opcode's body
+	BadSize,         // a length field is zero where it cannot be, or too large
+	EagerTooLarge,   // eager payload above Limits::eager_limit
+	BadField,        // a field outside its defined values (mode, reason, id)
+	LimitOutOfRange, // handshake limit outside [kMinEagerLimit, kMaxEagerLimit]
 };
 
 // Short, stable text for logs.
@@ -99,13 +99,13 @@ enum class Opcode : std::uint8_t {
 	Fin = 4,       // sender, PUT in POLL_LAST_BYTE mode: slot collision (FinBody)
 	ReadDone = 5,  // receiver: finished with the sender's buffer (ReadDoneBody)
 	WriteData = 6, // RMA initiator, right after the RDMA write of an
-		       // fi_writedata on the same connection (so it arrives after
-		       // the data): cq_data is the application's remote CQ data,
-		       // which the core's 4-byte immediate cannot carry
-	Probe = 7,     // either side, while it waits on a silent peer: gives the
-		       // peer's kernel (TCP ACK) or HCA (RC ACK) something to
-		       // acknowledge, so a dead host fails the connection. The
-		       // receiver only counts it as an arrival.
+	// fi_writedata on the same connection (so it arrives after
+	// the data): cq_data is the application's remote CQ data,
+	// which the core's 4-byte immediate cannot carry
+	Probe = 7, // either side, while it waits on a silent peer: gives the
+		   // peer's kernel (TCP ACK) or HCA (RC ACK) something to
+		   // acknowledge, so a dead host fails the connection. The
+		   // receiver only counts it as an arrival.
 };
 inline constexpr std::uint8_t kMinOpcode = 1;
 inline constexpr std::uint8_t kMaxOpcode = 7;
@@ -142,13 +142,13 @@ struct RtsBody {
 	static constexpr Opcode kOpcode = Opcode::Rts;
 
 	std::uint64_t sender_cookie = 0; // echoed in CTS / READ_DONE
-	std::uint64_t addr = 0;		 // virtual address (FI_MR_VIRT_ADDR)
-	std::uint64_t key = 0;		 // 64-bit provider key
+	std::uint64_t addr = 0;          // virtual address (FI_MR_VIRT_ADDR)
+	std::uint64_t key = 0;           // 64-bit provider key
 };
 
 // How the receiver of a PUT detects that the data has landed.
 enum class CompletionMode : std::uint8_t {
-	Immediate = 1,	  // the last write carries an immediate (kind RendezvousPut)
+	Immediate = 1,    // the last write carries an immediate (kind RendezvousPut)
 	PollLastByte = 2, // the receiver polls the slot byte (Takagi et al. 2013, PUT)
 };
 
@@ -161,8 +161,8 @@ struct CtsBody {
 	static constexpr Opcode kOpcode = Opcode::Cts;
 
 	std::uint64_t sender_cookie = 0;
-	std::uint32_t receiver_op_id = 0;  // < 2^28: goes into the immediate
-	std::uint8_t slot_value = 0;	   // PollLastByte only, else 0
+	std::uint32_t receiver_op_id = 0; // < 2^28: goes into the immediate
+	std::uint8_t slot_value = 0;      // PollLastByte only, else 0
 	CompletionMode mode = CompletionMode::Immediate;
 	std::uint64_t addr = 0;
 	std::uint64_t key = 0;
@@ -195,7 +195,7 @@ struct ReadDoneBody {
 
 template <class T>
 concept WireBody = std::same_as<T, RtsBody> || std::same_as<T, CtsBody> ||
-		   std::same_as<T, FinBody> || std::same_as<T, ReadDoneBody>;
+	std::same_as<T, FinBody> || std::same_as<T, ReadDoneBody>;
 
 // Encoders write exactly kWireSize bytes; `out` needs no alignment.
 void encode_header(const MsgHeader& header, void* out) noexcept;
@@ -226,9 +226,9 @@ inline constexpr std::size_t kMaxControlMessageSize = kHeaderSize + CtsBody::kWi
 // Validation of a received buffer.
 
 struct Limits {
-	std::uint32_t eager_limit = 0;	     // largest eager payload accepted
-	std::uint32_t connection_count = 0;  // src_conn must be below this
-	std::uint64_t max_message_size = 0;  // RTS/CTS/FIN lengths above it are refused
+	std::uint32_t eager_limit = 0;      // largest eager payload accepted
+	std::uint32_t connection_count = 0; // src_conn must be below this
+	std::uint64_t max_message_size = 0; // RTS/CTS/FIN lengths above it are refused
 };
 
 struct ParsedMessage {
@@ -255,7 +255,7 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 
 enum class ImmediateKind : std::uint8_t {
 	RendezvousPut = 1, // id: the receiver op id from the CTS
-	Collective = 2,	   // id: the target's group slot and arrival counter
+	Collective = 2,    // id: the target's group slot and arrival counter
 };
 inline constexpr unsigned kImmediateIdBits = 28;
 inline constexpr std::uint32_t kMaxImmediateId = (1u << kImmediateIdBits) - 1;
@@ -313,8 +313,8 @@ struct Handshake {
 
 	HandshakeKind kind = HandshakeKind::Request;
 	std::uint64_t endpoint_key = 0; // identifies the sending rcoll endpoint
-	std::uint32_t conn_id = 0;	// src_conn the peer must put in its headers
-	std::uint32_t eager_limit = 0;	// largest eager payload the sender accepts
+	std::uint32_t conn_id = 0;      // src_conn the peer must put in its headers
+	std::uint32_t eager_limit = 0;  // largest eager payload the sender accepts
 };
 static_assert(Handshake::kWireSize <= kMaxHandshakeSize);
 

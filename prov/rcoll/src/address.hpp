@@ -16,7 +16,7 @@ namespace rcoll {
 struct EpAddress {
 	static constexpr uint32_t kMagic = 0x72636f6c; // "rcol"
 	static constexpr uint16_t kVersion = 1;
-	static constexpr size_t kCoreMax = 48;       // fits sockaddr_in6 and sockaddr_ib
+	static constexpr size_t kCoreMax = 48; // fits sockaddr_in6 and sockaddr_ib
 	static constexpr uint64_t kUnkeyed = 0;
 
 	uint32_t magic = kMagic;

@@ -222,8 +222,8 @@ fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* h
 
 	// Default operation flags (FI_COMPLETION with FI_SELECTIVE_COMPLETION,
 	// say) are the application's to choose.
-	constexpr uint64_t kOpFlags = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
-				      FI_DELIVERY_COMPLETE;
+	constexpr uint64_t kOpFlags =
+		FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
 	fi_tx_attr* tx = info->tx_attr;
 	tx->caps = caps & kTxCaps;
 	tx->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags & kOpFlags : 0;
@@ -254,11 +254,13 @@ fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* h
 	fi_domain_attr* d = info->domain_attr;
 	d->name = dup_or_null(core->domain_attr->name);
 	d->threading = hd && hd->threading != FI_THREAD_UNSPEC ? hd->threading : FI_THREAD_SAFE;
-	d->control_progress = hd && hd->control_progress != FI_PROGRESS_UNSPEC ? hd->control_progress
-										    : FI_PROGRESS_MANUAL;
+	d->control_progress = hd && hd->control_progress != FI_PROGRESS_UNSPEC
+				      ? hd->control_progress
+				      : FI_PROGRESS_MANUAL;
 	d->data_progress = hd && hd->data_progress != FI_PROGRESS_UNSPEC ? hd->data_progress
 									 : FI_PROGRESS_MANUAL;
-	d->resource_mgmt = hd && hd->resource_mgmt != FI_RM_UNSPEC ? hd->resource_mgmt : FI_RM_ENABLED;
+	d->resource_mgmt =
+		hd && hd->resource_mgmt != FI_RM_UNSPEC ? hd->resource_mgmt : FI_RM_ENABLED;
 	d->av_type = hd && hd->av_type != FI_AV_UNSPEC ? hd->av_type : FI_AV_TABLE;
 	// Only bits the application offered: it may count on the others being off.
 	const int asked_mr_mode = hd ? hd->mr_mode : kAppMrMode;
@@ -306,10 +308,11 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 	std::vector<std::string> seen;
 	for (fi_info* core = cores.get(); core; core = core->next) {
 		// One rcoll entry per core fabric/domain/source address.
-		std::string id = std::string(core->fabric_attr->name ? core->fabric_attr->name : "") +
-				 "|" + (core->domain_attr->name ? core->domain_attr->name : "") + "|" +
-				 std::string(static_cast<const char*>(core->src_addr),
-					     core->src_addr ? core->src_addrlen : 0);
+		std::string id =
+			std::string(core->fabric_attr->name ? core->fabric_attr->name : "") + "|" +
+			(core->domain_attr->name ? core->domain_attr->name : "") + "|" +
+			std::string(static_cast<const char*>(core->src_addr),
+				    core->src_addr ? core->src_addrlen : 0);
 		bool dup = false;
 		for (const auto& s : seen)
 			dup |= s == id;
@@ -346,8 +349,7 @@ InfoPtr lookup_hints(const char* fabric_name, const char* domain_name, const fi_
 
 } // namespace
 
-InfoPtr core_info_for(const char* fabric_name, const char* domain_name,
-		      const fi_info* rcoll_info)
+InfoPtr core_info_for(const char* fabric_name, const char* domain_name, const fi_info* rcoll_info)
 {
 	InfoPtr hints = lookup_hints(fabric_name, domain_name, rcoll_info);
 	return core_getinfo(nullptr, nullptr, 0, hints.get());

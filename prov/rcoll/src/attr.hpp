@@ -17,7 +17,7 @@ inline constexpr uint64_t kCaps = kTxCaps | kRxCaps | kDomainCaps;
 inline constexpr int kAppMrMode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 // What rcoll itself always honours towards the core, whichever it is.
 inline constexpr int kCoreMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-inline constexpr size_t kCqDataSize = 4;     // verbs' immediate data
+inline constexpr size_t kCqDataSize = 4; // verbs' immediate data
 inline constexpr size_t kMaxMsgSize = size_t(1) << 40;
 inline constexpr uint32_t kProviderVersion = FI_VERSION(0, 1);
 
@@ -26,8 +26,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 
 // The core MSG info behind an rcoll fabric/domain/endpoint: found again by the
 // fabric and domain names rcoll copied from it, and the core part of src_addr.
-InfoPtr core_info_for(const char* fabric_name, const char* domain_name,
-		      const fi_info* rcoll_info);
+InfoPtr core_info_for(const char* fabric_name, const char* domain_name, const fi_info* rcoll_info);
 
 // The address of whatever rcoll endpoint listens at node:service, as the
 // core of this domain resolves it: unkeyed until a connection learns its key.

@@ -53,7 +53,8 @@ int av_insert(fid_av* f, const void* addr, size_t count, fi_addr_t* fi_addr, uin
 			fi_addr_t result = FI_ADDR_NOTAVAIL;
 			int err = 0;
 			if (!a.valid()) {
-				RCOLL_WARN(FI_LOG_AV, "fi_av_insert: entry %zu is not an rcoll address\n", i);
+				RCOLL_WARN(FI_LOG_AV,
+					   "fi_av_insert: entry %zu is not an rcoll address\n", i);
 				err = FI_EINVAL;
 			} else if (fi_addr_t existing = av->find(a); existing != FI_ADDR_NOTAVAIL) {
 				result = existing; // the same endpoint inserted twice: one slot

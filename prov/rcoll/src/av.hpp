@@ -19,9 +19,9 @@ struct AddressVector {
 	Domain* domain = nullptr;
 	fi_av_type type = FI_AV_TABLE;
 	EventQueue* eq = nullptr;
-	std::vector<EpAddress> slots;          // core_len == 0: removed
+	std::vector<EpAddress> slots; // core_len == 0: removed
 	std::unordered_map<uint64_t, fi_addr_t> by_key;
-	size_t endpoints = 0;                  // bound endpoints (close is -FI_EBUSY)
+	size_t endpoints = 0; // bound endpoints (close is -FI_EBUSY)
 
 	// nullptr when fi_addr names no live entry.
 	const EpAddress* lookup(fi_addr_t addr) const

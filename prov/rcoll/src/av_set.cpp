@@ -10,10 +10,7 @@ namespace rcoll {
 
 namespace {
 
-AvSet* av_set_of(const fid_av_set* set)
-{
-	return owner_of<AvSet>(const_cast<fid_av_set*>(set));
-}
+AvSet* av_set_of(const fid_av_set* set) { return owner_of<AvSet>(const_cast<fid_av_set*>(set)); }
 
 int close_av_set(fid* f)
 {

@@ -79,7 +79,8 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout)
 		uint64_t errors_before = c->errors;
 		int ret = wait_with_progress(
 			held, c->endpoints,
-			[&] { return c->value >= threshold || c->errors != errors_before; }, timeout);
+			[&] { return c->value >= threshold || c->errors != errors_before; },
+			timeout);
 		if (c->errors != errors_before)
 			return -FI_EAVAIL;
 		return ret ? -FI_ETIMEDOUT : 0;

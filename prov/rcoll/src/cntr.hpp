@@ -16,7 +16,7 @@ struct Endpoint;
 struct Counter {
 	FidShell<fid_cntr, Counter> shell;
 	Domain* domain = nullptr;
-	uint64_t value = 0;  // under the domain lock
+	uint64_t value = 0; // under the domain lock
 	uint64_t errors = 0;
 	std::vector<Endpoint*> endpoints;
 	uint64_t last_read = 0; // what cntr_read returned last

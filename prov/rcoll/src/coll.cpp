@@ -19,8 +19,7 @@ CollGroup* Collectives::group_at(fi_addr_t coll_addr)
 	return g->group && !g->closed ? g : nullptr;
 }
 
-ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Request req,
-			  uint64_t)
+ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Request req, uint64_t)
 {
 	CollGroup* g = group_at(coll_addr);
 	if (!g) {
@@ -34,7 +33,8 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 			if (g->member_keys[r] == a->key)
 				root = r;
 		if (root == g->size) {
-			RCOLL_WARN(FI_LOG_EP_DATA, "collective root is not a member of the group\n");
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "collective root is not a member of the group\n");
 			return -FI_EINVAL;
 		}
 		req.root = root;
@@ -64,11 +64,13 @@ void Collectives::progress()
 			continue;
 		}
 		if (!g->failure && (g->transport->write_error() || g->transport->member_stopped()))
-			begin_failure(*g, FI_EIO); // a member that stopped failed the group: so do we
+			begin_failure(*g,
+				      FI_EIO); // a member that stopped failed the group: so do we
 		// A failing group is driven even when idle: the marks that say
 		// which members stopped arrive through its transport.
 		const bool failing = g->failure && !g->transport->failed();
-		if (g->group && (g->group->outstanding() || g->transport->writes_in_flight() || failing)) {
+		if (g->group &&
+		    (g->group->outstanding() || g->transport->writes_in_flight() || failing)) {
 			g->group->progress();
 			engine::Completion c;
 			while (g->group->next_completion(c)) {
@@ -81,15 +83,12 @@ void Collectives::progress()
 				check_timeout(*g, now);
 		}
 		if (g->failure) {
-			g->transport->retry_stop_marks(); // also after fail(): members wait for them
+			g->transport
+				->retry_stop_marks(); // also after fail(): members wait for them
 			check_quiet(*g, now);
 		}
 	}
 }
-
-
-
-
 
 bool Collectives::group_busy(const CollGroup& g)
 {
@@ -108,12 +107,12 @@ void Collectives::on_arrival(uint32_t id)
 {
 	const proto::CollectiveArrival a = proto::decode_collective(id);
 	if (a.slot >= slots_.size() || !slots_[a.slot]) {
-		RCOLL_WARN(FI_LOG_EP_DATA, "collective arrival for unknown group slot %u\n", a.slot);
+		RCOLL_WARN(FI_LOG_EP_DATA, "collective arrival for unknown group slot %u\n",
+			   a.slot);
 		return;
 	}
 	slots_[a.slot]->transport->on_arrival(a.counter);
 }
-
 
 // ---------------------------------------------------------------------------
 // Entry points.
@@ -121,8 +120,10 @@ void Collectives::on_arrival(uint32_t id)
 namespace {
 
 // The engine declares its enums in libfabric's order, so these are casts.
-static_assert(int(engine::Datatype::int8) == FI_INT8 && int(engine::Datatype::uint64) == FI_UINT64 &&
-	      int(engine::Datatype::float32) == FI_FLOAT && int(engine::Datatype::float64) == FI_DOUBLE &&
+static_assert(int(engine::Datatype::int8) == FI_INT8 &&
+	      int(engine::Datatype::uint64) == FI_UINT64 &&
+	      int(engine::Datatype::float32) == FI_FLOAT &&
+	      int(engine::Datatype::float64) == FI_DOUBLE &&
 	      int(engine::Datatype::float_complex) == FI_FLOAT_COMPLEX &&
 	      int(engine::Datatype::long_double) == FI_LONG_DOUBLE &&
 	      int(engine::Datatype::long_double_complex) == FI_LONG_DOUBLE_COMPLEX &&
@@ -133,7 +134,8 @@ static_assert(int(engine::ReduceOp::min) == FI_MIN && int(engine::ReduceOp::sum)
 static_assert(int(engine::Collective::barrier) == FI_BARRIER &&
 	      int(engine::Collective::allreduce) == FI_ALLREDUCE &&
 	      int(engine::Collective::reduce_scatter) == FI_REDUCE_SCATTER &&
-	      int(engine::Collective::gather) == FI_GATHER && engine::collective_count == FI_GATHER + 1);
+	      int(engine::Collective::gather) == FI_GATHER &&
+	      engine::collective_count == FI_GATHER + 1);
 
 engine::Datatype to_engine(fi_datatype d) { return static_cast<engine::Datatype>(d); }
 engine::ReduceOp to_engine(fi_op o) { return static_cast<engine::ReduceOp>(o); }
@@ -167,7 +169,8 @@ ssize_t coll_barrier2(fid_ep* ep, fi_addr_t coll_addr, uint64_t flags, void* con
 {
 	return with_coll(ep, [&](Collectives& c) {
 		return c.post(coll_addr, FI_ADDR_NOTAVAIL,
-			      request(engine::Collective::barrier, nullptr, nullptr, 0, FI_UINT8, context),
+			      request(engine::Collective::barrier, nullptr, nullptr, 0, FI_UINT8,
+				      context),
 			      flags);
 	});
 }
@@ -183,9 +186,10 @@ ssize_t coll_broadcast(fid_ep* ep, void* buf, size_t count, void*, fi_addr_t col
 	if (!valid_datatype(datatype))
 		return -FI_EINVAL;
 	return with_coll(ep, [&](Collectives& c) {
-		return c.post(coll_addr, root_addr,
-			      request(engine::Collective::broadcast, buf, buf, count, datatype, context),
-			      flags);
+		return c.post(
+			coll_addr, root_addr,
+			request(engine::Collective::broadcast, buf, buf, count, datatype, context),
+			flags);
 	});
 }
 
@@ -204,7 +208,8 @@ ssize_t coll_data(fid_ep* ep, const void* buf, size_t count, void*, void* result
 			return -FI_EOPNOTSUPP;
 		r.op = to_engine(op);
 	}
-	return with_coll(ep, [&](Collectives& c) { return c.post(coll_addr, root_addr, r, flags); });
+	return with_coll(ep,
+			 [&](Collectives& c) { return c.post(coll_addr, root_addr, r, flags); });
 }
 
 ssize_t coll_alltoall(fid_ep* ep, const void* buf, size_t count, void* desc, void* result,
@@ -212,8 +217,8 @@ ssize_t coll_alltoall(fid_ep* ep, const void* buf, size_t count, void* desc, voi
 		      void* context)
 {
 	return coll_data<engine::Collective::alltoall>(ep, buf, count, desc, result, result_desc,
-						       coll_addr, FI_ADDR_NOTAVAIL, datatype, FI_MIN,
-						       flags, context);
+						       coll_addr, FI_ADDR_NOTAVAIL, datatype,
+						       FI_MIN, flags, context);
 }
 
 ssize_t coll_allreduce(fid_ep* ep, const void* buf, size_t count, void* desc, void* result,
@@ -230,17 +235,17 @@ ssize_t coll_allgather(fid_ep* ep, const void* buf, size_t count, void* desc, vo
 		       void* context)
 {
 	return coll_data<engine::Collective::allgather>(ep, buf, count, desc, result, result_desc,
-							coll_addr, FI_ADDR_NOTAVAIL, datatype, FI_MIN,
-							flags, context);
+							coll_addr, FI_ADDR_NOTAVAIL, datatype,
+							FI_MIN, flags, context);
 }
 
 ssize_t coll_reduce_scatter(fid_ep* ep, const void* buf, size_t count, void* desc, void* result,
 			    void* result_desc, fi_addr_t coll_addr, fi_datatype datatype, fi_op op,
 			    uint64_t flags, void* context)
 {
-	return coll_data<engine::Collective::reduce_scatter>(ep, buf, count, desc, result,
-							     result_desc, coll_addr, FI_ADDR_NOTAVAIL,
-							     datatype, op, flags, context);
+	return coll_data<engine::Collective::reduce_scatter>(
+		ep, buf, count, desc, result, result_desc, coll_addr, FI_ADDR_NOTAVAIL, datatype,
+		op, flags, context);
 }
 
 ssize_t coll_reduce(fid_ep* ep, const void* buf, size_t count, void* desc, void* result,

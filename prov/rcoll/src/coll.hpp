@@ -34,24 +34,24 @@ struct CollGroup {
 	FidShell<fid_mc, CollGroup> shell;
 	Endpoint* ep = nullptr;
 	uint32_t rank = 0, size = 0;
-	std::vector<uint64_t> member_keys;      // endpoint keys, by group rank
-	std::vector<Peer*> peers;               // by group rank (ours: nullptr)
+	std::vector<uint64_t> member_keys; // endpoint keys, by group rank
+	std::vector<Peer*> peers;          // by group rank (ours: nullptr)
 	std::unique_ptr<CollTransport> transport;
-	std::unique_ptr<engine::Group> group;   // once the join completed
-	std::optional<CrowdedHost> crowded;     // more members on this host than CPUs
+	std::unique_ptr<engine::Group> group; // once the join completed
+	std::optional<CrowdedHost> crowded;   // more members on this host than CPUs
 	enum class State { joining, joined, failed };
 	State state = State::joining;
 	// The join.
 	uint64_t join_id = 0;
 	void* join_context = nullptr;
-	std::vector<bool> heard;                // members whose join record arrived
+	std::vector<bool> heard; // members whose join record arrived
 	size_t missing = 0;
-	bool closed = false;                    // the application closed the fid_mc
+	bool closed = false; // the application closed the fid_mc
 	// Failure detection: a group with work pending that sees no arrival
 	// and no write completion for FI_RCOLL_COLL_TIMEOUT_MS fails.
 	std::chrono::steady_clock::time_point last_activity;
 	uint64_t seen_activity = 0;
-	int failure = 0;                        // fi_errno the group failed with
+	int failure = 0; // fi_errno the group failed with
 	// While failing: members known to write no more into our buffers
 	// (they said so, or they are dead).
 	std::vector<bool> quiet;
@@ -71,7 +71,8 @@ public:
 	// From the endpoint.
 	void progress();
 	void on_arrival(uint32_t id);
-	void on_join_message(Peer& peer, const proto::MsgHeader& h, std::span<const std::byte> payload);
+	void on_join_message(Peer& peer, const proto::MsgHeader& h,
+			     std::span<const std::byte> payload);
 	void on_peer_failed(Peer& peer);
 	// Operations or writes still in flight in some group.
 	bool busy() const;
@@ -107,7 +108,7 @@ private:
 	};
 
 	Endpoint& ep_;
-	std::vector<std::unique_ptr<CollGroup>> slots_;  // index: slot in immediates
+	std::vector<std::unique_ptr<CollGroup>> slots_;   // index: slot in immediates
 	std::unordered_map<uint64_t, uint32_t> ordinals_; // joins per member list
 	std::unordered_multimap<uint64_t, Early> early_;  // records ahead of our fi_join
 	engine::GroupConfig config_;

@@ -30,9 +30,9 @@ struct JoinRecord {
 	uint32_t magic = kMagic;
 	uint32_t rank = 0;
 	uint32_t size = 0;
-	uint32_t slot = 0;         // the sender's slot: goes into immediates to it
-	uint64_t config = 0;       // fingerprint of the group configuration
-	engine::MemoryKey scratch; // the sender's scratch region
+	uint32_t slot = 0;                 // the sender's slot: goes into immediates to it
+	uint64_t config = 0;               // fingerprint of the group configuration
+	engine::MemoryKey scratch;         // the sender's scratch region
 	CollTransport::LocalAddress local; // how members on its host reach it
 };
 static_assert(sizeof(JoinRecord) == 72);
@@ -113,8 +113,8 @@ uint64_t Collectives::config_fingerprint() const
 {
 	const Config& c = config();
 	uint64_t h = 0xcbf29ce484222325ULL;
-	for (const std::string* s : {&c.coll_tune, &c.coll_alpha_us, &c.coll_beta_us_per_byte,
-				     &c.coll_gamma_us_per_byte})
+	for (const std::string* s :
+	     {&c.coll_tune, &c.coll_alpha_us, &c.coll_beta_us_per_byte, &c.coll_gamma_us_per_byte})
 		h = fnv1a(fnv1a(h, s->data(), s->size()), "|", 1);
 	return h;
 }
@@ -148,8 +148,10 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 			return -FI_EINVAL;
 		if (!a->keyed()) {
 			// Members agree on a group by their keys.
-			RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: member %u was inserted by node and service "
-				   "and has not been reached yet; insert its fi_getname address\n", r);
+			RCOLL_WARN(FI_LOG_EP_CTRL,
+				   "fi_join: member %u was inserted by node and service "
+				   "and has not been reached yet; insert its fi_getname address\n",
+				   r);
 			return -FI_EINVAL;
 		}
 		g->member_keys.push_back(a->key);
@@ -188,7 +190,8 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 
 	g->peers = peers;
 	g->transport = std::make_unique<CollTransport>(ep_, slot, peers, g->rank);
-	int ret = g->transport->init(engine::Group::scratch_bytes(size, config_), config().coll_local);
+	int ret = g->transport->init(engine::Group::scratch_bytes(size, config_),
+				     config().coll_local);
 	if (ret)
 		return ret;
 
@@ -259,7 +262,8 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 bool Collectives::records_sent(const CollGroup& g) const
 {
 	return std::all_of(g.peers.begin(), g.peers.end(), [](const Peer* p) {
-		return !p || (p->state == Peer::State::connected && p->backlog.empty() && p->controls.empty());
+		return !p || (p->state == Peer::State::connected && p->backlog.empty() &&
+			      p->controls.empty());
 	});
 }
 
@@ -278,7 +282,8 @@ void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
 		if (notice.magic == StopNotice::kMagic)
 			on_stop_notice(peer, h.tag, notice.rank);
 		else
-			RCOLL_WARN(FI_LOG_EP_CTRL, "dropping a collective control message: bad magic\n");
+			RCOLL_WARN(FI_LOG_EP_CTRL,
+				   "dropping a collective control message: bad magic\n");
 		return;
 	}
 	for (auto& g : slots_) {
@@ -324,7 +329,8 @@ void Collectives::finish_join(CollGroup& g, int err)
 		return;
 	if (!err) {
 		std::unique_ptr<engine::Group> group;
-		engine::Errc e = engine::Group::create(g.rank, g.size, *g.transport, config_, group);
+		engine::Errc e =
+			engine::Group::create(g.rank, g.size, *g.transport, config_, group);
 		if (e != engine::Errc::ok)
 			err = -int(e);
 		else
@@ -378,7 +384,8 @@ void Collectives::check_timeout(CollGroup& g, std::chrono::steady_clock::time_po
 	}
 	if (now - g.last_activity < std::chrono::milliseconds(limit_ms))
 		return;
-	RCOLL_WARN(FI_LOG_EP_DATA, "collective group (slot %u) made no progress for %zu ms: failing it\n",
+	RCOLL_WARN(FI_LOG_EP_DATA,
+		   "collective group (slot %u) made no progress for %zu ms: failing it\n",
 		   g.transport->slot(), limit_ms);
 	begin_failure(g, FI_ETIMEDOUT);
 }
@@ -435,15 +442,18 @@ void Collectives::check_quiet(CollGroup& g, std::chrono::steady_clock::time_poin
 	if (!all && now - g.failing_since < std::chrono::milliseconds(bound_ms))
 		return;
 	if (!all)
-		RCOLL_WARN(FI_LOG_EP_DATA, "collective group (slot %u): members did not confirm they "
-			   "stopped; ending its operations anyway\n", g.transport->slot());
+		RCOLL_WARN(FI_LOG_EP_DATA,
+			   "collective group (slot %u): members did not confirm they "
+			   "stopped; ending its operations anyway\n",
+			   g.transport->slot());
 	g.transport->fail(g.failure);
 }
 
 void Collectives::on_stop_notice(Peer& peer, uint64_t join_id, uint32_t rank)
 {
 	for (auto& g : slots_) {
-		if (!g || g->join_id != join_id || rank >= g->size || g->member_keys[rank] != peer.key)
+		if (!g || g->join_id != join_id || rank >= g->size ||
+		    g->member_keys[rank] != peer.key)
 			continue;
 		begin_failure(*g, FI_EIO); // a member failed the group: so do we
 		if (!g->quiet.empty())

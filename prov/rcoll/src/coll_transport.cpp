@@ -24,8 +24,7 @@ void CollTransport::WriteContext::finish(Endpoint& ep, void* owner, const CoreEv
 		ep.fail_connection_of(peer, event.err);
 }
 
-CollTransport::CollTransport(Endpoint& ep, uint32_t slot, std::vector<Peer*> members,
-				 uint32_t rank)
+CollTransport::CollTransport(Endpoint& ep, uint32_t slot, std::vector<Peer*> members, uint32_t rank)
 	: ep_(ep), slot_(slot), rank_(rank), members_(members.size()),
 	  inject_limit_(ep.domain->core_info->tx_attr->inject_size)
 {
@@ -50,13 +49,14 @@ int CollTransport::init(size_t scratch_bytes, bool node_local)
 	}
 	if (offer_local_ && !scratch_file_.shared()) {
 		RCOLL_INFO(FI_LOG_EP_CTRL, "no memory file for the collective scratch: members on "
-			   "this host write to this one through the core\n");
+					   "this host write to this one through the core\n");
 		offer_local_ = false;
 	}
 	if (offer_local_)
 		local::allow_memory_writes_from_siblings();
 	std::span<std::byte> s = scratch_file_.scratch();
-	return scratch_mr_.reg(ep_.domain->core.get(), s.data(), s.size() ? s.size() : 1, kAllAccess);
+	return scratch_mr_.reg(ep_.domain->core.get(), s.data(), s.size() ? s.size() : 1,
+			       kAllAccess);
 }
 
 engine::MemoryKey CollTransport::encode(const RemoteBuffer& r)
@@ -93,7 +93,7 @@ CollTransport::LocalAddress CollTransport::local_address() const
 }
 
 void CollTransport::set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch,
-				 const LocalAddress& local)
+			       const LocalAddress& local)
 {
 	RemoteBuffer r = decode(scratch);
 	Member& m = members_[rank];
@@ -123,13 +123,17 @@ void CollTransport::set_member(uint32_t rank, uint32_t slot, const engine::Memor
 	if (!err && !mapping->ring(kMappedMark | rank_))
 		err = -EAGAIN;
 	if (err) {
-		RCOLL_INFO(FI_LOG_EP_CTRL, "member %u is on this host but its scratch cannot be "
-			   "mapped (%s): writing to it through the core\n", rank, std::strerror(-err));
+		RCOLL_INFO(FI_LOG_EP_CTRL,
+			   "member %u is on this host but its scratch cannot be "
+			   "mapped (%s): writing to it through the core\n",
+			   rank, std::strerror(-err));
 		return;
 	}
 	if (!mapping->can_write_memory())
-		RCOLL_INFO(FI_LOG_EP_CTRL, "member %u: cross-memory attach is not allowed; writes "
-			   "into its call buffers go through the core\n", rank);
+		RCOLL_INFO(FI_LOG_EP_CTRL,
+			   "member %u: cross-memory attach is not allowed; writes "
+			   "into its call buffers go through the core\n",
+			   rank);
 	m.mapping = std::move(mapping);
 }
 
@@ -150,13 +154,10 @@ int CollTransport::watch_process(Peer& peer, pid_t pid)
 	}
 }
 
-std::span<std::byte> CollTransport::scratch() noexcept
-{
-	return scratch_file_.scratch();
-}
+std::span<std::byte> CollTransport::scratch() noexcept { return scratch_file_.scratch(); }
 
 Errc CollTransport::register_memory(std::span<std::byte> buffer, engine::Access,
-				      engine::Registration& out) noexcept
+				    engine::Registration& out) noexcept
 {
 	try {
 		auto reg = std::make_unique<CoreRegistration>();
@@ -258,8 +259,8 @@ Errc CollTransport::write(const engine::WriteRequest& w) noexcept
 	std::optional<uint32_t> imm;
 	if (w.has_immediate && !(imm = proto::encode_collective({m.slot, w.immediate})))
 		return Errc::invalid_argument;
-	ssize_t ret = post_core_write(peer->conn.get(), w.source, w.length, desc, addr + w.offset, key,
-				      imm, &ctx->cc.space);
+	ssize_t ret = post_core_write(peer->conn.get(), w.source, w.length, desc, addr + w.offset,
+				      key, imm, &ctx->cc.space);
 	if (ret)
 		return refused(ret);
 	free_contexts_.pop_back();
@@ -273,7 +274,7 @@ Errc CollTransport::write(const engine::WriteRequest& w) noexcept
 // in place. Done when it returns: the source may be reused at once. nullopt:
 // this write must go through the core (no cross-memory attach).
 std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Member& m,
-						 uint64_t addr) noexcept
+					       uint64_t addr) noexcept
 {
 	local::PeerMapping& peer = *m.mapping;
 	if (w.target_key && !peer.can_write_memory())
@@ -302,7 +303,8 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 	if (!err && w.length && !w.target_key)
 		std::memcpy(peer.scratch() + w.offset, w.source, w.length);
 	else if (!err && w.length)
-		err = m.process->exited() ? -ESRCH : peer.write_memory(addr + w.offset, w.source, w.length);
+		err = m.process->exited() ? -ESRCH
+					  : peer.write_memory(addr + w.offset, w.source, w.length);
 	if (!err && imm && !peer.ring(*imm))
 		err = -EAGAIN; // another writer took the last cell since has_room()
 	if (err) {
@@ -310,7 +312,8 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 		// Gone, failed, or a key naming memory it does not have: like a
 		// failed core write, the group fails in two steps.
 		if (err != -EAGAIN && !write_error_) {
-			RCOLL_WARN(FI_LOG_EP_DATA, "collective write to a member on this host: %s\n",
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "collective write to a member on this host: %s\n",
 				   std::strerror(-err));
 			write_error_ = FI_EIO;
 		}
@@ -340,7 +343,7 @@ bool CollTransport::queue_completion(uint64_t cookie) noexcept
 // write_complete at once (the source may be reused: it was copied). The
 // peer's InjectLedger bounds how many injected writes stay unproven.
 Errc CollTransport::inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr, uint64_t key,
-			     uint32_t target_slot) noexcept
+			   uint32_t target_slot) noexcept
 {
 	fid_ep* conn = peer.conn.get();
 	if (!queue_completion(w.cookie)) // first, so a full deque cannot lose a posted write

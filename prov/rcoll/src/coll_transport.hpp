@@ -36,7 +36,7 @@ public:
 	static constexpr uint32_t kMaxCounters = proto::kMaxArrivalCounters;
 	// Doorbell values other than arrival counters (see stop()).
 	static constexpr uint32_t kMark = 1u << 31;
-	static constexpr uint32_t kStopMark = kMark;		    // | rank: it stopped writing
+	static constexpr uint32_t kStopMark = kMark;              // | rank: it stopped writing
 	static constexpr uint32_t kMappedMark = kMark | 1u << 30; // | rank: it may write into us
 	static constexpr uint32_t kMarkRank = (1u << 30) - 1;
 
@@ -48,7 +48,8 @@ public:
 		Peer* peer = nullptr;
 		uint64_t cookie = 0;
 		uint64_t proves = 0; // the member's injects posted before it (InjectLedger)
-		explicit WriteContext(CollTransport* o) : cc(&WriteContext::finish, this), owner(o) {}
+		explicit WriteContext(CollTransport* o) : cc(&WriteContext::finish, this), owner(o)
+		{}
 		static void finish(Endpoint& ep, void* owner, const CoreEvent& event);
 	};
 
@@ -132,8 +133,8 @@ private:
 		// mapped (null when that failed), and its process.
 		std::unique_ptr<local::PeerMapping> mapping;
 		std::shared_ptr<local::ProcessWatch> process; // the Peer's, shared by its groups
-		bool maps_us = false;	   // it rang its mapped mark in our doorbell
-		bool stop_rung = false;	   // it rang its stop mark
+		bool maps_us = false;      // it rang its mapped mark in our doorbell
+		bool stop_rung = false;    // it rang its stop mark
 		bool stop_pending = false; // our stop mark found its doorbell full
 	};
 	// A member's buffer as its key describes it.
@@ -156,7 +157,7 @@ private:
 	uint32_t rank_;
 	std::vector<Member> members_;
 	local::ScratchFile scratch_file_;
-	uint64_t host_ = 0;	    // this host's identity (0: unknown)
+	uint64_t host_ = 0;        // this host's identity (0: unknown)
 	bool offer_local_ = false; // the node-local path is offered
 	uint32_t members_on_host_ = 1;
 	size_t inject_limit_; // the core's inject_size: writes up to it are injected

@@ -90,7 +90,8 @@ template <class Fn>
 inline constexpr Fn enosys = Unsupported<Fn>::call;
 
 // Most objects answer fi_control/ops_open/tostr/ops_set with -FI_ENOSYS.
-template <int (*Close)(fid*), int (*Bind)(fid*, fid*, uint64_t) = enosys<int (*)(fid*, fid*, uint64_t)>,
+template <int (*Close)(fid*),
+	  int (*Bind)(fid*, fid*, uint64_t) = enosys<int (*)(fid*, fid*, uint64_t)>,
 	  int (*Control)(fid*, int, void*) = enosys<int (*)(fid*, int, void*)>>
 inline fi_ops fid_ops_table = {
 	.size = sizeof(fi_ops),

@@ -17,25 +17,53 @@ struct Param {
 // The one table of runtime parameters (FI_RCOLL_<NAME> in the environment).
 // Defaults come from Config's member initialisers.
 const Param params[] = {
-	{"core", &Config::core, "Core provider under rcoll: auto (verbs when a device exists, else tcp), verbs, tcp or net"},
-	{"eager_size", &Config::eager_size, "Largest message payload sent eagerly through bounce buffers; larger ones use rendezvous"},
-	{"rx_posted", &Config::rx_posted, "Bounce buffers kept posted to the endpoint's one shared receive context"},
-	{"rx_low_watermark", &Config::rx_low_watermark, "Refill the shared receive context when fewer than this many buffers are posted"},
+	{"core", &Config::core,
+	 "Core provider under rcoll: auto (verbs when a device exists, else tcp), verbs, tcp or "
+	 "net"},
+	{"eager_size", &Config::eager_size,
+	 "Largest message payload sent eagerly through bounce buffers; larger ones use rendezvous"},
+	{"rx_posted", &Config::rx_posted,
+	 "Bounce buffers kept posted to the endpoint's one shared receive context"},
+	{"rx_low_watermark", &Config::rx_low_watermark,
+	 "Refill the shared receive context when fewer than this many buffers are posted"},
 	{"rx_pool_max", &Config::rx_pool_max, "Most bounce buffers the receive pool may hold"},
-	{"tx_pool_size", &Config::tx_pool_size, "Most sends in flight per endpoint before -FI_EAGAIN"},
-	{"rndv_completion", &Config::rndv_completion, "How a rendezvous PUT is detected at the receiver: imm (write with immediate data) or poll (last-byte polling)"},
-	{"rma_chunk", &Config::rma_chunk, "Largest single core RMA transfer; larger ones are split"},
-	{"progress_thread", &Config::progress_thread, "Drive progress from a thread in every domain, not only under FI_PROGRESS_AUTO"},
-	{"spin_us", &Config::spin_us, "Microseconds to busy-poll before blocking waits sleep, and at most before empty CQ or counter polls yield"},
-	{"connect_timeout_ms", &Config::connect_timeout_ms, "Milliseconds a connection may take before its pending sends fail"},
-	{"linger_ms", &Config::linger_ms, "Milliseconds fi_close of an endpoint keeps progressing so that what it sent reaches its peers (0: close at once)"},
-	{"coll_timeout_ms", &Config::coll_timeout_ms, "Milliseconds a collective group with work pending may see no progress before its operations fail with FI_ETIMEDOUT (0: never)"},
-	{"probe_interval_ms", &Config::probe_interval_ms, "Milliseconds a peer that operations wait on may send nothing before it gets a probe, which its kernel or NIC acknowledges; a dead host leaves it unacknowledged and the connection fails (0: never probe)"},
-	{"coll_local", &Config::coll_local, "Collective writes to group members on the same host go straight into their memory (shared scratch, cross-memory attach) instead of through the core provider (0: always through the core)"},
-	{"coll_alpha_us", &Config::coll_alpha_us, "Collective cost model: latency of one message, in microseconds"},
-	{"coll_beta_us_per_byte", &Config::coll_beta_us_per_byte, "Collective cost model: transfer time per byte, in microseconds"},
-	{"coll_gamma_us_per_byte", &Config::coll_gamma_us_per_byte, "Collective cost model: reduction time per byte, in microseconds"},
-	{"coll_tune", &Config::coll_tune, "Collective algorithm overrides, e.g. allreduce:0-4k:@recursive_doubling#allreduce:4k-inf:@ring (see fi_rcoll(7))"},
+	{"tx_pool_size", &Config::tx_pool_size,
+	 "Most sends in flight per endpoint before -FI_EAGAIN"},
+	{"rndv_completion", &Config::rndv_completion,
+	 "How a rendezvous PUT is detected at the receiver: imm (write with immediate data) or "
+	 "poll (last-byte polling)"},
+	{"rma_chunk", &Config::rma_chunk,
+	 "Largest single core RMA transfer; larger ones are split"},
+	{"progress_thread", &Config::progress_thread,
+	 "Drive progress from a thread in every domain, not only under FI_PROGRESS_AUTO"},
+	{"spin_us", &Config::spin_us,
+	 "Microseconds to busy-poll before blocking waits sleep, and at most before empty CQ or "
+	 "counter polls yield"},
+	{"connect_timeout_ms", &Config::connect_timeout_ms,
+	 "Milliseconds a connection may take before its pending sends fail"},
+	{"linger_ms", &Config::linger_ms,
+	 "Milliseconds fi_close of an endpoint keeps progressing so that what it sent reaches its "
+	 "peers (0: close at once)"},
+	{"coll_timeout_ms", &Config::coll_timeout_ms,
+	 "Milliseconds a collective group with work pending may see no progress before its "
+	 "operations fail with FI_ETIMEDOUT (0: never)"},
+	{"probe_interval_ms", &Config::probe_interval_ms,
+	 "Milliseconds a peer that operations wait on may send nothing before it gets a probe, "
+	 "which its kernel or NIC acknowledges; a dead host leaves it unacknowledged and the "
+	 "connection fails (0: never probe)"},
+	{"coll_local", &Config::coll_local,
+	 "Collective writes to group members on the same host go straight into their memory "
+	 "(shared scratch, cross-memory attach) instead of through the core provider (0: always "
+	 "through the core)"},
+	{"coll_alpha_us", &Config::coll_alpha_us,
+	 "Collective cost model: latency of one message, in microseconds"},
+	{"coll_beta_us_per_byte", &Config::coll_beta_us_per_byte,
+	 "Collective cost model: transfer time per byte, in microseconds"},
+	{"coll_gamma_us_per_byte", &Config::coll_gamma_us_per_byte,
+	 "Collective cost model: reduction time per byte, in microseconds"},
+	{"coll_tune", &Config::coll_tune,
+	 "Collective algorithm overrides, e.g. "
+	 "allreduce:0-4k:@recursive_doubling#allreduce:4k-inf:@ring (see fi_rcoll(7))"},
 };
 
 struct Definer {
@@ -91,8 +119,8 @@ Config read_config()
 	auto clamp = [](const char* name, size_t& v, size_t lo, size_t hi) {
 		if (v < lo || v > hi) {
 			size_t fixed = v < lo ? lo : hi;
-			RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_%s=%zu out of [%zu, %zu]; using %zu\n", name, v,
-				   lo, hi, fixed);
+			RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_%s=%zu out of [%zu, %zu]; using %zu\n",
+				   name, v, lo, hi, fixed);
 			v = fixed;
 		}
 	};

@@ -9,21 +9,21 @@
 namespace rcoll {
 
 struct Config {
-	std::string core = "auto";          // auto | verbs | tcp | net
-	size_t eager_size = 16384;          // largest payload sent eagerly
-	size_t rx_posted = 32;              // bounce buffers kept posted to the shared receive context
-	size_t rx_low_watermark = 8;        // refill when fewer are posted
-	size_t rx_pool_max = 4096;          // hard limit of the receive pool
-	size_t tx_pool_size = 1024;         // sends in flight per endpoint before -FI_EAGAIN
+	std::string core = "auto";   // auto | verbs | tcp | net
+	size_t eager_size = 16384;   // largest payload sent eagerly
+	size_t rx_posted = 32;       // bounce buffers kept posted to the shared receive context
+	size_t rx_low_watermark = 8; // refill when fewer are posted
+	size_t rx_pool_max = 4096;   // hard limit of the receive pool
+	size_t tx_pool_size = 1024;  // sends in flight per endpoint before -FI_EAGAIN
 	std::string rndv_completion = "imm"; // imm (write with immediate) | poll (last byte)
-	size_t rma_chunk = size_t(1) << 30; // largest single core RMA operation
-	bool progress_thread = false;       // a progress thread even without FI_PROGRESS_AUTO
-	size_t spin_us = 50;                // busy-poll this long before blocking
-	size_t connect_timeout_ms = 10000;  // a connection not up by then fails its sends
-	size_t linger_ms = 1000;            // closing: let sends drain at most this long
-	size_t coll_timeout_ms = 60000;     // a collective group stuck this long fails (0: never)
-	size_t probe_interval_ms = 1000;    // probe a silent peer that operations wait on (0: never)
-	bool coll_local = true;             // collective writes to members on this host bypass the core
+	size_t rma_chunk = size_t(1) << 30;  // largest single core RMA operation
+	bool progress_thread = false;        // a progress thread even without FI_PROGRESS_AUTO
+	size_t spin_us = 50;                 // busy-poll this long before blocking
+	size_t connect_timeout_ms = 10000;   // a connection not up by then fails its sends
+	size_t linger_ms = 1000;             // closing: let sends drain at most this long
+	size_t coll_timeout_ms = 60000;      // a collective group stuck this long fails (0: never)
+	size_t probe_interval_ms = 1000; // probe a silent peer that operations wait on (0: never)
+	bool coll_local = true; // collective writes to members on this host bypass the core
 	// Collectives: the cost model's constants (decimal numbers) and the
 	// tuning string that overrides its choices (see fi_rcoll(7)).
 	std::string coll_alpha_us = "2";

@@ -176,7 +176,8 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 	if (event == FI_CONNREQ) {
 		InfoPtr info(entry.info);
 		proto::Handshake hs;
-		auto status = proto::check_handshake(entry.data, data_len, proto::HandshakeKind::Request, hs);
+		auto status = proto::check_handshake(entry.data, data_len,
+						     proto::HandshakeKind::Request, hs);
 		auto reject = [&](const char* why) {
 			RCOLL_WARN(FI_LOG_EP_CTRL, "rejecting a connection request: %s\n", why);
 			fi_reject(pep.get(), info->handle, nullptr, 0);
@@ -184,9 +185,10 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 		if (status != proto::WireStatus::Ok)
 			return reject(proto::describe(status));
 		RCOLL_INFO(FI_LOG_EP_CTRL, "connection request from %016llx\n",
-			  (unsigned long long)hs.endpoint_key);
+			   (unsigned long long)hs.endpoint_key);
 		auto it = peer_by_key.find(hs.endpoint_key);
-		Peer& peer = it != peer_by_key.end() ? *it->second : add_peer(hs.endpoint_key, nullptr);
+		Peer& peer =
+			it != peer_by_key.end() ? *it->second : add_peer(hs.endpoint_key, nullptr);
 		const bool self = hs.endpoint_key == address.key;
 		const bool ours_live = peer.active && peer.conn &&
 				       (peer.state == Peer::State::connecting ||
@@ -234,9 +236,11 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 		return;
 	const bool is_conn = peer->conn && entry.fid == &peer->conn->fid;
 	RCOLL_INFO(FI_LOG_EP_CTRL, "CM event %s on %s connection to %016llx (state %d)\n",
-		  fi_tostr(&event, FI_TYPE_EQ_EVENT),
-		  is_conn ? "the" : (peer->losing && entry.fid == &peer->losing->fid) ? "a losing" : "another",
-		  (unsigned long long)peer->key, int(peer->state));
+		   fi_tostr(&event, FI_TYPE_EQ_EVENT),
+		   is_conn                                             ? "the"
+		   : (peer->losing && entry.fid == &peer->losing->fid) ? "a losing"
+								       : "another",
+		   (unsigned long long)peer->key, int(peer->state));
 	if (event == FI_CONNECTED) {
 		if (!is_conn)
 			return; // the accepted half of a self connection, or a stale one
@@ -244,13 +248,14 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 			proto::Handshake hs;
 			auto status = proto::check_handshake(entry.data, data_len,
 							     proto::HandshakeKind::Accept, hs);
-			const bool key_differs = peer->key != EpAddress::kUnkeyed &&
-						 hs.endpoint_key != peer->key;
+			const bool key_differs =
+				peer->key != EpAddress::kUnkeyed && hs.endpoint_key != peer->key;
 			if (status != proto::WireStatus::Ok || key_differs) {
 				RCOLL_WARN(FI_LOG_EP_CTRL, "bad connection accept from %s: %s\n",
 					   peer->address.to_string().c_str(),
-					   status != proto::WireStatus::Ok ? proto::describe(status)
-									   : "endpoint key differs");
+					   status != proto::WireStatus::Ok
+						   ? proto::describe(status)
+						   : "endpoint key differs");
 				fail_peer(*peer, -FI_ECONNREFUSED);
 				return;
 			}
@@ -291,22 +296,21 @@ void Endpoint::handle_cm_error(const fi_eq_err_entry& err)
 		return;
 	}
 	RCOLL_INFO(FI_LOG_EP_CTRL, "CM error %s on %s connection to %016llx (state %d)\n",
-		  fi_strerror(err.err),
-		  peer->conn && err.fid == &peer->conn->fid ? "the" : "another",
-		  (unsigned long long)peer->key, int(peer->state));
+		   fi_strerror(err.err),
+		   peer->conn && err.fid == &peer->conn->fid ? "the" : "another",
+		   (unsigned long long)peer->key, int(peer->state));
 	if (!peer->conn || err.fid != &peer->conn->fid)
 		return;
 	if (err.err == FI_ECONNREFUSED && peer->active && peer->key != EpAddress::kUnkeyed &&
-	    peer->key < address.key &&
-	    peer->state == Peer::State::connecting) {
+	    peer->key < address.key && peer->state == Peer::State::connecting) {
 		// The peer connected to us at the same time and its connect wins;
 		// its request may still be on the way. Wait for it (bounded by the
 		// connect timeout) instead of failing our sends.
 		graveyard.push_back(std::move(peer->conn));
 		return;
 	}
-	RCOLL_WARN(FI_LOG_EP_CTRL, "connection to %s failed: %s\n", peer->address.to_string().c_str(),
-		   fi_strerror(err.err));
+	RCOLL_WARN(FI_LOG_EP_CTRL, "connection to %s failed: %s\n",
+		   peer->address.to_string().c_str(), fi_strerror(err.err));
 	if (peer->state == Peer::State::connecting)
 		peer->connect_error = err.err;
 	fail_peer(*peer, -err.err);

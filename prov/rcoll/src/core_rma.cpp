@@ -18,9 +18,10 @@ ssize_t ChunkedRma::post_next(fid_ep* conn, void* context, size_t max_chunk)
 {
 	const uint64_t n = std::min<uint64_t>(length - done, max_chunk);
 	const bool last = n == length - done;
-	ssize_t ret = write ? post_core_write(conn, local + done, n, desc, remote_addr + done, key,
-					      last ? immediate : std::nullopt, context)
-			    : fi_read(conn, local + done, n, desc, 0, remote_addr + done, key, context);
+	ssize_t ret =
+		write ? post_core_write(conn, local + done, n, desc, remote_addr + done, key,
+					last ? immediate : std::nullopt, context)
+		      : fi_read(conn, local + done, n, desc, 0, remote_addr + done, key, context);
 	retry = ret == -FI_EAGAIN;
 	if (ret == 0) {
 		in_flight = true;

@@ -29,10 +29,10 @@ struct ChunkedRma {
 	uint64_t length = 0;
 	std::optional<uint32_t> immediate;
 
-	uint64_t done = 0;      // bytes of the chunks completed so far
-	uint64_t chunk = 0;     // bytes of the chunk in flight
+	uint64_t done = 0;  // bytes of the chunks completed so far
+	uint64_t chunk = 0; // bytes of the chunk in flight
 	bool in_flight = false;
-	bool retry = false;     // the core refused the next chunk with -FI_EAGAIN
+	bool retry = false; // the core refused the next chunk with -FI_EAGAIN
 
 	// Posts the next chunk with `context`: 0, -FI_EAGAIN (retry is then
 	// set), or the core's error.

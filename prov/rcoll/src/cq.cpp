@@ -95,12 +95,14 @@ ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const v
 			return -FI_EINVAL;
 		size_t threshold = 1;
 		if (cond)
-			threshold = std::max<size_t>(1, std::min(count, *static_cast<const size_t*>(cond)));
+			threshold = std::max<size_t>(
+				1, std::min(count, *static_cast<const size_t*>(cond)));
 		std::unique_lock held(cq->domain->lock);
 		int ret = wait_with_progress(
 			held, cq->endpoints,
 			[&] {
-				return cq->signaled || !cq->errors.empty() || cq->entries.size() >= threshold;
+				return cq->signaled || !cq->errors.empty() ||
+				       cq->entries.size() >= threshold;
 			},
 			timeout);
 		if (cq->signaled && cq->entries.empty() && cq->errors.empty()) {
@@ -193,8 +195,7 @@ int CompletionQueue::open(Domain* domain, fi_cq_attr* attr, fid_cq** out, void* 
 	switch (attr->wait_obj) {
 	case FI_WAIT_NONE:
 	case FI_WAIT_UNSPEC:
-	case FI_WAIT_YIELD:
-		break;
+	case FI_WAIT_YIELD: break;
 	default:
 		RCOLL_WARN(FI_LOG_CQ, "CQ wait object %d not supported (use FI_WAIT_UNSPEC)\n",
 			   int(attr->wait_obj));

@@ -39,7 +39,10 @@ struct CompletionQueue {
 
 	// Under the domain lock.
 	void push(const fi_cq_tagged_entry& e, fi_addr_t source) { entries.push_back({e, source}); }
-	void push_error(const fi_cq_err_entry& e, fi_addr_t source) { errors.push_back({e, source}); }
+	void push_error(const fi_cq_err_entry& e, fi_addr_t source)
+	{
+		errors.push_back({e, source});
+	}
 
 	static int open(Domain* domain, fi_cq_attr* attr, fid_cq** out, void* context);
 };

@@ -29,12 +29,14 @@ namespace {
 
 int open_av(fid_domain* d, fi_av_attr* attr, fid_av** out, void* context)
 {
-	return guarded([&] { return AddressVector::open(owner_of<Domain>(d), attr, out, context); });
+	return guarded(
+		[&] { return AddressVector::open(owner_of<Domain>(d), attr, out, context); });
 }
 
 int open_cq(fid_domain* d, fi_cq_attr* attr, fid_cq** out, void* context)
 {
-	return guarded([&] { return CompletionQueue::open(owner_of<Domain>(d), attr, out, context); });
+	return guarded(
+		[&] { return CompletionQueue::open(owner_of<Domain>(d), attr, out, context); });
 }
 
 int open_cntr(fid_domain* d, fi_cntr_attr* attr, fid_cntr** out, void* context)
@@ -75,8 +77,7 @@ int Domain::open(Fabric* fabric, fi_info* info, fid_domain** out, void* context)
 {
 	if (!info || !info->domain_attr || !out)
 		return -FI_EINVAL;
-	InfoPtr core_info = core_info_for(fabric->name.c_str(),
-					  info->domain_attr->name, info);
+	InfoPtr core_info = core_info_for(fabric->name.c_str(), info->domain_attr->name, info);
 	if (!core_info) {
 		RCOLL_WARN(FI_LOG_DOMAIN, "no core domain %s\n", info->domain_attr->name);
 		return -FI_ENODATA;
@@ -109,7 +110,8 @@ int Domain::open(Fabric* fabric, fi_info* info, fid_domain** out, void* context)
 	domain->shell.fid.ops = &domain_ops;
 	domain->shell.fid.mr = &memory_region_ops;
 	if (info->domain_attr->data_progress == FI_PROGRESS_AUTO || config().progress_thread)
-		domain->progress_thread = std::thread([d = domain.get()] { d->run_progress_thread(); });
+		domain->progress_thread =
+			std::thread([d = domain.get()] { d->run_progress_thread(); });
 	*out = &domain.release()->shell.fid;
 	return 0;
 }

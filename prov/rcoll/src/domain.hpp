@@ -17,10 +17,10 @@ struct Endpoint;
 struct Domain {
 	FidShell<fid_domain, Domain> shell;
 	Fabric* fabric = nullptr;
-	InfoPtr info;       // the rcoll info it was opened with
-	InfoPtr core_info;  // the core MSG info behind it
+	InfoPtr info;      // the rcoll info it was opened with
+	InfoPtr core_info; // the core MSG info behind it
 	FidPtr<fid_domain> core;
-	std::mutex lock;    // every operation on objects of this domain holds it
+	std::mutex lock; // every operation on objects of this domain holds it
 	std::atomic<int> children{0};
 	std::vector<Endpoint*> endpoints; // under lock; walked by the progress thread
 
@@ -39,4 +39,3 @@ private:
 };
 
 } // namespace rcoll
-

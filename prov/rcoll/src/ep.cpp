@@ -40,7 +40,8 @@ int close_ep(fid* f)
 			for (CompletionQueue* cq : {ep->tx_cq, ep->rx_cq})
 				if (cq)
 					unlink(cq->endpoints, ep);
-			for (Counter* c : {ep->send_cntr, ep->recv_cntr, ep->read_cntr, ep->write_cntr})
+			for (Counter* c :
+			     {ep->send_cntr, ep->recv_cntr, ep->read_cntr, ep->write_cntr})
 				if (c)
 					unlink(c->endpoints, ep);
 			if (ep->av)
@@ -98,22 +99,24 @@ int bind_ep(fid* f, fid* bfid, uint64_t flags)
 			if (c->domain != ep->domain)
 				return -FI_EINVAL;
 			if (flags & ~uint64_t(FI_SEND | FI_RECV | FI_READ | FI_WRITE)) {
-				RCOLL_WARN(FI_LOG_EP_CTRL, "counter bind flags %#llx not supported\n",
+				RCOLL_WARN(FI_LOG_EP_CTRL,
+					   "counter bind flags %#llx not supported\n",
 					   (unsigned long long)flags);
 				return -FI_EBADFLAGS;
 			}
-			if (flags & FI_SEND) ep->send_cntr = c;
-			if (flags & FI_RECV) ep->recv_cntr = c;
-			if (flags & FI_READ) ep->read_cntr = c;
-			if (flags & FI_WRITE) ep->write_cntr = c;
+			if (flags & FI_SEND)
+				ep->send_cntr = c;
+			if (flags & FI_RECV)
+				ep->recv_cntr = c;
+			if (flags & FI_READ)
+				ep->read_cntr = c;
+			if (flags & FI_WRITE)
+				ep->write_cntr = c;
 			add(c->endpoints, ep);
 			return 0;
 		}
-		case FI_CLASS_EQ:
-			ep->eq = owner_of<EventQueue>(bfid);
-			return 0;
-		default:
-			return -FI_EINVAL;
+		case FI_CLASS_EQ: ep->eq = owner_of<EventQueue>(bfid); return 0;
+		default: return -FI_EINVAL;
 		}
 	});
 }
@@ -124,8 +127,7 @@ int control_ep(fid* f, int command, void* arg)
 		Endpoint* ep = owner_of<Endpoint>(f);
 		std::lock_guard guard(ep->domain->lock);
 		switch (command) {
-		case FI_ENABLE:
-			return ep->enable();
+		case FI_ENABLE: return ep->enable();
 		case FI_GETOPSFLAG: {
 			auto* flags = static_cast<uint64_t*>(arg);
 			if (!flags)
@@ -143,8 +145,7 @@ int control_ep(fid* f, int command, void* arg)
 				ep->rx_op_flags = *flags & ~uint64_t(FI_TRANSMIT | FI_RECV);
 			return 0;
 		}
-		default:
-			return -FI_ENOSYS;
+		default: return -FI_ENOSYS;
 		}
 	});
 }
@@ -166,8 +167,7 @@ int getopt_ep(fid_t f, int level, int name, void* value, size_t* len)
 			return -FI_ENOPROTOOPT;
 		switch (name) {
 		case FI_OPT_MIN_MULTI_RECV:
-		case FI_OPT_CM_DATA_SIZE:
-			return -FI_ENOPROTOOPT;
+		case FI_OPT_CM_DATA_SIZE: return -FI_ENOPROTOOPT;
 		case FI_OPT_BUFFERED_LIMIT:
 		case FI_OPT_BUFFERED_MIN:
 			if (*len < sizeof(size_t))
@@ -175,8 +175,7 @@ int getopt_ep(fid_t f, int level, int name, void* value, size_t* len)
 			*static_cast<size_t*>(value) = ep->eager_limit;
 			*len = sizeof(size_t);
 			return 0;
-		default:
-			return -FI_ENOPROTOOPT;
+		default: return -FI_ENOPROTOOPT;
 		}
 	});
 }
@@ -194,7 +193,8 @@ ssize_t tx_size_left(fid_ep* f)
 	return guarded([&]() -> ssize_t {
 		Endpoint* ep = owner_of<Endpoint>(f);
 		std::lock_guard guard(ep->domain->lock);
-		return ssize_t(ep->tx_pool->max_buffers() - ep->tx_pool->capacity() + ep->tx_pool->free_count());
+		return ssize_t(ep->tx_pool->max_buffers() - ep->tx_pool->capacity() +
+			       ep->tx_pool->free_count());
 	});
 }
 
@@ -236,7 +236,8 @@ int setname_ep(fid_t f, void* addr, size_t addrlen)
 		std::lock_guard guard(ep->domain->lock);
 		if (ep->enabled)
 			return -FI_EOPBADSTATE;
-		if (a.core_len != ep->address.core_len || memcmp(a.core, ep->address.core, a.core_len))
+		if (a.core_len != ep->address.core_len ||
+		    memcmp(a.core, ep->address.core, a.core_len))
 			return -FI_EOPNOTSUPP;
 		ep->address.key = a.key;
 		return 0;
@@ -259,7 +260,8 @@ int join_ep(fid_ep* f, const void* addr, uint64_t flags, fid_mc** mc, void* cont
 	return int(with_ep(f, [&](Endpoint& ep) -> ssize_t {
 		if (!ep.coll)
 			return -FI_EOPNOTSUPP;
-		return ep.coll->join(static_cast<const fi_collective_addr*>(addr), flags, mc, context);
+		return ep.coll->join(static_cast<const fi_collective_addr*>(addr), flags, mc,
+				     context);
 	}));
 }
 
@@ -292,7 +294,6 @@ fi_ops_atomic atomic_ops = {
 	.readwritevalid = enosys<decltype(fi_ops_atomic::readwritevalid)>,
 	.compwritevalid = enosys<decltype(fi_ops_atomic::compwritevalid)>,
 };
-
 
 uint64_t random_key(std::mt19937_64& rng)
 {
@@ -352,7 +353,8 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	}
 
 	std::random_device seed;
-	std::mt19937_64 rng((uint64_t(seed()) << 32) ^ seed() ^ uint64_t(reinterpret_cast<uintptr_t>(ep.get())));
+	std::mt19937_64 rng((uint64_t(seed()) << 32) ^ seed() ^
+			    uint64_t(reinterpret_cast<uintptr_t>(ep.get())));
 	ep->address.key = random_key(rng);
 	ep->slot_random = proto::SlotRandom(rng());
 
@@ -414,7 +416,8 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	size_t len = EpAddress::kCoreMax;
 	ret = fi_getname(&pep->fid, ep->address.core, &len);
 	if (ret || len > EpAddress::kCoreMax) {
-		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_getname: %s\n", ret ? fi_strerror(-ret) : "too long");
+		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_getname: %s\n",
+			   ret ? fi_strerror(-ret) : "too long");
 		return ret ? ret : -FI_EINVAL;
 	}
 	ep->address.core_len = uint16_t(len);
@@ -502,9 +505,10 @@ void linger(Endpoint& ep)
 	const auto quiet = std::chrono::milliseconds(std::min<size_t>(20, config().linger_ms));
 	auto last_activity = start;
 	for (auto now = start; now < deadline; now = clock::now()) {
-		bool busy = ep.tx_pool->free_count() < ep.tx_pool->capacity() || !ep.rma_ops.empty() ||
-			    (ep.coll && ep.coll->busy()) ||
-			    std::any_of(ep.peers.begin(), ep.peers.end(), [&](const auto& p) { return unproven(*p); });
+		bool busy = ep.tx_pool->free_count() < ep.tx_pool->capacity() ||
+			    !ep.rma_ops.empty() || (ep.coll && ep.coll->busy()) ||
+			    std::any_of(ep.peers.begin(), ep.peers.end(),
+					[&](const auto& p) { return unproven(*p); });
 		if (ep.progress() > 0 || busy)
 			last_activity = now;
 		else if (now - last_activity > quiet)

@@ -54,12 +54,12 @@ struct RxCompletion {
 	uint64_t flags = 0;
 	size_t len = 0;
 	void* buf = nullptr;
-	uint64_t data = 0;     // reported with FI_REMOTE_CQ_DATA only
+	uint64_t data = 0; // reported with FI_REMOTE_CQ_DATA only
 	uint64_t tag = 0;
 	fi_addr_t src = FI_ADDR_NOTAVAIL;
-	int err = 0;           // fi_errno; an error is always reported
-	size_t olen = 0;       // FI_ETRUNC: the bytes that did not fit
-	bool report = true;    // write a CQ entry on success (FI_SELECTIVE_COMPLETION)
+	int err = 0;        // fi_errno; an error is always reported
+	size_t olen = 0;    // FI_ETRUNC: the bytes that did not fit
+	bool report = true; // write a CQ entry on success (FI_SELECTIVE_COMPLETION)
 };
 
 struct Endpoint {
@@ -89,8 +89,8 @@ struct Endpoint {
 
 	std::vector<std::unique_ptr<Peer>> peers; // index: local_id
 	std::unordered_map<uint64_t, Peer*> peer_by_key;
-	std::vector<Peer*> unkeyed_peers;         // connecting to a listener whose key is not known yet
-	std::vector<FidPtr<fid_ep>> graveyard;    // connections to close after this progress round
+	std::vector<Peer*> unkeyed_peers; // connecting to a listener whose key is not known yet
+	std::vector<FidPtr<fid_ep>> graveyard; // connections to close after this progress round
 
 	std::unique_ptr<CoreRegistrar> registrar;
 	std::unique_ptr<proto::ReceivePool> rx_pool;
@@ -104,13 +104,13 @@ struct Endpoint {
 	std::vector<std::unique_ptr<Unexpected>> spare_unexpected;
 	Slab<SendOp> sends;
 	Slab<RecvOp> recvs;
-	std::vector<uint32_t> polling;            // receives in POLL_LAST_BYTE mode
+	std::vector<uint32_t> polling; // receives in POLL_LAST_BYTE mode
 	std::vector<std::unique_ptr<RmaOp>> rma_ops;
 	proto::SlotRandom slot_random{0};
 	uint64_t progress_calls = 0;
-	size_t backlogged = 0;  // > 0: some peer may hold queued sends
-	size_t stalled = 0;     // > 0: some rendezvous transfer waits to be retried
-	bool cm_busy = false;   // a connection is being set up: read the core EQ often
+	size_t backlogged = 0; // > 0: some peer may hold queued sends
+	size_t stalled = 0;    // > 0: some rendezvous transfer waits to be retried
+	bool cm_busy = false;  // a connection is being set up: read the core EQ often
 	uint64_t probe_scans = 0;
 	std::chrono::steady_clock::time_point next_probe_scan;
 	std::unique_ptr<Collectives> coll; // with FI_COLLECTIVE

@@ -44,7 +44,8 @@ int register_region(Domain* domain, const fi_mr_attr* attr, uint64_t flags, fid_
 	std::lock_guard guard(domain->lock);
 	// Local access rights are always added: rcoll moves data for the
 	// application (rendezvous reads and writes) with the same registration.
-	int ret = mr->core.reg(domain->core.get(), iov.iov_base, iov.iov_len, attr->access | kAllAccess);
+	int ret = mr->core.reg(domain->core.get(), iov.iov_base, iov.iov_len,
+			       attr->access | kAllAccess);
 	if (ret)
 		return ret;
 	mr->domain = domain;

@@ -49,7 +49,8 @@ inline void* core_desc_of(void* app_desc)
 class CoreRegistrar final : public proto::Registrar {
 public:
 	explicit CoreRegistrar(fid_domain* core) : core_(core) {}
-	int register_region(void* addr, size_t length, proto::RegisteredRegion& out) noexcept override;
+	int register_region(void* addr, size_t length,
+			    proto::RegisteredRegion& out) noexcept override;
 	void deregister_region(const proto::RegisteredRegion& region) noexcept override;
 
 private:

@@ -64,7 +64,8 @@ ssize_t msg_sendmsg(fid_ep* f, const fi_msg* msg, uint64_t flags)
 ssize_t msg_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest)
 {
 	return with_ep(f, [&](Endpoint& ep) {
-		return ep.send(buf, len, nullptr, dest, 0, 0, FI_MSG | FI_INJECT | kNoCompletion, nullptr);
+		return ep.send(buf, len, nullptr, dest, 0, 0, FI_MSG | FI_INJECT | kNoCompletion,
+			       nullptr);
 	});
 }
 

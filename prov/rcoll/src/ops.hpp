@@ -21,7 +21,6 @@ namespace rcoll {
 struct Endpoint;
 struct Peer;
 
-
 // The fi_errno a rendezvous outcome completes with.
 inline int outcome_errno(proto::Outcome o)
 {
@@ -67,14 +66,14 @@ struct BufferRecord {
 	proto::BounceBuffer* buffer = nullptr;
 	// Transmit side.
 	Peer* peer = nullptr;
-	proto::MsgHeader header;   // encoded at post time, when src_conn is known
-	size_t len = 0;            // header + body/payload
-	void* context = nullptr;   // eager send: the application's, reported on completion
+	proto::MsgHeader header; // encoded at post time, when src_conn is known
+	size_t len = 0;          // header + body/payload
+	void* context = nullptr; // eager send: the application's, reported on completion
 	uint64_t cq_flags = 0;
-	bool report = false;       // write a CQ entry
-	bool count = false;        // bump the send counter
-	bool in_core = false;      // posted to the core, completion pending
-	uint64_t proves = 0;       // the peer's injects posted before it (InjectLedger)
+	bool report = false;  // write a CQ entry
+	bool count = false;   // bump the send counter
+	bool in_core = false; // posted to the core, completion pending
+	uint64_t proves = 0;  // the peer's injects posted before it (InjectLedger)
 	// The send may complete once rcoll holds the data (FI_INJECT_COMPLETE):
 	// small ones are then injected into the core, which reports nothing.
 	bool may_inject = true;
@@ -93,16 +92,16 @@ struct BufferRecord {
 // rendezvous.
 struct SendOp {
 	void* context = nullptr;
-	uint64_t flags = 0;       // FI_SEND | FI_MSG or FI_TAGGED
-	bool report = true;       // write a CQ entry (FI_SELECTIVE_COMPLETION)
+	uint64_t flags = 0; // FI_SEND | FI_MSG or FI_TAGGED
+	bool report = true; // write a CQ entry (FI_SELECTIVE_COMPLETION)
 	Peer* peer = nullptr;
 	const std::byte* buf = nullptr;
 	size_t len = 0;
-	CoreRegistration own_mr;  // when the application passed no descriptor
+	CoreRegistration own_mr; // when the application passed no descriptor
 	uint32_t cookie = 0;
 	proto::MsgHeader header{}; // tag, flags and CQ data for the RTS
 	std::optional<proto::RendezvousSender> machine;
-	ChunkedRma transfer;      // the write the machine asked for
+	ChunkedRma transfer; // the write the machine asked for
 	CoreContext transfer_cc{&finish_transfer<SendOp>, this};
 };
 
@@ -111,19 +110,19 @@ struct SendOp {
 // The matching fields (source, tag, ignore, and the application's context,
 // which fi_cancel names) live in the PostedReceive base.
 struct RecvOp : proto::PostedReceive {
-	uint64_t flags = 0;       // FI_RECV | FI_MSG or FI_TAGGED
+	uint64_t flags = 0; // FI_RECV | FI_MSG or FI_TAGGED
 	bool report = true;
 	std::byte* buf = nullptr;
 	size_t len = 0;
 	void* core_desc = nullptr;
 	CoreRegistration own_mr;
-	uint32_t id = 0;          // slab id: carried in the CTS and the immediate
+	uint32_t id = 0; // slab id: carried in the CTS and the immediate
 	// Once matched to a rendezvous request.
 	Peer* peer = nullptr;
 	proto::MsgHeader header{};
 	std::optional<proto::RendezvousReceiver> machine;
 	MemoryRegion* app_mr = nullptr;
-	ChunkedRma transfer;      // the read the machine asked for
+	ChunkedRma transfer; // the read the machine asked for
 	bool polling = false;
 	CoreContext transfer_cc{&finish_transfer<RecvOp>, this};
 };
@@ -133,9 +132,9 @@ struct Unexpected {
 	proto::UnexpectedMessage match;
 	Peer* peer = nullptr;
 	proto::MsgHeader header{};
-	std::vector<std::byte> payload;   // eager data
-	proto::RtsBody rts{};             // rendezvous request (header.opcode == Rts)
-	uint32_t peer_failures = 0;       // peer->failures when it arrived
+	std::vector<std::byte> payload; // eager data
+	proto::RtsBody rts{};           // rendezvous request (header.opcode == Rts)
+	uint32_t peer_failures = 0;     // peer->failures when it arrived
 };
 
 // One application RMA operation.

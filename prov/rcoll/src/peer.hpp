@@ -49,28 +49,29 @@ struct InjectLedger {
 
 struct Peer {
 	enum class State { idle, connecting, connected, failed };
-	uint32_t local_id = 0;   // our id for this connection: the peer puts it in src_conn
-	uint32_t remote_id = 0;  // the peer's id for it: we put it in our headers
-	uint64_t key = 0;        // the peer endpoint's key (its address identity)
-	EpAddress address{};     // core_len == 0 until the AV names it
+	uint32_t local_id = 0;  // our id for this connection: the peer puts it in src_conn
+	uint32_t remote_id = 0; // the peer's id for it: we put it in our headers
+	uint64_t key = 0;       // the peer endpoint's key (its address identity)
+	EpAddress address{};    // core_len == 0 until the AV names it
 	State state = State::idle;
-	int connect_error = 0;   // our latest connect attempt failed with it (injects report it)
-	uint32_t failures = 0;   // times the peer failed: a rendezvous request from before cannot be served
-	bool active = false;     // `conn` is our own connect (not an accepted one)
-	FidPtr<fid_ep> conn;     // the connection in use
-	FidPtr<fid_ep> losing;   // our connect that lost a simultaneous-connect race
-	FidPtr<fid_ep> passive;  // the accepted side of a connection to ourselves
+	int connect_error = 0; // our latest connect attempt failed with it (injects report it)
+	uint32_t failures =
+		0; // times the peer failed: a rendezvous request from before cannot be served
+	bool active = false;    // `conn` is our own connect (not an accepted one)
+	FidPtr<fid_ep> conn;    // the connection in use
+	FidPtr<fid_ep> losing;  // our connect that lost a simultaneous-connect race
+	FidPtr<fid_ep> passive; // the accepted side of a connection to ourselves
 	uint32_t eager_limit = 0;
-	proto::Fifo<BufferRecord*> backlog; // waiting for the connection or for core queue space
+	proto::Fifo<BufferRecord*> backlog;  // waiting for the connection or for core queue space
 	proto::Fifo<QueuedControl> controls; // waiting for a transmit buffer
 	std::chrono::steady_clock::time_point connect_started;
 	// Silent-host detection (Endpoint::probe_silent_peers): a message
 	// count, so the data path reads no clock; the scans turn it into a
 	// coarse time of last arrival.
 	uint64_t arrivals = 0;
-	uint64_t arrivals_seen = 0;       // `arrivals` when a scan last looked
-	uint64_t awaited_in_scan = 0;     // the last scan that found an operation waiting on it
-	bool watched = false;             // awaited at the previous scan too: quiet_since is valid
+	uint64_t arrivals_seen = 0;   // `arrivals` when a scan last looked
+	uint64_t awaited_in_scan = 0; // the last scan that found an operation waiting on it
+	bool watched = false;         // awaited at the previous scan too: quiet_since is valid
 	std::chrono::steady_clock::time_point quiet_since; // last arrival or probe, as scans saw it
 	InjectLedger injects;
 	// Its process, once a collective group found it on this host: one

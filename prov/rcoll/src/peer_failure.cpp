@@ -80,7 +80,9 @@ void Endpoint::probe_silent_peers()
 			continue;
 		RCOLL_DBG(FI_LOG_EP_CTRL, "probing %s: awaited, silent for %lld ms\n",
 			  peer.address.to_string().c_str(),
-			  (long long)std::chrono::duration_cast<std::chrono::milliseconds>(now - peer.quiet_since).count());
+			  (long long)std::chrono::duration_cast<std::chrono::milliseconds>(
+				  now - peer.quiet_since)
+				  .count());
 		peer.quiet_since = now;
 		send_probe(peer);
 	}
@@ -95,7 +97,6 @@ void Endpoint::send_probe(Peer& peer)
 	probe.opcode = proto::Opcode::Probe;
 	send_control(peer, probe, nullptr, 0);
 }
-
 
 // Peer failure: every pending operation with that peer completes with an
 // error; nothing waits forever. The connection is closed, which makes the
@@ -143,9 +144,10 @@ void Endpoint::fail_peer(Peer& peer, int err)
 	// MPI_Finalize) loses nothing; a receive that meets one of its
 	// rendezvous requests fails (match_unexpected).
 	for (proto::MatchQueue* q : {&msg_queue, &tagged_queue})
-		q->drain_directed(peer.key, [&](proto::PostedReceive& pr) { fail_receive(static_cast<RecvOp&>(pr)); });
+		q->drain_directed(peer.key, [&](proto::PostedReceive& pr) {
+			fail_receive(static_cast<RecvOp&>(pr));
+		});
 }
-
 
 void Endpoint::fail_connection_of(Peer* peer, int err)
 {

@@ -84,7 +84,6 @@ int Endpoint::read_core_cq(int rounds)
 	return handled;
 }
 
-
 // Each operation handed to the core carries a CoreContext that knows how
 // to finish it. A remote write's immediate comes with the context of the
 // posted receive it consumed (verbs) or none (tcp).
@@ -143,7 +142,8 @@ void Endpoint::on_receive(BufferRecord* r, size_t len)
 	limits.max_message_size = kMaxMsgSize;
 	proto::ParsedMessage m;
 	auto status = proto::validate_message(r->buffer->data(), len, limits, m);
-	Peer* peer = status == proto::WireStatus::Ok ? peer_by_local_id(m.header.src_conn) : nullptr;
+	Peer* peer =
+		status == proto::WireStatus::Ok ? peer_by_local_id(m.header.src_conn) : nullptr;
 	if (!peer || peer->state == Peer::State::idle || peer->state == Peer::State::failed) {
 		RCOLL_WARN(FI_LOG_EP_DATA, "dropping a %zu-byte message: %s\n", len,
 			   status != proto::WireStatus::Ok ? proto::describe(status)
@@ -159,14 +159,14 @@ void Endpoint::on_receive(BufferRecord* r, size_t len)
 	case Opcode::WriteData:
 		// The fi_writedata before this message has landed (same connection,
 		// in order): the target's completion carries the data.
-		report_rx({.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA, .data = m.header.cq_data, .src = source_of(peer)});
+		report_rx({.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA,
+			   .data = m.header.cq_data,
+			   .src = source_of(peer)});
 		break;
-	case Opcode::Probe:
-		break; // counted above; its sender only wanted our kernel's ACK
+	case Opcode::Probe: break; // counted above; its sender only wanted our kernel's ACK
 	case Opcode::ReadDone: on_read_done(*peer, std::get<proto::ReadDoneBody>(m.body)); break;
 	}
 }
-
 
 // The immediate of a core write that landed here: rcoll's dispatch kind
 // says whose it is.

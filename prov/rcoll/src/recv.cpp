@@ -28,10 +28,7 @@ uint64_t completion_flags(const MsgHeader& h)
 
 } // namespace
 
-void Endpoint::release_rx(BufferRecord* r)
-{
-	rx_pool->release(*r->buffer);
-}
+void Endpoint::release_rx(BufferRecord* r) { rx_pool->release(*r->buffer); }
 
 // Keeps the shared receive context stocked (Sur et al. 2005): the pool counts
 // posted minus consumed buffers, since verbs gives no SRQ limit event.
@@ -50,13 +47,13 @@ void Endpoint::refill_rx()
 		if (ret) {
 			rx_pool->post_failed(*b);
 			if (ret != -FI_EAGAIN)
-				RCOLL_WARN(FI_LOG_EP_DATA, "posting to the shared receive context: %s\n",
+				RCOLL_WARN(FI_LOG_EP_DATA,
+					   "posting to the shared receive context: %s\n",
 					   fi_strerror(int(-ret)));
 			return;
 		}
 	}
 }
-
 
 // A receive buffer came back from the core: with a message, flushed (its
 // connection closed), or consumed by a remote write's immediate (verbs).
@@ -83,7 +80,8 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 	if (src != FI_ADDR_UNSPEC && (caps & FI_DIRECTED_RECV)) {
 		const EpAddress* a = av ? av->lookup(src) : nullptr;
 		if (!a) {
-			RCOLL_WARN(FI_LOG_EP_DATA, "receive from fi_addr %llu, not in the address vector\n",
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "receive from fi_addr %llu, not in the address vector\n",
 				   (unsigned long long)src);
 			return -FI_EINVAL;
 		}
@@ -98,7 +96,10 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 		if (auto* m = queue.peek(source, tag, ignore))
 			u = static_cast<Unexpected*>(m->context);
 		if (!u) {
-			report_rx({.context = context, .flags = FI_RECV | FI_TAGGED, .tag = tag, .err = FI_ENOMSG});
+			report_rx({.context = context,
+				   .flags = FI_RECV | FI_TAGGED,
+				   .tag = tag,
+				   .err = FI_ENOMSG});
 			return 0;
 		}
 		// FI_CLAIM keeps the message for the FI_CLAIM receive that follows;
@@ -107,7 +108,12 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 			queue.claim(u->match);
 		if ((flags & FI_CLAIM) && !(flags & FI_DISCARD) && context)
 			static_cast<fi_context*>(context)->internal[0] = u;
-		report_rx({.context = context, .flags = completion_flags(u->header), .len = u->header.size, .data = u->header.cq_data, .tag = u->header.tag, .src = source_of(u->peer)});
+		report_rx({.context = context,
+			   .flags = completion_flags(u->header),
+			   .len = u->header.size,
+			   .data = u->header.cq_data,
+			   .tag = u->header.tag,
+			   .src = source_of(u->peer)});
 		if (flags & FI_DISCARD)
 			discard_unexpected(u);
 		return 0;
@@ -131,13 +137,20 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 
 	Unexpected* u = nullptr;
 	if (tagged && (flags & FI_CLAIM)) {
-		u = context ? static_cast<Unexpected*>(static_cast<fi_context*>(context)->internal[0]) : nullptr;
+		u = context ? static_cast<Unexpected*>(
+				      static_cast<fi_context*>(context)->internal[0])
+			    : nullptr;
 		if (!u) {
 			recvs.destroy(id);
 			return -FI_EINVAL;
 		}
 		if (flags & FI_DISCARD) {
-			report_rx({.context = context, .flags = completion_flags(u->header), .data = u->header.cq_data, .tag = u->header.tag, .src = source_of(u->peer), .report = report});
+			report_rx({.context = context,
+				   .flags = completion_flags(u->header),
+				   .data = u->header.cq_data,
+				   .tag = u->header.tag,
+				   .src = source_of(u->peer),
+				   .report = report});
 			discard_unexpected(u);
 			recvs.destroy(id);
 			return 0;
@@ -168,7 +181,12 @@ void Endpoint::match_unexpected(RecvOp& op, Unexpected* u)
 		complete_eager(op, u->peer, u->header, u->payload.data(), u->payload.size());
 	} else if (u->peer->state == Peer::State::failed || u->peer_failures != u->peer->failures) {
 		// Its sender's connection ended since: no one can serve the request.
-		report_rx({.context = op.context, .flags = op.flags, .buf = op.buf, .tag = u->header.tag, .src = source_of(u->peer), .err = FI_EIO});
+		report_rx({.context = op.context,
+			   .flags = op.flags,
+			   .buf = op.buf,
+			   .tag = u->header.tag,
+			   .src = source_of(u->peer),
+			   .err = FI_EIO});
 		recvs.destroy(op.id);
 	} else {
 		start_rendezvous_recv(op, *u->peer, u->header, u->rts);
@@ -216,9 +234,24 @@ void Endpoint::complete_eager(RecvOp& op, Peer* peer, const MsgHeader& h, const 
 		memcpy(op.buf, data, n);
 	const uint64_t cflags = completion_flags(h);
 	if (size > op.len)
-		report_rx({.context = op.context, .flags = cflags, .len = n, .buf = op.buf, .data = h.cq_data, .tag = h.tag, .src = source_of(peer), .err = FI_ETRUNC, .olen = size - op.len});
+		report_rx({.context = op.context,
+			   .flags = cflags,
+			   .len = n,
+			   .buf = op.buf,
+			   .data = h.cq_data,
+			   .tag = h.tag,
+			   .src = source_of(peer),
+			   .err = FI_ETRUNC,
+			   .olen = size - op.len});
 	else
-		report_rx({.context = op.context, .flags = cflags, .len = n, .buf = op.buf, .data = h.cq_data, .tag = h.tag, .src = source_of(peer), .report = op.report});
+		report_rx({.context = op.context,
+			   .flags = cflags,
+			   .len = n,
+			   .buf = op.buf,
+			   .data = h.cq_data,
+			   .tag = h.tag,
+			   .src = source_of(peer),
+			   .report = op.report});
 	recvs.destroy(op.id);
 }
 
@@ -236,7 +269,13 @@ void Endpoint::start_rendezvous_recv(RecvOp& op, Peer& peer, const MsgHeader& h,
 			int ret = op.own_mr.reg(domain->core.get(), op.buf, transfer,
 						FI_RECV | FI_WRITE | FI_READ | FI_REMOTE_WRITE);
 			if (ret) {
-				report_rx({.context = op.context, .flags = completion_flags(h), .buf = op.buf, .data = h.cq_data, .tag = h.tag, .src = source_of(&peer), .err = -ret});
+				report_rx({.context = op.context,
+					   .flags = completion_flags(h),
+					   .buf = op.buf,
+					   .data = h.cq_data,
+					   .tag = h.tag,
+					   .src = source_of(&peer),
+					   .err = -ret});
 				recvs.destroy(op.id);
 				return;
 			}
@@ -248,7 +287,7 @@ void Endpoint::start_rendezvous_recv(RecvOp& op, Peer& peer, const MsgHeader& h,
 			   proto::RemoteBuffer{reinterpret_cast<uint64_t>(op.buf), key});
 	const auto path = proto::RendezvousReceiver::path_for(op.source);
 	const auto mode = config().rndv_poll_last_byte() ? proto::CompletionMode::PollLastByte
-							  : proto::CompletionMode::Immediate;
+							 : proto::CompletionMode::Immediate;
 	run_recv_actions(op, op.machine->on_rts(rts, h.size, path, mode, slot_random));
 }
 
@@ -283,7 +322,16 @@ void Endpoint::run_recv_actions(RecvOp& op, const proto::Actions& actions)
 			size_t olen = c->outcome == proto::Outcome::Truncated
 					      ? size_t(c->message_length - c->transferred)
 					      : 0;
-			report_rx({.context = op.context, .flags = completion_flags(h), .len = size_t(c->transferred), .buf = op.buf, .data = h.cq_data, .tag = h.tag, .src = source_of(op.peer), .err = err, .olen = olen, .report = op.report});
+			report_rx({.context = op.context,
+				   .flags = completion_flags(h),
+				   .len = size_t(c->transferred),
+				   .buf = op.buf,
+				   .data = h.cq_data,
+				   .tag = h.tag,
+				   .src = source_of(op.peer),
+				   .err = err,
+				   .olen = olen,
+				   .report = op.report});
 			recvs.destroy(op.id);
 			return; // op is gone
 		} else if (auto* v = std::get_if<proto::action::Violation>(&a)) {
@@ -369,7 +417,6 @@ void Endpoint::deliver(Peer& peer, const proto::ParsedMessage& m)
 		start_rendezvous_recv(op, peer, m.header, std::get<proto::RtsBody>(m.body));
 }
 
-
 // POLL_LAST_BYTE mode: receives whose slot byte may have changed.
 void Endpoint::poll_last_bytes()
 {
@@ -385,13 +432,15 @@ void Endpoint::poll_last_bytes()
 	}
 }
 
-
 void Endpoint::fail_receive(RecvOp& op)
 {
-	report_rx({.context = op.context, .flags = op.flags, .buf = op.buf, .tag = op.tag, .err = FI_EIO});
+	report_rx({.context = op.context,
+		   .flags = op.flags,
+		   .buf = op.buf,
+		   .tag = op.tag,
+		   .err = FI_EIO});
 	recvs.destroy(op.id);
 }
-
 
 // fi_cancel: a posted receive completes with FI_ECANCELED.
 
@@ -400,7 +449,11 @@ ssize_t Endpoint::cancel(void* context)
 	for (proto::MatchQueue* q : {&msg_queue, &tagged_queue}) {
 		if (proto::PostedReceive* pr = q->cancel(context)) {
 			auto& op = *static_cast<RecvOp*>(pr);
-			report_rx({.context = op.context, .flags = op.flags, .buf = op.buf, .tag = op.tag, .err = FI_ECANCELED});
+			report_rx({.context = op.context,
+				   .flags = op.flags,
+				   .buf = op.buf,
+				   .tag = op.tag,
+				   .err = FI_ECANCELED});
 			recvs.destroy(op.id);
 			return 0;
 		}

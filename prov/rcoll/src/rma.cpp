@@ -52,7 +52,8 @@ ssize_t Endpoint::rma(bool write, const void* buf, size_t len, void* desc, fi_ad
 		t.local = op->inject_copy.data();
 		op->own_mr = CoreRegistration();
 		if (len) {
-			int ret = op->own_mr.reg(domain->core.get(), t.local, len, FI_WRITE | FI_SEND);
+			int ret = op->own_mr.reg(domain->core.get(), t.local, len,
+						 FI_WRITE | FI_SEND);
 			if (ret)
 				return ret;
 		}
@@ -60,7 +61,8 @@ ssize_t Endpoint::rma(bool write, const void* buf, size_t len, void* desc, fi_ad
 	}
 	// The first chunk is posted now: the application learns of a full core
 	// queue from this call. Later chunks the core refuses are retried.
-	if (ssize_t ret = t.post_next(peer->conn.get(), &op->transfer_cc.space, config().rma_chunk)) {
+	if (ssize_t ret =
+		    t.post_next(peer->conn.get(), &op->transfer_cc.space, config().rma_chunk)) {
 		t.retry = false;
 		return ret;
 	}
@@ -121,8 +123,8 @@ ssize_t rma_readv(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_add
 {
 	if (count != 1)
 		return -FI_EINVAL;
-	return rma_read(f, iov[0].iov_base, iov[0].iov_len, desc ? desc[0] : nullptr, src, addr, key,
-			context);
+	return rma_read(f, iov[0].iov_base, iov[0].iov_len, desc ? desc[0] : nullptr, src, addr,
+			key, context);
 }
 
 ssize_t rma_msg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags, bool write)
@@ -142,8 +144,8 @@ ssize_t rma_readmsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags)
 	return rma_msg(f, msg, flags, false);
 }
 
-ssize_t rma_write(fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t dest,
-		  uint64_t addr, uint64_t key, void* context)
+ssize_t rma_write(fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr,
+		  uint64_t key, void* context)
 {
 	return with_ep(f, [&](Endpoint& ep) {
 		return ep.rma(true, buf, len, desc, dest, addr, key, 0, ep.tx_op_flags, context);
@@ -168,7 +170,8 @@ ssize_t rma_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint6
 		   uint64_t key)
 {
 	return with_ep(f, [&](Endpoint& ep) {
-		return ep.rma(true, buf, len, nullptr, dest, addr, key, 0, FI_INJECT | kNoCompletion, nullptr);
+		return ep.rma(true, buf, len, nullptr, dest, addr, key, 0,
+			      FI_INJECT | kNoCompletion, nullptr);
 	});
 }
 

@@ -51,8 +51,9 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 	if (!peer)
 		return err;
 	const bool inject = flags & FI_INJECT;
-	const size_t limit = peer->state == Peer::State::connected ? std::min<size_t>(eager_limit, peer->eager_limit)
-								   : eager_limit;
+	const size_t limit = peer->state == Peer::State::connected
+				     ? std::min<size_t>(eager_limit, peer->eager_limit)
+				     : eager_limit;
 	MsgHeader h;
 	h.flags = header_flags(flags);
 	h.tag = (flags & FI_TAGGED) ? tag : 0;
@@ -110,7 +111,8 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 		op->transfer.desc = core_desc_of(desc);
 		key = static_cast<MemoryRegion*>(desc)->core.key();
 	} else {
-		int ret = op->own_mr.reg(domain->core.get(), buf, len, FI_SEND | FI_READ | FI_REMOTE_READ);
+		int ret = op->own_mr.reg(domain->core.get(), buf, len,
+					 FI_SEND | FI_READ | FI_REMOTE_READ);
 		if (ret) {
 			sends.destroy(cookie);
 			return ret;
@@ -161,8 +163,8 @@ ssize_t Endpoint::run_send_actions(SendOp& op, const proto::Actions& actions)
 			h.opcode = Opcode::Fin;
 			send_control(*op.peer, h, fin->body);
 		} else if (auto* done = std::get_if<proto::action::Complete>(&a)) {
-			report_tx(op.context, op.flags, op.len, outcome_errno(done->outcome), op.report,
-				  send_cntr);
+			report_tx(op.context, op.flags, op.len, outcome_errno(done->outcome),
+				  op.report, send_cntr);
 			sends.destroy(op.cookie);
 			return 0; // op is gone
 		} else if (auto* v = std::get_if<proto::action::Violation>(&a)) {

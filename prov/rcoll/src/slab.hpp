@@ -43,7 +43,8 @@ public:
 		if (id >> (kIndexBits + 8) || index >= slots_.size())
 			return nullptr;
 		const Slot& s = slots_[index];
-		return s.object && s.generation == (uint32_t(id) >> kIndexBits) ? s.object.get() : nullptr;
+		return s.object && s.generation == (uint32_t(id) >> kIndexBits) ? s.object.get()
+										: nullptr;
 	}
 
 	void destroy(uint32_t id)

@@ -10,7 +10,8 @@ ssize_t tagged_recv(fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t src,
 		    uint64_t ignore, void* context)
 {
 	return with_ep(f, [&](Endpoint& ep) {
-		return ep.recv(buf, len, desc, src, tag, ignore, ep.rx_op_flags | FI_TAGGED, context);
+		return ep.recv(buf, len, desc, src, tag, ignore, ep.rx_op_flags | FI_TAGGED,
+			       context);
 	});
 }
 
@@ -67,7 +68,8 @@ ssize_t tagged_sendmsg(fid_ep* f, const fi_msg_tagged* msg, uint64_t flags)
 ssize_t tagged_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t tag)
 {
 	return with_ep(f, [&](Endpoint& ep) {
-		return ep.send(buf, len, nullptr, dest, tag, 0, FI_TAGGED | FI_INJECT | kNoCompletion, nullptr);
+		return ep.send(buf, len, nullptr, dest, tag, 0,
+			       FI_TAGGED | FI_INJECT | kNoCompletion, nullptr);
 	});
 }
 

@@ -33,11 +33,7 @@ BufferRecord* Endpoint::get_tx_buffer()
 	return r;
 }
 
-void Endpoint::release_tx_buffer(BufferRecord* r)
-{
-	tx_pool->release(*r->buffer);
-}
-
+void Endpoint::release_tx_buffer(BufferRecord* r) { tx_pool->release(*r->buffer); }
 
 bool Endpoint::tx_buffer_available() const
 {
@@ -109,7 +105,8 @@ ssize_t Endpoint::transmit(Peer& peer, BufferRecord* r)
 		if (ret == 0) {
 			peer.injects.posted++;
 			if (r->count)
-				report_tx(r->context, r->cq_flags, r->header.size, 0, r->report, send_cntr);
+				report_tx(r->context, r->cq_flags, r->header.size, 0, r->report,
+					  send_cntr);
 			release_tx_buffer(r);
 			return 0;
 		}
@@ -132,7 +129,8 @@ void Endpoint::flush_backlog(Peer& peer)
 		if (r->header.opcode == Opcode::Eager && r->header.size > peer.eager_limit) {
 			// Queued before the handshake told us the peer takes less.
 			peer.backlog.pop_front();
-			RCOLL_WARN(FI_LOG_EP_DATA, "eager message of %llu bytes above the peer's limit %u\n",
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "eager message of %llu bytes above the peer's limit %u\n",
 				   (unsigned long long)r->header.size, peer.eager_limit);
 			report_tx(r->context, r->cq_flags, 0, FI_EMSGSIZE, true, send_cntr);
 			release_tx_buffer(r);
@@ -144,7 +142,8 @@ void Endpoint::flush_backlog(Peer& peer)
 		peer.backlog.pop_front();
 		if (ret) {
 			RCOLL_WARN(FI_LOG_EP_DATA, "core send: %s\n", fi_strerror(int(-ret)));
-			report_tx(r->context, r->cq_flags, 0, int(-ret), true, r->count ? send_cntr : nullptr);
+			report_tx(r->context, r->cq_flags, 0, int(-ret), true,
+				  r->count ? send_cntr : nullptr);
 			release_tx_buffer(r);
 			schedule_failure(peer, int(ret));
 			return;

@@ -61,7 +61,8 @@ int wait_with_progress(std::unique_lock<std::mutex>& held, const std::vector<End
 		} else {
 			auto slice = nap;
 			if (timeout_ms >= 0)
-				slice = std::min(slice, duration_cast<microseconds>(deadline - now));
+				slice = std::min(slice,
+						 duration_cast<microseconds>(deadline - now));
 			std::this_thread::sleep_for(slice);
 			nap = std::min(nap * 2, microseconds(1000));
 		}

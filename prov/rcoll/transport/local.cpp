@@ -156,13 +156,15 @@ int ScratchFile::create(size_t scratch_bytes, bool shared) noexcept
 	if (shared) {
 		fd = ::memfd_create("rcoll-coll", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 		// Members map it at this size: nobody may change it under them.
-		if (fd >= 0 && (::ftruncate(fd, off_t(len)) != 0 || ::fcntl(fd, F_ADD_SEALS, kSeals) != 0)) {
+		if (fd >= 0 &&
+		    (::ftruncate(fd, off_t(len)) != 0 || ::fcntl(fd, F_ADD_SEALS, kSeals) != 0)) {
 			::close(fd);
 			fd = -1;
 		}
 	}
 	void* base = fd >= 0 ? ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-			     : ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			     : ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
+				      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (base == MAP_FAILED) {
 		int err = errno;
 		if (fd >= 0)

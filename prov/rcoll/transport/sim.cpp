@@ -90,11 +90,13 @@ public:
 				r.unread[i] = 0;
 			});
 			if (clobbers)
-				fabric_.violation("rank " + std::to_string(rank_) +
-						  ": local write over data a peer wrote and nobody read");
+				fabric_.violation(
+					"rank " + std::to_string(rank_) +
+					": local write over data a peer wrote and nobody read");
 			if (races)
-				fabric_.violation("rank " + std::to_string(rank_) +
-						  ": local write over the source of a write not yet read");
+				fabric_.violation(
+					"rank " + std::to_string(rank_) +
+					": local write over the source of a write not yet read");
 		}
 	}
 
@@ -116,13 +118,9 @@ private:
 
 SimTransport::SimTransport(Fabric& fabric, uint32_t rank, uint64_t scratch_bytes)
 	: fabric_(fabric), rank_(rank), scratch_(scratch_bytes)
-{
-}
+{}
 
-std::span<std::byte> SimTransport::scratch() noexcept
-{
-	return scratch_;
-}
+std::span<std::byte> SimTransport::scratch() noexcept { return scratch_; }
 
 Errc SimTransport::register_memory(std::span<std::byte> buffer, engine::Access,
 				   engine::Registration& out) noexcept
@@ -154,7 +152,8 @@ void SimTransport::deregister_memory(const engine::Registration& reg) noexcept
 	auto it = std::find_if(regions.begin(), regions.end(),
 			       [&](const Fabric::Region& r) { return r.id == reg.handle; });
 	if (it == regions.end() || it->id == scratch_region) {
-		fabric_.violation("rank " + std::to_string(rank_) + ": deregistering an unknown region");
+		fabric_.violation("rank " + std::to_string(rank_) +
+				  ": deregistering an unknown region");
 		return;
 	}
 	for (uint16_t c : it->sourcing)
@@ -166,10 +165,7 @@ void SimTransport::deregister_memory(const engine::Registration& reg) noexcept
 	regions.erase(it);
 }
 
-Errc SimTransport::write(const engine::WriteRequest& w) noexcept
-{
-	return fabric_.post(rank_, w);
-}
+Errc SimTransport::write(const engine::WriteRequest& w) noexcept { return fabric_.post(rank_, w); }
 
 size_t SimTransport::poll(std::span<TransportEvent> out) noexcept
 {
@@ -185,8 +181,9 @@ size_t SimTransport::poll(std::span<TransportEvent> out) noexcept
 
 Fabric::Fabric(uint32_t ranks, uint64_t scratch_bytes, Options options)
 	: options_(options), groups_(ranks, nullptr), regions_(ranks), next_region_id_(ranks, 1),
-	  inflight_(ranks, 0), stats_(ranks), clock_(ranks, 0), nic_free_(ranks, 0), rx_free_(ranks, 0),
-	  call_start_(ranks, 0), reduced_at_call_(ranks, 0), rng_(options.seed * 0x9E3779B97F4A7C15ull + 1)
+	  inflight_(ranks, 0), stats_(ranks), clock_(ranks, 0), nic_free_(ranks, 0),
+	  rx_free_(ranks, 0), call_start_(ranks, 0), reduced_at_call_(ranks, 0),
+	  rng_(options.seed * 0x9E3779B97F4A7C15ull + 1)
 {
 	transports_.reserve(ranks);
 	checkers_.reserve(ranks);
@@ -254,11 +251,13 @@ Errc Fabric::post(uint32_t rank, const engine::WriteRequest& w) noexcept
 {
 	if (options_.max_inflight && inflight_[rank] >= options_.max_inflight)
 		return Errc::would_block;
-	uint32_t src_region = w.source_registration ? static_cast<uint32_t>(w.source_registration->handle)
-						    : scratch_region;
+	uint32_t src_region = w.source_registration
+				      ? static_cast<uint32_t>(w.source_registration->handle)
+				      : scratch_region;
 	Region* src = find_region(rank, src_region);
 	if (w.length && (!src || !src->contains(w.source, w.length))) {
-		violation("rank " + std::to_string(rank) + ": write source outside its registration");
+		violation("rank " + std::to_string(rank) +
+			  ": write source outside its registration");
 		return Errc::io_error;
 	}
 	if (w.peer >= ranks() || (w.has_immediate && w.immediate > engine::immediate_mask)) {
@@ -302,8 +301,7 @@ Errc Fabric::post(uint32_t rank, const engine::WriteRequest& w) noexcept
 	double when = now_;
 	uint64_t order = order_++;
 	switch (options_.timing) {
-	case Timing::ordered:
-		break;
+	case Timing::ordered: break;
 	case Timing::random:
 		when += random_delay();
 		order = random_bits();
@@ -377,7 +375,8 @@ void Fabric::place(Flight& f)
 			if (clobbers)
 				violation(who() + ": overwrites data the target has not read yet");
 			if (races)
-				violation(who() + ": overwrites the source of the target's own pending write");
+				violation(who() + ": overwrites the source of the target's own "
+						  "pending write");
 		}
 		std::memcpy(dst->base + f.offset, f.staging.data(), f.length);
 	}
@@ -444,8 +443,10 @@ uint64_t Fabric::run()
 			} else if (options_.timing == Timing::modelled) {
 				// Cut-through: the last byte lands alpha after it left,
 				// unless the target's incoming link is still busy.
-				const double bytes = double(f.length) * options_.cost.beta_us_per_byte;
-				when = std::max(now_ + options_.cost.alpha_us, rx_free_[f.to] + bytes);
+				const double bytes =
+					double(f.length) * options_.cost.beta_us_per_byte;
+				when = std::max(now_ + options_.cost.alpha_us,
+						rx_free_[f.to] + bytes);
 				rx_free_[f.to] = when;
 			}
 			push_event(Event{when, order, ev.flight, true});

@@ -30,14 +30,14 @@ namespace rcoll::sim {
 
 enum class Timing : uint8_t {
 	ordered, // every write placed in posting order, no delay
-	random,	 // seeded random delays: reordering everywhere
+	random,  // seeded random delays: reordering everywhere
 	modelled // alpha-beta-gamma: simulated microseconds
 };
 
 struct Options {
 	Timing timing = Timing::random;
 	uint64_t seed = 1;
-	double max_delay = 8.0; // random: each of read and placement delayed by U[0, max_delay)
+	double max_delay = 8.0;  // random: each of read and placement delayed by U[0, max_delay)
 	engine::CostParams cost; // modelled
 	bool check_memory = true;
 	uint32_t max_inflight = 0; // writes per rank not yet read before would_block; 0: no limit
@@ -48,7 +48,7 @@ struct RankStats {
 	uint64_t writes = 0;
 	uint64_t bytes = 0;
 	uint64_t registrations = 0; // register_memory() calls that succeeded
-	double finish_time = 0; // modelled time of the rank's last completion
+	double finish_time = 0;     // modelled time of the rank's last completion
 };
 
 class Fabric;
@@ -79,14 +79,8 @@ public:
 	Fabric(const Fabric&) = delete;
 	Fabric& operator=(const Fabric&) = delete;
 
-	uint32_t ranks() const noexcept
-	{
-		return static_cast<uint32_t>(transports_.size());
-	}
-	SimTransport& transport(uint32_t rank) noexcept
-	{
-		return *transports_[rank];
-	}
+	uint32_t ranks() const noexcept { return static_cast<uint32_t>(transports_.size()); }
+	SimTransport& transport(uint32_t rank) noexcept { return *transports_[rank]; }
 	// Attaches a rank's group (for progress and memory checks).
 	void attach(uint32_t rank, engine::Group* group);
 
@@ -95,14 +89,8 @@ public:
 	uint64_t run();
 
 	// Problems found by the memory checks, in order; empty when clean.
-	const std::vector<std::string>& violations() const noexcept
-	{
-		return violations_;
-	}
-	const RankStats& stats(uint32_t rank) const noexcept
-	{
-		return stats_[rank];
-	}
+	const std::vector<std::string>& violations() const noexcept { return violations_; }
+	const RankStats& stats(uint32_t rank) const noexcept { return stats_[rank]; }
 	// Latest finish time over all ranks (modelled timing).
 	double makespan() const noexcept;
 
@@ -148,9 +136,9 @@ private:
 	std::deque<Event> fifo_events_;
 	std::vector<uint32_t> inflight_;
 	std::vector<RankStats> stats_;
-	std::vector<double> clock_;	 // modelled: rank's local time
-	std::vector<double> nic_free_;	 // modelled: when the rank's outgoing link is idle
-	std::vector<double> rx_free_;	 // modelled: when the rank's incoming link is idle
+	std::vector<double> clock_;      // modelled: rank's local time
+	std::vector<double> nic_free_;   // modelled: when the rank's outgoing link is idle
+	std::vector<double> rx_free_;    // modelled: when the rank's incoming link is idle
 	std::vector<double> call_start_; // modelled: time the current progress call began
 	std::vector<uint64_t> reduced_at_call_;
 	double now_ = 0;
@@ -168,26 +156,11 @@ public:
 	Cluster& operator=(const Cluster&) = delete;
 
 	// ok unless a group could not be created.
-	engine::Errc status() const noexcept
-	{
-		return status_;
-	}
-	uint32_t size() const noexcept
-	{
-		return static_cast<uint32_t>(groups_.size());
-	}
-	engine::Group& group(uint32_t rank) noexcept
-	{
-		return *groups_[rank];
-	}
-	Fabric& fabric() noexcept
-	{
-		return fabric_;
-	}
-	const engine::GroupConfig& config() const noexcept
-	{
-		return config_;
-	}
+	engine::Errc status() const noexcept { return status_; }
+	uint32_t size() const noexcept { return static_cast<uint32_t>(groups_.size()); }
+	engine::Group& group(uint32_t rank) noexcept { return *groups_[rank]; }
+	Fabric& fabric() noexcept { return fabric_; }
+	const engine::GroupConfig& config() const noexcept { return config_; }
 
 private:
 	engine::GroupConfig config_;
