@@ -175,14 +175,14 @@ void assert_invariants(const Bytes& input, const ParsedMessage& m)
 
 Test(wire, sizes_are_fixed)
 {
-	cr_assert_eq(kHeaderSize, 32u);
+	cr_assert_eq(kHeaderSize, 40u);
 	cr_assert_eq(RtsBody::kWireSize, 24u);
 	cr_assert_eq(CtsBody::kWireSize, 40u);
 	cr_assert_eq(FinBody::kWireSize, 16u);
 	cr_assert_eq(ReadDoneBody::kWireSize, 8u);
-	cr_assert_eq(Handshake::kWireSize, 24u);
+	cr_assert_eq(Handshake::kWireSize, 40u);
 	cr_assert_leq(Handshake::kWireSize, 56u);
-	cr_assert_eq(kMaxControlMessageSize, 72u);
+	cr_assert_eq(kMaxControlMessageSize, 80u);
 }
 
 Test(wire, header_layout_is_little_endian_at_fixed_offsets)
@@ -194,13 +194,14 @@ Test(wire, header_layout_is_little_endian_at_fixed_offsets)
 	h.tag = 0x1817161514131211;
 	h.cq_data = 0x2827262524232221;
 	h.size = 0x3837363534333231;
+	h.token = 0x4847464544434241;
 	std::array<std::byte, kHeaderSize> raw;
 	raw.fill(std::byte{0xee});
 	encode_header(h, raw.data());
 	const std::array<std::uint8_t, kHeaderSize> expected = {
-		1,    2,    3,    0,    0x01, 0x02, 0x03, 0x04, 0x11, 0x12, 0x13,
-		0x14, 0x15, 0x16, 0x17, 0x18, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26,
-		0x27, 0x28, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38};
+		2,    2,    3,    0,    0x01, 0x02, 0x03, 0x04, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16,
+		0x17, 0x18, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x31, 0x32, 0x33, 0x34,
+		0x35, 0x36, 0x37, 0x38, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48};
 	for (std::size_t i = 0; i < kHeaderSize; ++i)
 		cr_assert_eq(std::to_integer<unsigned>(raw[i]), expected[i], "byte %zu", i);
 }
@@ -319,7 +320,7 @@ Test(wire, header_fields_are_checked)
 		b[offset] = std::byte{value};
 		return check(b);
 	};
-	for (std::uint8_t v : {0, 2, 255})
+	for (std::uint8_t v : {0, 1, 3, 255})
 		cr_assert_eq(with(0, v), WireStatus::BadVersion);
 	for (std::uint8_t v : {0, 8, 128, 255})
 		cr_assert_eq(with(1, v), WireStatus::BadOpcode, "opcode %u", v);
@@ -523,7 +524,8 @@ Test(wire, collective_immediate_round_trips)
 
 Test(wire, handshake_round_trips_and_tolerates_padding)
 {
-	const Handshake sent{HandshakeKind::Accept, 0x0123456789abcdef, 4242, 8192};
+	const Handshake sent{
+		HandshakeKind::Accept, 0x0123456789abcdef, 4242, 8192, 0xfedcba9876543210, 0};
 	std::array<std::byte, kMaxHandshakeSize> blob{}; // rdma_cm pads to 56 with zeros
 	encode_handshake(sent, blob.data());
 	for (std::size_t len : {Handshake::kWireSize, kMaxHandshakeSize}) {
@@ -534,12 +536,22 @@ Test(wire, handshake_round_trips_and_tolerates_padding)
 		cr_assert_eq(got.endpoint_key, sent.endpoint_key);
 		cr_assert_eq(got.conn_id, sent.conn_id);
 		cr_assert_eq(got.eager_limit, sent.eager_limit);
+		cr_assert_eq(got.token, sent.token);
+		cr_assert_eq(got.prior_token, 0u);
 	}
+	const Handshake request{HandshakeKind::Request, 5, 6, 4096, 7, 0x1122334455667788};
+	encode_handshake(request, blob.data());
+	Handshake got;
+	cr_assert_eq(
+		check_handshake(blob.data(), Handshake::kWireSize, HandshakeKind::Request, got),
+		WireStatus::Ok);
+	cr_assert_eq(got.token, 7u);
+	cr_assert_eq(got.prior_token, 0x1122334455667788u);
 }
 
 Test(wire, handshake_rejections)
 {
-	const Handshake sent{HandshakeKind::Request, 77, 3, 4096};
+	const Handshake sent{HandshakeKind::Request, 77, 3, 4096, 99};
 	std::array<std::byte, Handshake::kWireSize> good;
 	encode_handshake(sent, good.data());
 	Handshake out;
@@ -559,7 +571,8 @@ Test(wire, handshake_rejections)
 	};
 	cr_assert_eq(mutated(0, 'x'), WireStatus::BadMagic);
 	cr_assert_eq(mutated(3, 0), WireStatus::BadMagic);
-	cr_assert_eq(mutated(4, 2), WireStatus::BadVersion);
+	cr_assert_eq(mutated(4, 1), WireStatus::BadVersion);
+	cr_assert_eq(mutated(4, 3), WireStatus::BadVersion);
 	cr_assert_eq(mutated(4, 0), WireStatus::BadVersion);
 	cr_assert_eq(mutated(6, 1), WireStatus::ReservedNotZero);
 	cr_assert_eq(mutated(7, 1), WireStatus::ReservedNotZero);
@@ -567,15 +580,25 @@ Test(wire, handshake_rejections)
 
 	for (std::uint32_t limit : {0u, kMinEagerLimit - 1, kMaxEagerLimit + 1, 0xffffffffu}) {
 		std::array<std::byte, Handshake::kWireSize> b;
-		encode_handshake(Handshake{HandshakeKind::Request, 77, 3, limit}, b.data());
+		encode_handshake(Handshake{HandshakeKind::Request, 77, 3, limit, 99}, b.data());
 		cr_assert_eq(check_handshake(b.data(), b.size(), HandshakeKind::Request, out),
 			     WireStatus::LimitOutOfRange, "limit %u", limit);
 	}
 	for (std::uint32_t limit : {kMinEagerLimit, kMaxEagerLimit}) {
 		std::array<std::byte, Handshake::kWireSize> b;
-		encode_handshake(Handshake{HandshakeKind::Request, 77, 3, limit}, b.data());
+		encode_handshake(Handshake{HandshakeKind::Request, 77, 3, limit, 99}, b.data());
 		cr_assert_eq(check_handshake(b.data(), b.size(), HandshakeKind::Request, out),
 			     WireStatus::Ok);
+	}
+	{
+		// A token of 0 is no secret; an accept names no prior connection.
+		std::array<std::byte, Handshake::kWireSize> b;
+		encode_handshake(Handshake{HandshakeKind::Request, 77, 3, 4096, 0}, b.data());
+		cr_assert_eq(check_handshake(b.data(), b.size(), HandshakeKind::Request, out),
+			     WireStatus::BadField);
+		encode_handshake(Handshake{HandshakeKind::Accept, 77, 3, 4096, 5, 6}, b.data());
+		cr_assert_eq(check_handshake(b.data(), b.size(), HandshakeKind::Accept, out),
+			     WireStatus::BadField);
 	}
 	cr_assert_eq(check_handshake(nullptr, 56, HandshakeKind::Request, out),
 		     WireStatus::TooShort);

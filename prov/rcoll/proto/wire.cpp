@@ -10,8 +10,8 @@ namespace {
 
 namespace header_off {
 constexpr std::size_t version = 0, opcode = 1, flags = 2, reserved = 3, src_conn = 4, tag = 8,
-		      cq_data = 16, size = 24;
-static_assert(size + 8 == MsgHeader::kWireSize);
+		      cq_data = 16, size = 24, token = 32;
+static_assert(token + 8 == MsgHeader::kWireSize);
 } // namespace header_off
 
 namespace rts_off {
@@ -33,8 +33,8 @@ static_assert(sender_length + 8 == FinBody::kWireSize);
 
 namespace handshake_off {
 constexpr std::size_t magic = 0, version = 4, kind = 5, reserved = 6, endpoint_key = 8,
-		      conn_id = 16, eager_limit = 20;
-static_assert(eager_limit + 4 == Handshake::kWireSize);
+		      conn_id = 16, eager_limit = 20, token = 24, prior_token = 32;
+static_assert(prior_token + 8 == Handshake::kWireSize);
 } // namespace handshake_off
 
 static_assert(kHeaderSize + kMinEagerLimit >= kMaxControlMessageSize,
@@ -168,6 +168,7 @@ void encode_header(const MsgHeader& h, void* out) noexcept
 	store_le(p + header_off::tag, h.tag);
 	store_le(p + header_off::cq_data, h.cq_data);
 	store_le(p + header_off::size, h.size);
+	store_le(p + header_off::token, h.token);
 }
 
 void encode_body(const RtsBody& b, void* out) noexcept
@@ -220,6 +221,7 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 	h.tag = load_le<std::uint64_t>(p + header_off::tag);
 	h.cq_data = load_le<std::uint64_t>(p + header_off::cq_data);
 	h.size = load_le<std::uint64_t>(p + header_off::size);
+	h.token = load_le<std::uint64_t>(p + header_off::token);
 
 	if (h.version != kProtocolVersion)
 		return WireStatus::BadVersion;
@@ -336,6 +338,8 @@ void encode_handshake(const Handshake& hs, void* out) noexcept
 	store_le(p + handshake_off::endpoint_key, hs.endpoint_key);
 	store_le(p + handshake_off::conn_id, hs.conn_id);
 	store_le(p + handshake_off::eager_limit, hs.eager_limit);
+	store_le(p + handshake_off::token, hs.token);
+	store_le(p + handshake_off::prior_token, hs.prior_token);
 }
 
 WireStatus check_handshake(const void* buf, std::size_t len, HandshakeKind expected,
@@ -355,7 +359,13 @@ WireStatus check_handshake(const void* buf, std::size_t len, HandshakeKind expec
 	const auto eager_limit = load_le<std::uint32_t>(p + handshake_off::eager_limit);
 	if (eager_limit < kMinEagerLimit || eager_limit > kMaxEagerLimit)
 		return WireStatus::LimitOutOfRange;
+	const auto token = load_le<std::uint64_t>(p + handshake_off::token);
+	const auto prior_token = load_le<std::uint64_t>(p + handshake_off::prior_token);
+	if (token == 0 || (expected == HandshakeKind::Accept && prior_token != 0))
+		return WireStatus::BadField;
 	out.kind = expected;
+	out.token = token;
+	out.prior_token = prior_token;
 	out.endpoint_key = load_le<std::uint64_t>(p + handshake_off::endpoint_key);
 	out.conn_id = load_le<std::uint32_t>(p + handshake_off::conn_id);
 	out.eager_limit = eager_limit;

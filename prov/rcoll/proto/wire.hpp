@@ -20,7 +20,7 @@
 
 namespace rcoll::proto {
 
-inline constexpr std::uint8_t kProtocolVersion = 1;
+inline constexpr std::uint8_t kProtocolVersion = 2;
 
 namespace detail {
 
@@ -87,6 +87,10 @@ const char* describe(WireStatus status) noexcept;
 //                      rcoll carries it itself, not in the core's immediate)
 //    24    8 size      EAGER: payload length; RTS: whole message length;
 //                      every other opcode: 0
+//    32    8 token     the random token the RECEIVER gave this connection in
+//                      the handshake: a message names its connection by
+//                      src_conn and proves it came in on it by the token
+//                      (shared receive completions name no connection)
 //
 // EAGER and RTS carry a user message and may set both flags. WRITE_DATA is
 // header only and sets exactly REMOTE_CQ_DATA. CTS, FIN and READ_DONE set
@@ -120,7 +124,7 @@ enum HeaderFlags : std::uint8_t {
 inline constexpr std::uint8_t kKnownHeaderFlags = kFlagTagged | kFlagRemoteCqData | kFlagCollective;
 
 struct MsgHeader {
-	static constexpr std::size_t kWireSize = 32;
+	static constexpr std::size_t kWireSize = 40;
 
 	std::uint8_t version = kProtocolVersion;
 	Opcode opcode = Opcode::Eager;
@@ -129,6 +133,7 @@ struct MsgHeader {
 	std::uint64_t tag = 0;
 	std::uint64_t cq_data = 0;
 	std::uint64_t size = 0;
+	std::uint64_t token = 0;
 };
 inline constexpr std::size_t kHeaderSize = MsgHeader::kWireSize;
 
@@ -294,7 +299,8 @@ CollectiveArrival decode_collective(std::uint32_t id) noexcept;
 // deliver the blob zero-padded to that size, so trailing bytes are ignored.
 //
 //   0 magic u32 | 4 version u8 | 5 kind u8 | 6 reserved u16 |
-//   8 endpoint_key u64 | 16 conn_id u32 | 20 eager_limit u32
+//   8 endpoint_key u64 | 16 conn_id u32 | 20 eager_limit u32 |
+//  24 token u64 | 32 prior_token u64
 
 inline constexpr std::uint32_t kHandshakeMagic = 0x6c6f6372; // "rcol" in little-endian
 inline constexpr std::size_t kMaxHandshakeSize = 56;
@@ -309,12 +315,19 @@ enum class HandshakeKind : std::uint8_t {
 };
 
 struct Handshake {
-	static constexpr std::size_t kWireSize = 24;
+	static constexpr std::size_t kWireSize = 40;
 
 	HandshakeKind kind = HandshakeKind::Request;
 	std::uint64_t endpoint_key = 0; // identifies the sending rcoll endpoint
 	std::uint32_t conn_id = 0;      // src_conn the peer must put in its headers
 	std::uint32_t eager_limit = 0;  // largest eager payload the sender accepts
+	// A random secret the peer must put in its headers on this connection
+	// (never 0): only the two ends of the connection know it.
+	std::uint64_t token = 0;
+	// Request only: the token the requester put in its headers on its
+	// previous connection to this endpoint (0: none). A request that would
+	// replace a live connection must show it.
+	std::uint64_t prior_token = 0;
 };
 static_assert(Handshake::kWireSize <= kMaxHandshakeSize);
 

@@ -55,8 +55,9 @@ int CollTransport::init(size_t scratch_bytes, bool node_local)
 	if (offer_local_)
 		local::allow_memory_writes_from_siblings();
 	std::span<std::byte> s = scratch_file_.scratch();
+	// Members write into the scratch; this member writes from it.
 	return scratch_mr_.reg(ep_.domain->core.get(), s.data(), s.size() ? s.size() : 1,
-			       kAllAccess);
+			       FI_WRITE | FI_REMOTE_WRITE);
 }
 
 engine::MemoryKey CollTransport::encode(const RemoteBuffer& r)
@@ -156,13 +157,20 @@ int CollTransport::watch_process(Peer& peer, pid_t pid)
 
 std::span<std::byte> CollTransport::scratch() noexcept { return scratch_file_.scratch(); }
 
-Errc CollTransport::register_memory(std::span<std::byte> buffer, engine::Access,
+Errc CollTransport::register_memory(std::span<std::byte> buffer, engine::Access access,
 				    engine::Registration& out) noexcept
 {
+	// Only what the engine asked for: a source of writes, a target of the
+	// members' writes, or both.
+	uint64_t core_access = 0;
+	if (unsigned(access) & unsigned(engine::Access::read))
+		core_access |= FI_WRITE;
+	if (unsigned(access) & unsigned(engine::Access::remote_write))
+		core_access |= FI_REMOTE_WRITE;
 	try {
 		auto reg = std::make_unique<CoreRegistration>();
 		if (!buffer.empty() &&
-		    reg->reg(ep_.domain->core.get(), buffer.data(), buffer.size(), kAllAccess))
+		    reg->reg(ep_.domain->core.get(), buffer.data(), buffer.size(), core_access))
 			return Errc::no_resources;
 		uint64_t handle;
 		if (!free_registrations_.empty()) {

@@ -10,18 +10,38 @@
 #include "ep.hpp"
 
 #include <netinet/in.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 namespace rcoll {
+
+namespace {
+
+// A secret no peer can predict: from the kernel's random source, never 0.
+uint64_t random_token()
+{
+	uint64_t token = 0;
+	while (token == 0) {
+		if (getrandom(&token, sizeof(token), 0) != ssize_t(sizeof(token))) {
+			std::random_device device; // also the kernel's source, by another door
+			token = uint64_t(device()) << 32 | device();
+		}
+	}
+	return token;
+}
+
+} // namespace
 
 Peer& Endpoint::add_peer(uint64_t key, const EpAddress* addr)
 {
 	auto peer = std::make_unique<Peer>();
 	peer->local_id = uint32_t(peers.size());
 	peer->key = key;
+	peer->rx_token = random_token();
 	if (addr)
 		peer->address = *addr;
 	Peer& p = *peer;
@@ -154,6 +174,10 @@ int Endpoint::connect(Peer& peer)
 	request.endpoint_key = address.key;
 	request.conn_id = peer.local_id;
 	request.eager_limit = uint32_t(eager_limit);
+	request.token = peer.rx_token;
+	// Proof that a reconnect comes from the far end of the connection it
+	// replaces, should that one still look alive there.
+	request.prior_token = peer.tx_token;
 	std::byte blob[proto::Handshake::kWireSize];
 	proto::encode_handshake(request, blob);
 	int ret = fi_connect(ep, info->dest_addr, blob, sizeof(blob));
@@ -199,7 +223,15 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 		} else if (!self && ours_live && peer.state == Peer::State::connecting) {
 			peer.losing = std::move(peer.conn);
 		} else if (!self && peer.state == Peer::State::connected) {
-			// A new request on a live connection: the peer saw it die first.
+			// A new request on a live connection: the peer saw it die
+			// first, and shows the token of that connection. Anyone else
+			// claiming its key is refused, and the live connection is
+			// probed: if it is dead after all, the probe fails it and
+			// the peer's next request goes through.
+			if (hs.prior_token != peer.rx_token) {
+				send_probe(peer);
+				return reject("it claims the key of a live peer without its token");
+			}
 			fail_peer(peer, -FI_ECONNRESET);
 		}
 		fid_ep* ep = open_core_ep(info.get(), peer);
@@ -211,6 +243,7 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 		accept.endpoint_key = address.key;
 		accept.conn_id = peer.local_id;
 		accept.eager_limit = uint32_t(eager_limit);
+		accept.token = peer.rx_token;
 		std::byte blob[proto::Handshake::kWireSize];
 		proto::encode_handshake(accept, blob);
 		int ret = fi_accept(ep, blob, sizeof(blob));
@@ -225,6 +258,7 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 		peer.conn = std::move(conn);
 		peer.active = false;
 		peer.remote_id = hs.conn_id;
+		peer.tx_token = hs.token;
 		peer.eager_limit = hs.eager_limit;
 		peer.state = Peer::State::connecting;
 		peer.connect_started = std::chrono::steady_clock::now();
@@ -260,6 +294,7 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 				return;
 			}
 			peer->remote_id = hs.conn_id;
+			peer->tx_token = hs.token;
 			peer->eager_limit = hs.eager_limit;
 			if (peer->key == EpAddress::kUnkeyed)
 				learn_key(*peer, hs.endpoint_key);

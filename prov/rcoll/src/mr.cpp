@@ -42,10 +42,10 @@ int register_region(Domain* domain, const fi_mr_attr* attr, uint64_t flags, fid_
 	const iovec& iov = attr->mr_iov[0];
 	auto mr = std::make_unique<MemoryRegion>();
 	std::lock_guard guard(domain->lock);
-	// Local access rights are always added: rcoll moves data for the
-	// application (rendezvous reads and writes) with the same registration.
+	// Local access rights are always added (kLocalAccess); remote ones
+	// only as asked: peers get no more than the application offers.
 	int ret = mr->core.reg(domain->core.get(), iov.iov_base, iov.iov_len,
-			       attr->access | kAllAccess);
+			       attr->access | kLocalAccess);
 	if (ret)
 		return ret;
 	mr->domain = domain;
@@ -100,7 +100,9 @@ fi_ops_mr memory_region_ops = {
 int CoreRegistrar::register_region(void* addr, size_t length, proto::RegisteredRegion& out) noexcept
 {
 	fid_mr* mr = nullptr;
-	int ret = fi_mr_reg(core_, addr, length, kAllAccess, 0, 0, 0, &mr, nullptr);
+	// Bounce buffers are only sent from and received into: no peer may
+	// read or write them.
+	int ret = fi_mr_reg(core_, addr, length, FI_SEND | FI_RECV, 0, 0, 0, &mr, nullptr);
 	if (ret) {
 		RCOLL_WARN(FI_LOG_MR, "registering a bounce-buffer chunk: %s\n", fi_strerror(-ret));
 		return ret;

@@ -25,9 +25,9 @@ private:
 	FidPtr<fid_mr> mr_;
 };
 
-// Everything rcoll may do with memory locally or on behalf of a peer.
-inline constexpr uint64_t kAllAccess =
-	FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+// Every local use: rcoll moves data for the application (eager sends from
+// its buffer, rendezvous reads and writes) with its registrations.
+inline constexpr uint64_t kLocalAccess = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
 
 struct MemoryRegion {
 	FidShell<fid_mr, MemoryRegion> shell;

@@ -52,7 +52,14 @@ struct Peer {
 	uint32_t local_id = 0;  // our id for this connection: the peer puts it in src_conn
 	uint32_t remote_id = 0; // the peer's id for it: we put it in our headers
 	uint64_t key = 0;       // the peer endpoint's key (its address identity)
-	EpAddress address{};    // core_len == 0 until the AV names it
+	// The secret the peer must put in every header it sends us (random,
+	// chosen here, told only through this peer's handshakes), and the one
+	// it chose for ours: a message names its connection by src_conn and
+	// proves it by the token, since a shared receive context cannot say
+	// which connection a message came in on.
+	uint64_t rx_token = 0;
+	uint64_t tx_token = 0; // 0 until a handshake with the peer
+	EpAddress address{};   // core_len == 0 until the AV names it
 	State state = State::idle;
 	int connect_error = 0; // our latest connect attempt failed with it (injects report it)
 	uint32_t failures =

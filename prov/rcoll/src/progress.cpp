@@ -144,10 +144,15 @@ void Endpoint::on_receive(BufferRecord* r, size_t len)
 	auto status = proto::validate_message(r->buffer->data(), len, limits, m);
 	Peer* peer =
 		status == proto::WireStatus::Ok ? peer_by_local_id(m.header.src_conn) : nullptr;
-	if (!peer || peer->state == Peer::State::idle || peer->state == Peer::State::failed) {
-		RCOLL_WARN(FI_LOG_EP_DATA, "dropping a %zu-byte message: %s\n", len,
-			   status != proto::WireStatus::Ok ? proto::describe(status)
-							   : "unknown or closed connection");
+	const char* why =
+		status != proto::WireStatus::Ok ? proto::describe(status)
+		: !peer || peer->state == Peer::State::idle || peer->state == Peer::State::failed
+			? "unknown or closed connection"
+		: m.header.token != peer->rx_token
+			? "wrong token for its connection (forged, or sent by another peer)"
+			: nullptr;
+	if (why) {
+		RCOLL_WARN(FI_LOG_EP_DATA, "dropping a %zu-byte message: %s\n", len, why);
 		return;
 	}
 	peer->arrivals++; // proof of life for probe_silent_peers

@@ -263,25 +263,25 @@ void Endpoint::start_rendezvous_recv(RecvOp& op, Peer& peer, const MsgHeader& h,
 	const uint64_t transfer = std::min<uint64_t>(h.size, op.len);
 	uint64_t key = 0;
 	if (transfer) {
-		if (op.app_mr) {
-			key = op.app_mr->core.key();
-		} else {
-			int ret = op.own_mr.reg(domain->core.get(), op.buf, transfer,
-						FI_RECV | FI_WRITE | FI_READ | FI_REMOTE_WRITE);
-			if (ret) {
-				report_rx({.context = op.context,
-					   .flags = completion_flags(h),
-					   .buf = op.buf,
-					   .data = h.cq_data,
-					   .tag = h.tag,
-					   .src = source_of(&peer),
-					   .err = -ret});
-				recvs.destroy(op.id);
-				return;
-			}
-			op.core_desc = op.own_mr.desc();
-			key = op.own_mr.key();
+		// The sender gets a key to exactly the bytes it may write, for
+		// writing only, whatever the application's registration covers;
+		// the GET path reads into them.
+		int ret = op.own_mr.reg(domain->core.get(), op.buf, transfer,
+					FI_READ | FI_REMOTE_WRITE);
+		if (ret) {
+			report_rx({.context = op.context,
+				   .flags = completion_flags(h),
+				   .buf = op.buf,
+				   .data = h.cq_data,
+				   .tag = h.tag,
+				   .src = source_of(&peer),
+				   .err = -ret});
+			recvs.destroy(op.id);
+			return;
 		}
+		if (!op.app_mr)
+			op.core_desc = op.own_mr.desc();
+		key = op.own_mr.key();
 	}
 	op.machine.emplace(op.id, std::span<std::byte>(op.buf, transfer),
 			   proto::RemoteBuffer{reinterpret_cast<uint64_t>(op.buf), key});

@@ -106,22 +106,16 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 	op->peer = peer;
 	op->buf = static_cast<const std::byte*>(buf);
 	op->len = len;
-	uint64_t key;
-	if (desc) {
-		op->transfer.desc = core_desc_of(desc);
-		key = static_cast<MemoryRegion*>(desc)->core.key();
-	} else {
-		int ret = op->own_mr.reg(domain->core.get(), buf, len,
-					 FI_SEND | FI_READ | FI_REMOTE_READ);
-		if (ret) {
-			sends.destroy(cookie);
-			return ret;
-		}
-		op->transfer.desc = op->own_mr.desc();
-		key = op->own_mr.key();
+	// The receiver gets a key to exactly this message, for reading only,
+	// whatever the application's registration covers; the PUT path writes
+	// from it too.
+	if (int ret = op->own_mr.reg(domain->core.get(), buf, len, FI_WRITE | FI_REMOTE_READ)) {
+		sends.destroy(cookie);
+		return ret;
 	}
+	op->transfer.desc = desc ? core_desc_of(desc) : op->own_mr.desc();
 	op->machine.emplace(cookie, std::span<const std::byte>(op->buf, len),
-			    proto::RemoteBuffer{reinterpret_cast<uint64_t>(buf), key});
+			    proto::RemoteBuffer{reinterpret_cast<uint64_t>(buf), op->own_mr.key()});
 	op->header = h;
 	ssize_t ret = run_send_actions(*op, op->machine->start());
 	if (ret && sends.find(cookie)) {

@@ -88,6 +88,7 @@ ssize_t Endpoint::post_tx(BufferRecord* r)
 ssize_t Endpoint::transmit(Peer& peer, BufferRecord* r)
 {
 	r->header.src_conn = peer.remote_id;
+	r->header.token = peer.tx_token;
 	proto::encode_header(r->header, r->buffer->data());
 	ssize_t ret;
 	if (r->payload_len) {

@@ -1,0 +1,472 @@
+// rcoll_hostile_test: a peer that breaks rcoll's protocol on purpose, from
+// its own process, against an rcoll endpoint that at the same time serves
+// an honest peer. Each case passes when the victim rejects what it must,
+// keeps working with the honest peer, and attributes nothing the hostile
+// peer sent to anybody else.
+//
+//   rcoll_hostile_test [--prov NAME] CASE... | all
+//   rcoll_hostile_test --list
+//
+// Ranks: 0 the victim, 1 the honest peer (both plain rcoll endpoints),
+// 2 the hostile peer (raw_peer.hpp).
+#include "raw_peer.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/random.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace fabtests;
+using hostile::RawPeer;
+namespace proto = rcoll::proto;
+using std::chrono::seconds;
+
+constexpr int kVictim = 0, kHonest = 1, kHostile = 2;
+constexpr uint64_t kTag = 7;
+constexpr size_t kSlot = 64;
+constexpr int kHonestMessages = 4;
+
+// Signals between the ranks.
+enum Signal {
+	first_sent = 0,
+	hostile_done = 1,
+	honest_done = 2,
+	victim_done = 3,
+	hostile_connected = 4
+};
+
+struct Options {
+	std::string provider = "rcoll";
+};
+
+uint64_t random_u64()
+{
+	uint64_t v = 0;
+	while (v == 0)
+		expect(getrandom(&v, sizeof(v), 0) == ssize_t(sizeof(v)), "getrandom");
+	return v;
+}
+
+proto::Handshake request(uint64_t key, uint64_t prior_token = 0)
+{
+	proto::Handshake h;
+	h.kind = proto::HandshakeKind::Request;
+	h.endpoint_key = key;
+	h.conn_id = 0;
+	h.eager_limit = 4096;
+	h.token = random_u64();
+	h.prior_token = prior_token;
+	return h;
+}
+
+std::span<const std::byte> text(const std::string& s)
+{
+	return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+proto::MsgHeader eager_header(uint32_t src_conn, uint64_t token, size_t size)
+{
+	proto::MsgHeader h;
+	h.opcode = proto::Opcode::Eager;
+	h.flags = proto::kFlagTagged;
+	h.tag = kTag;
+	h.src_conn = src_conn;
+	h.token = token;
+	h.size = size;
+	return h;
+}
+
+// The addresses of the victim and the honest peer; the hostile peer has
+// none of its own (it is not an rcoll endpoint).
+struct World {
+	std::vector<std::vector<uint8_t>> names;
+};
+
+World exchange(Bootstrap& boot, std::vector<uint8_t> mine) { return {boot.allgather(mine)}; }
+
+// An rcoll address naming the hostile peer by the key it will claim. Nothing
+// listens at its core address: the victim reaches it over the connection
+// the hostile peer opened.
+std::vector<uint8_t> hostile_address(uint64_t key)
+{
+	rcoll::EpAddress a;
+	a.key = key;
+	sockaddr_in sin{};
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons(1);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.core_len = sizeof(sin);
+	std::memcpy(a.core, &sin, sizeof(sin));
+	std::vector<uint8_t> bytes(sizeof(a));
+	std::memcpy(bytes.data(), &a, sizeof(a));
+	return bytes;
+}
+
+// The honest peer: one message before the attack, the rest after it; every
+// send must complete without error.
+void run_honest(Bootstrap& boot, Endpoint& ep, const World& world)
+{
+	const fi_addr_t victim = ep.insert_address(world.names[kVictim]);
+	RegisteredBuffer buffer(ep, kSlot);
+	auto send = [&](int i) {
+		const std::string s = strfmt("honest #%d", i);
+		std::memcpy(buffer.data(), s.data(), s.size());
+		OpContext ctx;
+		FT_POST(ep, fi_tsend(ep.ep(), buffer.data(), s.size(), buffer.desc(), victim, kTag,
+				     &ctx));
+		ep.wait_ok(ctx, strfmt("honest send #%d", i));
+	};
+	send(0);
+	boot.signal_set(first_sent, 1);
+	boot.signal_wait_at_least(hostile_done, 1, [&] { ep.progress(); });
+	for (int i = 1; i < kHonestMessages; i++)
+		send(i);
+	boot.signal_set(honest_done, 1);
+	boot.signal_wait_at_least(victim_done, 1, [&] { ep.progress(); });
+}
+
+// The victim: receives tag kTag from anyone until the honest peer's
+// messages are in, then a little longer for stragglers. Every message
+// reported as the honest peer's must be one of the honest peer's.
+std::string run_victim(Bootstrap& boot, Endpoint& ep, const World& world, size_t expect_other)
+{
+	const fi_addr_t honest = ep.insert_address(world.names[kHonest]);
+	constexpr int kPosted = 32;
+	RegisteredBuffer buffer(ep, kPosted * kSlot);
+	std::vector<OpContext> ctx(kPosted);
+	auto post = [&](int i) {
+		std::memset(buffer.data() + i * kSlot, 0, kSlot);
+		ctx[i].reset();
+		FT_POST(ep, fi_trecv(ep.ep(), buffer.data() + i * kSlot, kSlot, buffer.desc(),
+				     FI_ADDR_UNSPEC, kTag, 0, &ctx[i]));
+	};
+	for (int i = 0; i < kPosted; i++)
+		post(i);
+	int from_honest = 0;
+	size_t from_others = 0;
+	auto drain = [&] {
+		ep.progress();
+		for (int i = 0; i < kPosted; i++) {
+			if (!ctx[i].done)
+				continue;
+			expect(ctx[i].error == 0, "victim receive failed: %s",
+			       describe_error(ctx[i]).c_str());
+			const std::string got(reinterpret_cast<char*>(buffer.data() + i * kSlot),
+					      ctx[i].entry.len);
+			if (ctx[i].source == honest) {
+				expect(got.rfind("honest #", 0) == 0,
+				       "a message attributed to the honest peer is not its own: "
+				       "\"%s\"",
+				       got.c_str());
+				from_honest++;
+			} else {
+				expect(got.rfind("honest", 0) != 0,
+				       "the honest peer's message \"%s\" was attributed to fi_addr "
+				       "%llu",
+				       got.c_str(), (unsigned long long)ctx[i].source);
+				from_others++;
+			}
+			post(i);
+		}
+	};
+	const Deadline deadline(seconds(30));
+	while (from_honest < kHonestMessages || boot.signal_get(honest_done) == 0) {
+		expect(!deadline.expired(), "victim: %d of %d honest messages arrived", from_honest,
+		       kHonestMessages);
+		drain();
+	}
+	const Deadline linger(std::chrono::milliseconds(300));
+	while (!linger.expired())
+		drain();
+	expect(from_honest == kHonestMessages, "victim: %d honest messages, sent %d", from_honest,
+	       kHonestMessages);
+	expect(from_others == expect_other,
+	       "victim: %zu messages from the hostile peer's own connection, expected %zu",
+	       from_others, expect_other);
+	boot.signal_set(victim_done, 1);
+	return strfmt("%d honest messages, each attributed to the honest peer; %zu from the "
+		      "hostile peer's own connection",
+		      from_honest, from_others);
+}
+
+// One case: the victim and the honest peer as in run_victim/run_honest,
+// the hostile peer running `attack` once the honest peer's first message
+// is in. `attack` returns the hostile side's note; `hostile_messages` is how
+// many of its messages the victim must accept (on its own connection).
+struct NoVictimAction {
+	void operator()(Bootstrap&, Endpoint&, const World&) const {}
+};
+
+template <class Attack, class VictimAction = NoVictimAction>
+void run_case(Bootstrap& boot, const Options& options, size_t hostile_messages, Attack attack,
+	      VictimAction victim_action = {})
+{
+	if (boot.rank() == kHostile) {
+		const uint64_t key = random_u64();
+		const World world = exchange(boot, hostile_address(key));
+		boot.signal_wait_at_least(first_sent, 1, [] {});
+		const std::string note = attack(boot, world, key);
+		boot.signal_set(hostile_done, 1);
+		boot.signal_wait_at_least(victim_done, 1, [] {});
+		boot.note(note);
+		return;
+	}
+	EndpointConfig config{options.provider};
+	config.caps = FI_MSG | FI_TAGGED | FI_SOURCE;
+	Endpoint ep(config);
+	const World world = exchange(boot, ep.local_address());
+	if (boot.rank() == kHonest)
+		return run_honest(boot, ep, world);
+	victim_action(boot, ep, world);
+	boot.note(run_victim(boot, ep, world, hostile_messages));
+}
+
+// A message naming another peer's connection (every small connection id)
+// with a token the sender does not have: its own connection's, or none.
+void case_forged_source(Bootstrap& boot, const Options& options)
+{
+	run_case(boot, options, 1, [](Bootstrap&, const World& world, uint64_t key) {
+		RawPeer raw(world.names[kVictim], request(key));
+		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
+		const uint32_t own = raw.accept().conn_id;
+		int forged = 0;
+		for (uint32_t id = 0; id < 8; id++) {
+			if (id == own)
+				continue;
+			for (uint64_t token : {raw.accept().token, uint64_t(0), random_u64()}) {
+				const std::string s = strfmt("forged as connection %u", id);
+				raw.send_message(eager_header(id, token, s.size()), text(s));
+				forged++;
+			}
+		}
+		const std::string s = "hostile, on its own connection";
+		raw.send_message(eager_header(own, raw.accept().token, s.size()), text(s));
+		return strfmt("sent %d messages naming other connections", forged);
+	});
+}
+
+// A connection request that claims the honest peer's key while its
+// connection is live, without the token of that connection.
+void case_claim_live_key(Bootstrap& boot, const Options& options)
+{
+	run_case(boot, options, 0, [](Bootstrap&, const World& world, uint64_t) {
+		const uint64_t honest_key = hostile::parse_address(world.names[kHonest]).key;
+		int accepted = 0;
+		for (uint64_t prior : {uint64_t(0), random_u64()}) {
+			RawPeer raw(world.names[kVictim], request(honest_key, prior));
+			if (!raw.accepted())
+				continue;
+			accepted++;
+			const std::string s = "forged by a peer that claimed the honest key";
+			raw.send_message(
+				eager_header(raw.accept().conn_id, raw.accept().token, s.size()),
+				text(s));
+		}
+		expect(accepted == 0,
+		       "the victim accepted %d of 2 requests claiming a live peer's key", accepted);
+		return std::string("both requests claiming the honest peer's key were refused");
+	});
+}
+
+// Messages no rcoll endpoint sends: cut short, another version, unknown
+// opcodes and flags, lengths that lie, control messages for operations that
+// do not exist. The victim drops them all and keeps serving the honest peer.
+void case_malformed(Bootstrap& boot, const Options& options)
+{
+	run_case(boot, options, 0, [](Bootstrap&, const World& world, uint64_t key) {
+		RawPeer raw(world.names[kVictim], request(key));
+		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
+		const uint32_t id = raw.accept().conn_id;
+		const uint64_t token = raw.accept().token;
+		std::vector<std::byte> m;
+		int sent = 0;
+		auto send = [&](proto::MsgHeader h, size_t len, auto&& patch) {
+			m.assign(std::max(len, proto::kHeaderSize), std::byte{0x5a});
+			proto::encode_header(h, m.data());
+			patch(m);
+			m.resize(len);
+			raw.send_bytes(m);
+			sent++;
+		};
+		auto none = [](std::vector<std::byte>&) {};
+		auto set = [](size_t at, uint8_t value) {
+			return [at, value](std::vector<std::byte>& b) { b[at] = std::byte{value}; };
+		};
+		const size_t full = proto::kHeaderSize + 16;
+		const proto::MsgHeader good = eager_header(id, token, 16);
+		send(good, 10, none);                     // shorter than a header
+		send(good, proto::kHeaderSize + 8, none); // payload shorter than size
+		send(good, full, set(0, 99));             // version
+		send(good, full, set(1, 99));             // opcode
+		send(good, full, set(2, 0x80));           // unknown flag
+		send(good, full, set(3, 1));              // reserved byte
+		proto::MsgHeader huge = good;
+		huge.size = uint64_t(1) << 62;
+		send(huge, full, none);
+		proto::MsgHeader unknown_conn = good;
+		unknown_conn.src_conn = 0xfffffff0;
+		send(unknown_conn, full, none);
+		for (proto::Opcode op :
+		     {proto::Opcode::Cts, proto::Opcode::Fin, proto::Opcode::ReadDone}) {
+			proto::MsgHeader h;
+			h.opcode = op;
+			h.src_conn = id;
+			h.token = token;
+			// A well-formed body for an operation that does not exist.
+			const size_t body = op == proto::Opcode::Cts ? proto::CtsBody::kWireSize
+					    : op == proto::Opcode::Fin
+						    ? proto::FinBody::kWireSize
+						    : proto::ReadDoneBody::kWireSize;
+			send(h, proto::kHeaderSize + body, [](std::vector<std::byte>& b) {
+				std::fill(b.begin() + proto::kHeaderSize, b.end(), std::byte{0});
+				b[proto::kHeaderSize] = std::byte{0x33};
+			});
+		}
+		// An eager message far above the victim's eager limit (and its
+		// bounce buffers): the core may end the connection over it.
+		proto::MsgHeader big = good;
+		big.size = 1 << 20;
+		std::string big_outcome = "delivered to the core";
+		try {
+			send(big, proto::kHeaderSize + (1 << 20), none);
+		} catch (const CheckFailure& e) {
+			big_outcome = e.what();
+		}
+		return strfmt("sent %d malformed messages; a 1 MiB eager message: %s", sent,
+			      big_outcome.c_str());
+	});
+}
+
+// The victim sends the hostile peer a message above the eager limit from
+// the middle of a larger registered buffer. The key in its rendezvous
+// request must reach exactly that message, for reading only.
+void case_rendezvous_scope(Bootstrap& boot, const Options& options)
+{
+	constexpr size_t kBuffer = 1 << 20, kOffset = 256 * 1024, kMessage = 64 * 1024;
+	auto attack = [](Bootstrap& boot, const World& world, uint64_t key) {
+		RawPeer raw(world.names[kVictim], request(key));
+		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
+		boot.signal_set(hostile_connected, 1);
+		const std::vector<std::byte> m = raw.receive();
+		proto::Limits limits;
+		limits.eager_limit = 4096;
+		limits.connection_count = raw.accept().conn_id + 1;
+		limits.max_message_size = uint64_t(1) << 40;
+		proto::ParsedMessage parsed;
+		expect(proto::validate_message(m.data(), m.size(), limits, parsed) ==
+				       proto::WireStatus::Ok &&
+			       parsed.header.opcode == proto::Opcode::Rts,
+		       "expected a rendezvous request from the victim");
+		const auto rts = std::get<proto::RtsBody>(parsed.body);
+		std::vector<std::string> wrong;
+		if (int err = raw.read(kMessage, rts.addr, rts.key))
+			wrong.push_back(strfmt("reading the message failed: %s", fi_strerror(err)));
+		else if (std::to_integer<uint8_t>(raw.local()[kMessage - 1]) != 0xa5)
+			wrong.push_back("the message read back differs");
+		if (raw.read(4096, rts.addr - 4096, rts.key) == 0)
+			wrong.push_back("read 4 KiB before the message");
+		if (raw.read(4096, rts.addr + kMessage, rts.key) == 0)
+			wrong.push_back("read 4 KiB after the message");
+		if (raw.write(16, rts.addr, rts.key) == 0)
+			wrong.push_back("wrote into the message");
+		proto::MsgHeader h;
+		h.opcode = proto::Opcode::ReadDone;
+		h.src_conn = raw.accept().conn_id;
+		h.token = raw.accept().token;
+		std::byte body[proto::ReadDoneBody::kWireSize];
+		proto::encode_body(proto::ReadDoneBody{rts.sender_cookie}, body);
+		try {
+			raw.send_message(h, body);
+		} catch (const CheckFailure&) {
+			// The core may have ended the connection over a refused access.
+		}
+		std::string joined;
+		for (const std::string& w : wrong)
+			joined += (joined.empty() ? "" : "; ") + w;
+		expect(wrong.empty(), "the rendezvous key reached too far: %s", joined.c_str());
+		return std::string("the key read the message and nothing around it, and could not "
+				   "write");
+	};
+	auto victim_action = [](Bootstrap& boot, Endpoint& ep, const World& world) {
+		const fi_addr_t hostile = ep.insert_address(world.names[kHostile]);
+		RegisteredBuffer buffer(ep, kBuffer);
+		std::memset(buffer.data(), 0x3c, kBuffer);
+		std::memset(buffer.data() + kOffset, 0xa5, kMessage);
+		boot.signal_wait_at_least(hostile_connected, 1, [&] { ep.progress(); });
+		OpContext ctx;
+		FT_POST(ep, fi_tsend(ep.ep(), buffer.data() + kOffset, kMessage, buffer.desc(),
+				     hostile, kTag, &ctx));
+		// Completes, well or not (the hostile peer's connection may end).
+		ep.wait_done(ctx, "the send to the hostile peer");
+	};
+	run_case(boot, options, 0, attack, victim_action);
+}
+
+struct HostileCase {
+	const char* name;
+	const char* checks;
+	seconds timeout;
+	void (*run)(Bootstrap&, const Options&);
+};
+
+const HostileCase kCases[] = {
+	{"forged-source",
+	 "messages naming other peers' connections (own token, none, a guess) are dropped; the "
+	 "honest peer's messages all arrive as its own",
+	 seconds(60), case_forged_source},
+	{"claim-live-key",
+	 "connection requests claiming a live peer's key without its token are refused; the "
+	 "honest peer keeps its connection",
+	 seconds(60), case_claim_live_key},
+	{"malformed",
+	 "truncated, wrong-version, unknown-opcode, oversized and lying messages are dropped; the "
+	 "honest peer is served",
+	 seconds(60), case_malformed},
+	{"rendezvous-scope",
+	 "the key in a rendezvous request reads exactly the message, not the registered memory "
+	 "around it, and cannot write it",
+	 seconds(60), case_rendezvous_scope},
+};
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+	Options options;
+	std::vector<const HostileCase*> selected;
+	for (int i = 1; i < argc; ++i) {
+		const std::string_view arg = argv[i];
+		if (arg == "--prov") {
+			options.provider = option_value(i, argc, argv);
+		} else if (arg == "--quick") {
+			// Accepted for the suite runner: every case is quick.
+		} else if (arg == "--list") {
+			list_cases(kCases, 16);
+			return 0;
+		} else if (!select_case(kCases, arg, selected)) {
+			std::fprintf(stderr,
+				     "usage: rcoll_hostile_test [--prov NAME] CASE... | all\n");
+			return 2;
+		}
+	}
+	if (selected.empty()) {
+		std::fprintf(stderr, "usage: rcoll_hostile_test [--prov NAME] CASE... | all\n");
+		return 2;
+	}
+	prefer_loopback_interfaces();
+	CaseReport report;
+	for (const HostileCase* c : selected) {
+		const auto started = Clock::now();
+		const LaunchResult result = launch_ranks(
+			3, c->timeout, [&](Bootstrap& boot) { c->run(boot, options); });
+		report.add(result, c->name, strfmt("%s, 3 ranks", options.provider.c_str()),
+			   std::chrono::duration<double>(Clock::now() - started).count());
+	}
+	return report.finish();
+}

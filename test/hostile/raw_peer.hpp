@@ -1,0 +1,79 @@
+// A peer that speaks rcoll's wire protocol by hand over a core (tcp) MSG
+// connection: it can say anything rcoll's own code never would. Used only
+// by the hostile-peer tests.
+#pragma once
+
+#include "common.hpp"
+#include "proto/wire.hpp"
+#include "src/address.hpp"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hostile {
+
+using fabtests::FidPtr;
+
+class RawPeer {
+public:
+	// Connects to the core listener named by an rcoll endpoint address
+	// (fi_getname bytes), presenting `handshake` (its kind is Request).
+	RawPeer(std::span<const uint8_t> rcoll_address, const rcoll::proto::Handshake& handshake);
+	RawPeer(const RawPeer&) = delete;
+	RawPeer& operator=(const RawPeer&) = delete;
+	~RawPeer();
+
+	// Whether the endpoint accepted the connection; its accept otherwise.
+	bool accepted() const { return accepted_; }
+	const rcoll::proto::Handshake& accept() const { return accept_; }
+	const std::string& refusal() const { return refusal_; }
+
+	// Sends raw bytes on the connection; waits for the send to complete.
+	void send_bytes(std::span<const std::byte> bytes);
+	// The next message the endpoint sends on the connection.
+	std::vector<std::byte> receive();
+	// RDMA into or out of the endpoint's memory through the core: 0, or
+	// the fi_errno the operation completed with.
+	int read(size_t len, uint64_t addr, uint64_t key);
+	int write(size_t len, uint64_t addr, uint64_t key);
+	// The local buffer of read() and write().
+	std::span<std::byte> local() { return {local_.data(), local_.size()}; }
+	// A header (src_conn and token as given) and a body.
+	void send_message(const rcoll::proto::MsgHeader& header, std::span<const std::byte> body);
+
+private:
+	struct Outcome {
+		bool done = false;
+		int err = 0;
+		size_t len = 0;
+	};
+	// Waits for the operation posted with `ctx`.
+	Outcome wait(fi_context2& ctx);
+	void post_receive();
+
+	fabtests::InfoPtr info_;
+	FidPtr<fid_fabric> fabric_;
+	FidPtr<fid_eq> eq_;
+	FidPtr<fid_domain> domain_;
+	FidPtr<fid_cq> cq_;
+	FidPtr<fid_ep> ep_;
+	bool accepted_ = false;
+	rcoll::proto::Handshake accept_{};
+	std::string refusal_;
+	fi_context2 send_ctx_{}, recv_ctx_{}, rma_ctx_{};
+	std::vector<Outcome> received_; // receives completed while waiting for another
+
+	std::vector<std::byte> recv_buf_, local_;
+	FidPtr<fid_mr> recv_mr_, local_mr_;
+};
+
+// The fields of an rcoll endpoint address the tests need.
+rcoll::EpAddress parse_address(std::span<const uint8_t> bytes);
+
+} // namespace hostile
