@@ -52,6 +52,7 @@ void case_peer_closed(Bootstrap&, const TestOptions&);
 void case_inject_then_close(Bootstrap&, const TestOptions&);
 void case_node_service(Bootstrap&, const TestOptions&);
 void case_node_service_refused(Bootstrap&, const TestOptions&);
+void case_close_bound_eq(Bootstrap&, const TestOptions&);
 
 // ---------------------------------------------------------------- messaging vocabulary
 

@@ -281,4 +281,18 @@ void case_inject_then_close(Bootstrap& boot, const TestOptions& options)
 			 kInjects));
 }
 
+// fi_close of an EQ that an endpoint is still bound to must fail with
+// -FI_EBUSY (fi_eq(3)): the endpoint would report into freed memory.
+void case_close_bound_eq(Bootstrap& boot, const TestOptions& options)
+{
+	EndpointConfig config{options.provider};
+	config.bind_eq = true;
+	Endpoint ep(config);
+	const int rc = fi_close(&ep.eq()->fid);
+	expect(rc == -FI_EBUSY, "fi_close of a bound EQ returned %d (%s), not -FI_EBUSY", rc,
+	       fi_strerror(-rc));
+	boot.note("fi_close of an EQ bound to an open endpoint: -FI_EBUSY; the endpoint then "
+		  "closes before it");
+}
+
 } // namespace fabtests

@@ -109,6 +109,8 @@ const P2pCase kCases[] = {
 	 "a send to a node and service where nothing listens completes with an error, and an "
 	 "inject returns one",
 	 1, seconds(60), case_node_service_refused},
+	{"close-bound-eq", "fi_close of an EQ still bound to an endpoint returns -FI_EBUSY", 1,
+	 seconds(30), case_close_bound_eq},
 };
 
 void usage(FILE* out)

@@ -205,7 +205,7 @@ struct NoVictimAction {
 
 template <class Attack, class VictimAction = NoVictimAction>
 void run_case(Bootstrap& boot, const Options& options, size_t hostile_messages, Attack attack,
-	      VictimAction victim_action = {})
+	      VictimAction victim_action = {}, uint64_t extra_caps = 0)
 {
 	if (boot.rank() == kHostile) {
 		const uint64_t key = random_u64();
@@ -218,7 +218,7 @@ void run_case(Bootstrap& boot, const Options& options, size_t hostile_messages, 
 		return;
 	}
 	EndpointConfig config{options.provider};
-	config.caps = FI_MSG | FI_TAGGED | FI_SOURCE;
+	config.caps = FI_MSG | FI_TAGGED | FI_SOURCE | extra_caps;
 	Endpoint ep(config);
 	const World world = exchange(boot, ep.local_address());
 	if (boot.rank() == kHonest)
@@ -408,6 +408,75 @@ void case_rendezvous_scope(Bootstrap& boot, const Options& options)
 	run_case(boot, options, 0, attack, victim_action);
 }
 
+// Eager messages nobody receives, until the victim fails the sender: its
+// memory must not grow past FI_RCOLL_UNEXPECTED_MAX (default 256 MiB) per
+// peer, and the honest peer is served as before.
+void case_unexpected_limit(Bootstrap& boot, const Options& options)
+{
+	constexpr uint64_t kLimit = uint64_t(256) << 20; // the default
+	constexpr uint64_t kUnreceivedTag = 99;
+	auto attack = [](Bootstrap&, const World& world, uint64_t key) {
+		RawPeer raw(world.names[kVictim], request(key));
+		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
+		const size_t size = raw.accept().eager_limit;
+		std::vector<std::byte> payload(size, std::byte{0x77});
+		proto::MsgHeader h = eager_header(raw.accept().conn_id, raw.accept().token, size);
+		h.tag = kUnreceivedTag;
+		uint64_t sent = 0;
+		try {
+			while (sent < 2 * kLimit) {
+				raw.send_message(h, payload);
+				sent += size;
+			}
+		} catch (const CheckFailure&) {
+			// The victim closed the connection: what it should do.
+		}
+		expect(sent < 2 * kLimit, "the victim took %llu MiB of unreceived messages",
+		       (unsigned long long)(sent >> 20));
+		expect(sent >= kLimit / 2, "the victim failed the peer after only %llu MiB",
+		       (unsigned long long)(sent >> 20));
+		return strfmt("its connection ended after %llu MiB of unreceived %zu-byte messages",
+			      (unsigned long long)(sent >> 20), size);
+	};
+	auto victim_action = [](Bootstrap& boot, Endpoint& ep, const World&) {
+		const size_t before = resident_bytes();
+		boot.signal_wait_at_least(hostile_done, 1, [&] { ep.progress(); });
+		const size_t grown = resident_bytes() - std::min(before, resident_bytes());
+		expect(grown < kLimit + (64u << 20),
+		       "the victim grew by %zu MiB holding one peer's unreceived messages",
+		       grown >> 20);
+	};
+	run_case(boot, options, 0, attack, victim_action);
+}
+
+// Join records for joins the victim never makes: kept up to
+// FI_RCOLL_COLL_EARLY_MAX (default 1024) per peer, then the sender fails.
+void case_early_join_limit(Bootstrap& boot, const Options& options)
+{
+	constexpr int kLimit = 1024; // the default
+	auto attack = [](Bootstrap&, const World& world, uint64_t key) {
+		RawPeer raw(world.names[kVictim], request(key));
+		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
+		std::vector<std::byte> record(72, std::byte{0x11});
+		proto::MsgHeader h =
+			eager_header(raw.accept().conn_id, raw.accept().token, record.size());
+		h.flags = proto::kFlagTagged | proto::kFlagCollective;
+		int sent = 0;
+		try {
+			for (; sent < 8 * kLimit; sent++) {
+				h.tag = random_u64(); // a join id nobody will use
+				raw.send_message(h, record);
+			}
+		} catch (const CheckFailure&) {
+			// The victim closed the connection.
+		}
+		expect(sent < 8 * kLimit, "the victim kept %d join records from one peer", sent);
+		expect(sent >= kLimit, "the victim failed the peer after %d join records", sent);
+		return strfmt("its connection ended after %d join records for unknown joins", sent);
+	};
+	run_case(boot, options, 0, attack, NoVictimAction{}, FI_COLLECTIVE);
+}
+
 struct HostileCase {
 	const char* name;
 	const char* checks;
@@ -432,6 +501,14 @@ const HostileCase kCases[] = {
 	 "the key in a rendezvous request reads exactly the message, not the registered memory "
 	 "around it, and cannot write it",
 	 seconds(60), case_rendezvous_scope},
+	{"unexpected-limit",
+	 "a peer that sends more than FI_RCOLL_UNEXPECTED_MAX of messages nobody receives fails; "
+	 "the victim's memory stays bounded and the honest peer is served",
+	 seconds(120), case_unexpected_limit},
+	{"early-join-limit",
+	 "a peer that sends more than FI_RCOLL_COLL_EARLY_MAX join records for joins the victim "
+	 "never makes fails; the honest peer is served",
+	 seconds(60), case_early_join_limit},
 };
 
 } // namespace

@@ -440,6 +440,68 @@ private:
 	bool failed_ = false;
 };
 
+// A transport that delivers the arrivals a test hands it, and accepts every
+// write.
+class ScriptedTransport final : public Transport {
+public:
+	explicit ScriptedTransport(size_t scratch_bytes) : scratch_(scratch_bytes) {}
+	std::span<std::byte> scratch() noexcept override { return scratch_; }
+	Errc register_memory(std::span<std::byte>, Access, Registration&) noexcept override
+	{
+		return Errc::ok;
+	}
+	void deregister_memory(const Registration&) noexcept override { deregistered_++; }
+	Errc write(const WriteRequest&) noexcept override { return Errc::ok; }
+	size_t poll(std::span<TransportEvent> out) noexcept override
+	{
+		size_t n = 0;
+		for (; n < out.size() && !arrivals_.empty(); n++) {
+			out[n].kind = TransportEvent::Kind::arrival;
+			out[n].immediate = arrivals_.front();
+			arrivals_.erase(arrivals_.begin());
+		}
+		return n;
+	}
+	void arrive(uint32_t immediate) { arrivals_.push_back(immediate); }
+	size_t deregistered() const { return deregistered_; }
+
+private:
+	std::vector<std::byte> scratch_;
+	std::vector<uint32_t> arrivals_;
+	size_t deregistered_ = 0;
+};
+
+// An arrival for a counter the group does not have (a member that lies, or
+// a corrupted doorbell) must not end the group's operations at once: their
+// buffers would go back to the application while honest members may still
+// write into them. The group reports it, and its owner fails it in two steps.
+Test(engine_sim, bad_arrival_is_reported_not_acted_on)
+{
+	GroupConfig config;
+	ScriptedTransport transport(Group::scratch_bytes(2, config));
+	std::unique_ptr<Group> group;
+	cr_assert_eq(Group::create(0, 2, transport, config, group), Errc::ok);
+	std::vector<int32_t> in(64 * 1024), out(64 * 1024);
+	Request req;
+	req.coll = Collective::allreduce;
+	req.input = in.data();
+	req.output = out.data();
+	req.count = in.size();
+	req.dtype = Datatype::int32;
+	cr_assert_eq(group->post(req), Errc::ok);
+	group->progress();
+	cr_assert_not(group->peer_misbehaved());
+	for (uint32_t bad : {1u << 20, 0x7fffffffu}) {
+		transport.arrive(bad);
+		group->progress();
+		cr_assert(group->peer_misbehaved(), "arrival %#x not reported", bad);
+	}
+	Completion c;
+	cr_assert_not(group->next_completion(c), "the operation ended on a bad arrival");
+	cr_assert_eq(group->outstanding(), 1u);
+	cr_assert_eq(transport.deregistered(), 0u, "its buffers were handed back");
+}
+
 // Operations posted behind ones that filled both scratch halves wait for a
 // recycle barrier; when the group fails, that barrier can never complete,
 // and they must still complete (with an error) rather than wait forever.

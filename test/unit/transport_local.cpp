@@ -114,7 +114,7 @@ Test(transport_local, doorbell_pops_in_push_order)
 	uint32_t value = 0;
 	cr_assert_not(doorbell->pop(tail, value), "a fresh ring is empty");
 	for (uint32_t v : {7u, 0u, 0xffffffffu, 42u})
-		cr_assert(doorbell->push(v));
+		cr_assert(doorbell->push(v) == Doorbell::Push::rung);
 	for (uint32_t want : {7u, 0u, 0xffffffffu, 42u}) {
 		cr_assert(doorbell->pop(tail, value));
 		cr_assert_eq(value, want);
@@ -127,18 +127,18 @@ Test(transport_local, doorbell_holds_exactly_kcells)
 {
 	auto doorbell = make_doorbell();
 	for (uint64_t i = 0; i < Doorbell::kCells; i++)
-		cr_assert(doorbell->push(uint32_t(i)), "push %llu of %llu", (unsigned long long)i,
-			  (unsigned long long)Doorbell::kCells);
-	cr_assert_not(doorbell->push(0xdead), "the ring is full");
-	cr_assert_not(doorbell->push(0xdead), "and stays full");
+		cr_assert(doorbell->push(uint32_t(i)) == Doorbell::Push::rung, "push %llu of %llu",
+			  (unsigned long long)i, (unsigned long long)Doorbell::kCells);
+	cr_assert(doorbell->push(0xdead) == Doorbell::Push::full, "the ring is full");
+	cr_assert(doorbell->push(0xdead) == Doorbell::Push::full, "and stays full");
 
 	// One pop frees exactly one cell.
 	uint64_t tail = 0;
 	uint32_t value = 0;
 	cr_assert(doorbell->pop(tail, value));
 	cr_assert_eq(value, 0u);
-	cr_assert(doorbell->push(0xbeef));
-	cr_assert_not(doorbell->push(0xdead));
+	cr_assert(doorbell->push(0xbeef) == Doorbell::Push::rung);
+	cr_assert(doorbell->push(0xdead) == Doorbell::Push::full);
 
 	for (uint64_t i = 1; i < Doorbell::kCells; i++) {
 		cr_assert(doorbell->pop(tail, value));
@@ -147,6 +147,26 @@ Test(transport_local, doorbell_holds_exactly_kcells)
 	cr_assert(doorbell->pop(tail, value));
 	cr_assert_eq(value, 0xbeefu, "the push after the pop comes last");
 	cr_assert_not(doorbell->pop(tail, value));
+}
+
+// The indices live in a file other processes map: whoever can write it can
+// make them contradict each other. A writer must then give up, not spin
+// (it holds the domain lock), and must not write outside the ring.
+Test(transport_local, doorbell_corrupt_indices_end_the_push, .timeout = 10)
+{
+	auto doorbell = make_doorbell();
+	cr_assert(doorbell->push(1) == Doorbell::Push::rung);
+	// A cell ahead of a head that stands still.
+	doorbell->cells[1].seq.store(1000, std::memory_order_relaxed);
+	cr_assert(doorbell->push(2) == Doorbell::Push::corrupt);
+	// A head far beyond every cell's sequence: the ring looks full.
+	doorbell->head.store(uint64_t(1) << 60, std::memory_order_relaxed);
+	cr_assert(doorbell->push(3) == Doorbell::Push::full);
+	// Any head stays inside the ring.
+	doorbell->head.store(~uint64_t(0), std::memory_order_relaxed);
+	doorbell->cells[Doorbell::kCells - 1].seq.store(~uint64_t(0), std::memory_order_relaxed);
+	cr_assert(doorbell->push(4) == Doorbell::Push::rung);
+	cr_assert_eq(doorbell->cells[Doorbell::kCells - 1].value, 4u);
 }
 
 Test(transport_local, doorbell_wraps_around_in_order)
@@ -161,7 +181,7 @@ Test(transport_local, doorbell_wraps_around_in_order)
 	for (uint32_t round = 0; popped < total; round++) {
 		const uint32_t batch = 1 + (round * 977) % uint32_t(Doorbell::kCells);
 		for (uint32_t k = 0; k < batch && pushed < total; k++, pushed++) {
-			if (!doorbell->push(pushed * 3 + 1))
+			if (doorbell->push(pushed * 3 + 1) != Doorbell::Push::rung)
 				break;
 		}
 		const uint32_t take = 1 + (round * 613) % uint32_t(Doorbell::kCells);
@@ -208,7 +228,7 @@ Test(transport_local, children_ring_parent_region)
 				if (i < kPatterned)
 					slice[i] = pattern(
 						child, i); // placed before the ring announces it
-				while (!peer.ring((child << 20) | i))
+				while (peer.ring((child << 20) | i) != Doorbell::Push::rung)
 					::sched_yield();
 			}
 			return "";
@@ -286,7 +306,8 @@ Test(transport_local, attach_checks_what_it_maps)
 		PeerMapping peer;
 		cr_assert_eq(peer.attach(self, region.fd(), region.nonce() + 1, kScratch, address),
 			     -EINVAL);
-		cr_assert_not(peer.ring(1), "a failed attach leaves nothing to ring");
+		cr_assert(peer.ring(1) != Doorbell::Push::rung,
+			  "a failed attach leaves nothing to ring");
 	}
 	{
 		PeerMapping peer; // a different file size

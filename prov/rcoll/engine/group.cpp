@@ -629,7 +629,7 @@ void Group::handle_event(const TransportEvent& ev) noexcept
 		if (ev.immediate < counters_.size())
 			counters_[ev.immediate]++;
 		else
-			failed_ = true; // a peer disagrees about the group layout
+			misbehaved_ = true; // ignored; see peer_misbehaved()
 		break;
 	case TransportEvent::Kind::write_complete:
 		if (Operation* op = owner_of_cookie(ev.cookie)) {

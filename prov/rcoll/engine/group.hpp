@@ -110,6 +110,12 @@ public:
 	uint32_t rank() const noexcept { return rank_; }
 	uint32_t size() const noexcept { return size_; }
 	const GroupStats& stats() const noexcept { return stats_; }
+	// A member sent what no member of this group can send (an arrival for
+	// a counter the group does not have). The group keeps running: ending
+	// its operations at once would hand their buffers back while honest
+	// members may still write into them. Its owner fails the group in two
+	// steps, as for a dead member (the transport's error ends it).
+	bool peer_misbehaved() const noexcept { return misbehaved_; }
 	void set_observer(MemoryObserver* o) noexcept { observer_ = o; }
 
 private:
@@ -171,6 +177,7 @@ private:
 	size_t next_plan_ = 0;
 	std::shared_ptr<const Schedule> recycle_plans_[2]; // one per scratch half
 	bool failed_ = false;
+	bool misbehaved_ = false;
 	std::deque<std::unique_ptr<Operation>> queue_; // posted, in order
 	std::vector<std::unique_ptr<Operation>> recycles_;
 	std::vector<std::unique_ptr<Landing>> spare_landings_; // see Group::Landing

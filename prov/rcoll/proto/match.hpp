@@ -91,6 +91,15 @@ public:
 			[source](const PostedReceive& r) { return r.source == source; }, on_posted);
 	}
 
+	// Unlinks every unexpected message, oldest first, handing each to the
+	// callback after unlinking (the owner frees them at close).
+	template <class OnMessage>
+	std::size_t drain_unexpected(OnMessage on_message)
+	{
+		return unexpected_.remove_if([](const UnexpectedMessage&) { return true; },
+					     on_message);
+	}
+
 	bool is_posted(const PostedReceive& receive) const noexcept
 	{
 		return receive.linked_to(posted_);

@@ -16,6 +16,8 @@ int close_av(fid* f)
 		AddressVector* av = owner_of<AddressVector>(f);
 		if (av->endpoints)
 			return -FI_EBUSY;
+		if (av->eq)
+			av->eq->bound--;
 		av->domain->children--;
 		delete av;
 		return 0;
@@ -27,7 +29,11 @@ int bind_av(fid* f, fid* bfid, uint64_t)
 	return guarded([&] {
 		if (bfid->fclass != FI_CLASS_EQ)
 			return -FI_EINVAL;
-		owner_of<AddressVector>(f)->eq = owner_of<EventQueue>(bfid);
+		AddressVector* av = owner_of<AddressVector>(f);
+		if (av->eq)
+			return -FI_EINVAL; // one EQ per AV
+		av->eq = owner_of<EventQueue>(bfid);
+		av->eq->bound++;
 		return 0;
 	});
 }

@@ -2,6 +2,7 @@
 #include "av_set.hpp"
 
 #include "av.hpp"
+#include "domain.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -60,6 +61,7 @@ int set_insert(fid_av_set* set, fi_addr_t addr)
 {
 	return guarded([&] {
 		AvSet* s = av_set_of(set);
+		std::lock_guard guard(s->av->domain->lock); // the AV changes under it
 		if (!s->av->lookup(addr))
 			return -FI_EINVAL;
 		if (contains(s->members, addr))

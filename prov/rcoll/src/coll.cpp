@@ -63,9 +63,16 @@ void Collectives::progress()
 				check_timeout(*g, now);
 			continue;
 		}
+		if (!g->failure && g->group && g->group->peer_misbehaved()) {
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "collective group (slot %u): an arrival for a counter "
+				   "it does not have; failing it\n",
+				   g->transport->slot());
+			begin_failure(*g, FI_EIO);
+		}
+		// A member that stopped failed the group: so do we.
 		if (!g->failure && (g->transport->write_error() || g->transport->member_stopped()))
-			begin_failure(*g,
-				      FI_EIO); // a member that stopped failed the group: so do we
+			begin_failure(*g, FI_EIO);
 		// A failing group is driven even when idle: the marks that say
 		// which members stopped arrive through its transport.
 		const bool failing = g->failure && !g->transport->failed();

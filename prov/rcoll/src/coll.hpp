@@ -108,9 +108,10 @@ private:
 	};
 
 	Endpoint& ep_;
-	std::vector<std::unique_ptr<CollGroup>> slots_;   // index: slot in immediates
-	std::unordered_map<uint64_t, uint32_t> ordinals_; // joins per member list
-	std::unordered_multimap<uint64_t, Early> early_;  // records ahead of our fi_join
+	std::vector<std::unique_ptr<CollGroup>> slots_;       // index: slot in immediates
+	std::unordered_map<uint64_t, uint32_t> ordinals_;     // joins per member list
+	std::unordered_multimap<uint64_t, Early> early_;      // records ahead of our fi_join
+	std::unordered_map<uint64_t, size_t> early_per_peer_; // of them, by sender key
 	engine::GroupConfig config_;
 };
 

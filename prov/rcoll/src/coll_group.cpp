@@ -242,8 +242,10 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	// Records that arrived before this call.
 	auto [first, last] = early_.equal_range(joined.join_id);
 	std::vector<Early> ready;
-	for (auto it = first; it != last; ++it)
+	for (auto it = first; it != last; ++it) {
+		early_per_peer_[it->second.peer_key]--;
 		ready.push_back(std::move(it->second));
+	}
 	early_.erase(joined.join_id);
 	for (const Early& e : ready)
 		accept_record(joined, e.peer_key, e.record);
@@ -293,6 +295,19 @@ void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
 			return;
 		}
 	}
+	// Kept without ageing (members of a lazily created group may join
+	// minutes apart), but only so many per peer: a record is only worth
+	// keeping for a join this endpoint may still make.
+	size_t& held = early_per_peer_[peer.key];
+	if (held >= config().coll_early_max) {
+		RCOLL_WARN(FI_LOG_EP_CTRL,
+			   "peer %016llx sent %zu join records for joins this endpoint has not "
+			   "made (FI_RCOLL_COLL_EARLY_MAX): failing it\n",
+			   (unsigned long long)peer.key, held + 1);
+		ep_.schedule_failure(peer, -FI_ENOSPC);
+		return;
+	}
+	held++;
 	early_.emplace(h.tag, Early{peer.key, {payload.begin(), payload.end()}});
 }
 

@@ -1,5 +1,6 @@
 #include "coll_transport.hpp"
 
+#include "config.hpp"
 #include "domain.hpp"
 #include "ep.hpp"
 
@@ -52,8 +53,6 @@ int CollTransport::init(size_t scratch_bytes, bool node_local)
 					   "this host write to this one through the core\n");
 		offer_local_ = false;
 	}
-	if (offer_local_)
-		local::allow_memory_writes_from_siblings();
 	std::span<std::byte> s = scratch_file_.scratch();
 	// Members write into the scratch; this member writes from it.
 	return scratch_mr_.reg(ep_.domain->core.get(), s.data(), s.size() ? s.size() : 1,
@@ -121,8 +120,8 @@ void CollTransport::set_member(uint32_t rank, uint32_t slot, const engine::Memor
 			      : -EINVAL; // every member's scratch has the same size
 	// It learns from this mark, ahead of any of our writes, that we may
 	// write into its memory: only then will it wait for our stop mark.
-	if (!err && !mapping->ring(kMappedMark | rank_))
-		err = -EAGAIN;
+	if (!err)
+		err = ring_error(mapping->ring(kMappedMark | rank_));
 	if (err) {
 		RCOLL_INFO(FI_LOG_EP_CTRL,
 			   "member %u is on this host but its scratch cannot be "
@@ -130,11 +129,11 @@ void CollTransport::set_member(uint32_t rank, uint32_t slot, const engine::Memor
 			   rank, std::strerror(-err));
 		return;
 	}
-	if (!mapping->can_write_memory())
-		RCOLL_INFO(FI_LOG_EP_CTRL,
-			   "member %u: cross-memory attach is not allowed; writes "
-			   "into its call buffers go through the core\n",
-			   rank);
+	// It will write into our call buffers as we into its own, once the
+	// join completes (no write into a call buffer comes earlier).
+	if (config().coll_cma && !local::allow_memory_writes_from_siblings())
+		RCOLL_INFO(FI_LOG_EP_CTRL, "Yama forbids cross-memory attach here: members on this "
+					   "host write into call buffers through the core\n");
 	m.mapping = std::move(mapping);
 }
 
@@ -285,7 +284,7 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 					       uint64_t addr) noexcept
 {
 	local::PeerMapping& peer = *m.mapping;
-	if (w.target_key && !peer.can_write_memory())
+	if (w.target_key && (!config().coll_cma || !peer.can_write_memory()))
 		return std::nullopt;
 	auto imm = w.has_immediate ? std::optional<uint32_t>(w.immediate) : std::nullopt;
 	if (imm && *imm >= kMaxCounters)
@@ -313,8 +312,9 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 	else if (!err && w.length)
 		err = m.process->exited() ? -ESRCH
 					  : peer.write_memory(addr + w.offset, w.source, w.length);
-	if (!err && imm && !peer.ring(*imm))
-		err = -EAGAIN; // another writer took the last cell since has_room()
+	// -EAGAIN: another writer took the last cell since has_room().
+	if (!err && imm)
+		err = ring_error(peer.ring(*imm));
 	if (err) {
 		events_.pop_back();
 		// Gone, failed, or a key naming memory it does not have: like a
@@ -329,6 +329,18 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 	}
 	activity_++;
 	return Errc::ok;
+}
+
+// 0 when rung; -EAGAIN when the doorbell is full; -EPROTO when the
+// member's doorbell contradicts itself, which fails the group.
+int CollTransport::ring_error(local::Doorbell::Push result) noexcept
+{
+	switch (result) {
+	case local::Doorbell::Push::rung: return 0;
+	case local::Doorbell::Push::full: return -EAGAIN;
+	case local::Doorbell::Push::corrupt: break;
+	}
+	return -EPROTO;
 }
 
 bool CollTransport::queue_completion(uint64_t cookie) noexcept
@@ -462,8 +474,11 @@ void CollTransport::stop()
 
 void CollTransport::retry_stop_marks()
 {
+	// A corrupt doorbell will never take the mark: its member is left to
+	// the bounded wait of check_quiet.
 	for (Member& m : members_)
-		if (m.stop_pending && m.mapping->ring(kStopMark | rank_))
+		if (m.stop_pending &&
+		    m.mapping->ring(kStopMark | rank_) != local::Doorbell::Push::full)
 			m.stop_pending = false;
 }
 

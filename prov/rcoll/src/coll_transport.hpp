@@ -146,6 +146,7 @@ private:
 	std::optional<engine::Errc> write_local(const engine::WriteRequest& w, Member& m,
 						uint64_t addr) noexcept;
 	bool queue_completion(uint64_t cookie) noexcept;
+	static int ring_error(local::Doorbell::Push result) noexcept;
 	void on_rung(uint32_t value);
 	engine::Errc inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr, uint64_t key,
 			    uint32_t target_slot) noexcept;

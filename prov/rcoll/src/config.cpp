@@ -32,6 +32,9 @@ const Param params[] = {
 	{"rndv_completion", &Config::rndv_completion,
 	 "How a rendezvous PUT is detected at the receiver: imm (write with immediate data) or "
 	 "poll (last-byte polling)"},
+	{"unexpected_max", &Config::unexpected_max,
+	 "Bytes of one peer's messages that may wait for a receive (eager payloads plus a fixed "
+	 "cost per message); a peer that sends more fails (0: no limit)"},
 	{"rma_chunk", &Config::rma_chunk,
 	 "Largest single core RMA transfer; larger ones are split"},
 	{"progress_thread", &Config::progress_thread,
@@ -55,6 +58,14 @@ const Param params[] = {
 	 "Collective writes to group members on the same host go straight into their memory "
 	 "(shared scratch, cross-memory attach) instead of through the core provider (0: always "
 	 "through the core)"},
+	{"coll_cma", &Config::coll_cma,
+	 "On the node-local path, writes into the call buffers of members on this host use "
+	 "cross-memory attach (process_vm_writev); under Yama ptrace_scope 1 a process that finds "
+	 "a member on its host then lets every process of its user ptrace it (0: those writes go "
+	 "through the core, and ptrace permissions stay as they are)"},
+	{"coll_early_max", &Config::coll_early_max,
+	 "Join records one peer may send for groups this endpoint has not joined yet; a peer "
+	 "that sends more fails"},
 	{"coll_alpha_us", &Config::coll_alpha_us,
 	 "Collective cost model: latency of one message, in microseconds"},
 	{"coll_beta_us_per_byte", &Config::coll_beta_us_per_byte,

@@ -24,6 +24,10 @@ struct Config {
 	size_t coll_timeout_ms = 60000;      // a collective group stuck this long fails (0: never)
 	size_t probe_interval_ms = 1000; // probe a silent peer that operations wait on (0: never)
 	bool coll_local = true; // collective writes to members on this host bypass the core
+	bool coll_cma = true;
+	size_t unexpected_max = size_t(256) << 20; // bytes per peer waiting for a receive
+	size_t coll_early_max =
+		1024; // join records per peer ahead of our fi_join   // ... into their call buffers by cross-memory attach
 	// Collectives: the cost model's constants (decimal numbers) and the
 	// tuning string that overrides its choices (see fi_rcoll(7)).
 	std::string coll_alpha_us = "2";

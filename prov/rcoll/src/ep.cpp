@@ -46,6 +46,8 @@ int close_ep(fid* f)
 					unlink(c->endpoints, ep);
 			if (ep->av)
 				ep->av->endpoints--;
+			if (ep->eq)
+				ep->eq->bound--;
 			delete ep;
 		}
 		domain->children--;
@@ -115,7 +117,12 @@ int bind_ep(fid* f, fid* bfid, uint64_t flags)
 			add(c->endpoints, ep);
 			return 0;
 		}
-		case FI_CLASS_EQ: ep->eq = owner_of<EventQueue>(bfid); return 0;
+		case FI_CLASS_EQ:
+			if (ep->eq)
+				return -FI_EINVAL; // one EQ per endpoint
+			ep->eq = owner_of<EventQueue>(bfid);
+			ep->eq->bound++;
+			return 0;
 		default: return -FI_EINVAL;
 		}
 	});
@@ -537,6 +544,11 @@ Endpoint::~Endpoint()
 	core_cq.reset();
 	core_eq.reset();
 	rma_ops.clear();
+	// Messages no receive took: rcoll allocated them (deliver).
+	for (proto::MatchQueue* q : {&msg_queue, &tagged_queue})
+		q->drain_unexpected([](proto::UnexpectedMessage& m) {
+			delete static_cast<Unexpected*>(m.context);
+		});
 	sends = {};
 	recvs = {};
 	rx_pool.reset();

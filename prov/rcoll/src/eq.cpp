@@ -22,7 +22,10 @@ namespace {
 int close_eq(fid* f)
 {
 	return guarded([&] {
-		delete owner_of<EventQueue>(f);
+		EventQueue* eq = owner_of<EventQueue>(f);
+		if (eq->bound)
+			return -FI_EBUSY;
+		delete eq;
 		return 0;
 	});
 }

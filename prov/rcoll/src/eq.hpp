@@ -6,6 +6,7 @@
 
 #include <rdma/fi_eq.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -28,6 +29,9 @@ struct EventQueue {
 	std::condition_variable changed;
 	std::deque<Event> events;
 	fi_wait_obj wait_obj = FI_WAIT_NONE;
+	// Endpoints and AVs bound to it: while any is, close is -FI_EBUSY (they
+	// would report events into freed memory).
+	std::atomic<size_t> bound{0};
 
 	void push(uint32_t event, const void* data, size_t len, bool error = false);
 

@@ -22,7 +22,11 @@ int close_mr(fid* f)
 {
 	return guarded([&] {
 		MemoryRegion* mr = owner_of<MemoryRegion>(f);
-		mr->domain->children--;
+		Domain* domain = mr->domain;
+		// Closing the core registration calls into the core domain, which
+		// other threads drive under this lock.
+		std::lock_guard guard(domain->lock);
+		domain->children--;
 		delete mr;
 		return 0;
 	});

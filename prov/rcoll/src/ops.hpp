@@ -135,6 +135,7 @@ struct Unexpected {
 	std::vector<std::byte> payload; // eager data
 	proto::RtsBody rts{};           // rendezvous request (header.opcode == Rts)
 	uint32_t peer_failures = 0;     // peer->failures when it arrived
+	size_t charged = 0;             // counted in peer->unexpected_bytes
 };
 
 // One application RMA operation.

@@ -81,6 +81,9 @@ struct Peer {
 	bool watched = false;         // awaited at the previous scan too: quiet_since is valid
 	std::chrono::steady_clock::time_point quiet_since; // last arrival or probe, as scans saw it
 	InjectLedger injects;
+	// Bytes of its messages waiting for a receive (Unexpected::charged):
+	// bounded by FI_RCOLL_UNEXPECTED_MAX.
+	size_t unexpected_bytes = 0;
 	// Its process, once a collective group found it on this host: one
 	// pidfd for every group (transport/local.hpp).
 	std::shared_ptr<local::ProcessWatch> process;

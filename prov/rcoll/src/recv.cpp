@@ -207,9 +207,20 @@ void Endpoint::discard_unexpected(Unexpected* u)
 	drop_unexpected(u);
 }
 
+// A few records are kept for reuse, without their payload memory: what a
+// burst of unexpected messages allocated goes back once they are received.
 void Endpoint::drop_unexpected(Unexpected* u)
 {
-	u->payload.clear();
+	constexpr size_t kSpares = 64;
+	if (u->peer) {
+		u->peer->unexpected_bytes -= u->charged;
+		u->charged = 0;
+	}
+	if (spare_unexpected.size() >= kSpares) {
+		delete u;
+		return;
+	}
+	std::vector<std::byte>().swap(u->payload);
 	spare_unexpected.emplace_back(u);
 }
 
@@ -221,8 +232,8 @@ Unexpected* Endpoint::new_unexpected()
 	spare_unexpected.pop_back();
 	u->peer = nullptr;
 	u->header = proto::MsgHeader{};
-	u->payload.clear();
 	u->rts = proto::RtsBody{};
+	u->charged = 0;
 	return u;
 }
 
@@ -400,9 +411,26 @@ void Endpoint::deliver(Peer& peer, const proto::ParsedMessage& m)
 	proto::MatchQueue& queue = (m.header.flags & proto::kFlagTagged) ? tagged_queue : msg_queue;
 	proto::PostedReceive* posted = queue.deliver(u->match);
 	if (!posted) {
+		// Kept until a receive takes it, within the peer's budget: a peer
+		// that sends more than the application receives fails rather than
+		// exhaust this process's memory.
+		const size_t charge = sizeof(Unexpected) + m.payload.size();
+		const size_t limit = config().unexpected_max;
+		if (limit && peer.unexpected_bytes + charge > limit) {
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "peer %016llx has %zu bytes of messages waiting for a receive, "
+				   "FI_RCOLL_UNEXPECTED_MAX is %zu: failing it\n",
+				   (unsigned long long)peer.key, peer.unexpected_bytes, limit);
+			queue.claim(u->match);
+			drop_unexpected(u);
+			schedule_failure(peer, -FI_ENOSPC);
+			return;
+		}
 		u->peer = &peer;
 		u->peer_failures = peer.failures;
 		u->header = m.header;
+		u->charged = charge;
+		peer.unexpected_bytes += charge;
 		if (m.header.opcode == Opcode::Eager)
 			u->payload.assign(m.payload.begin(), m.payload.end());
 		else

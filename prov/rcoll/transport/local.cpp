@@ -81,12 +81,25 @@ uint64_t host_identity() noexcept
 	return h ? h : 1;
 }
 
-void allow_memory_writes_from_siblings() noexcept
+bool allow_memory_writes_from_siblings() noexcept
 {
-#ifdef PR_SET_PTRACER
 	static std::once_flag once;
-	std::call_once(once, [] { ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0); });
+	static bool allowed = false;
+	std::call_once(once, [] {
+		int scope = 0; // no Yama: the classic rules (same user) apply
+		if (FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "re")) {
+			if (std::fscanf(f, "%d", &scope) != 1)
+				scope = 3;
+			std::fclose(f);
+		}
+		if (scope == 0)
+			allowed = true;
+#ifdef PR_SET_PTRACER
+		else if (scope == 1)
+			allowed = ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0;
 #endif
+	});
+	return allowed;
 }
 
 void Doorbell::init() noexcept
@@ -104,10 +117,15 @@ bool Doorbell::has_room() const noexcept
 	return cells[pos % kCells].seq.load(std::memory_order_acquire) == pos;
 }
 
-bool Doorbell::push(uint32_t value) noexcept
+Doorbell::Push Doorbell::push(uint32_t value) noexcept
 {
+	// Contention among the few writers of one host settles in a handful of
+	// rounds; far more means somebody keeps rewriting the indices.
+	constexpr int kMaxRounds = 1 << 16;
 	uint64_t pos = head.load(std::memory_order_relaxed);
-	for (;;) {
+	for (int round = 0;; round++) {
+		if (round == kMaxRounds)
+			return Push::corrupt;
 		Cell& c = cells[pos % kCells];
 		const uint64_t seq = c.seq.load(std::memory_order_acquire);
 		const int64_t turn = int64_t(seq - pos);
@@ -115,15 +133,20 @@ bool Doorbell::push(uint32_t value) noexcept
 			if (head.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed))
 				break;
 		} else if (turn < 0) {
-			return false; // the consumer has not freed this cell yet
+			return Push::full; // the consumer has not freed this cell yet
 		} else {
-			pos = head.load(std::memory_order_relaxed);
+			// Another writer took `pos`, so head moved past it; a cell
+			// ahead of a head that stands still cannot happen.
+			const uint64_t now = head.load(std::memory_order_relaxed);
+			if (now == pos)
+				return Push::corrupt;
+			pos = now;
 		}
 	}
 	Cell& c = cells[pos % kCells];
 	c.value = value;
 	c.seq.store(pos + 1, std::memory_order_release); // publishes the data placed before
-	return true;
+	return Push::rung;
 }
 
 bool Doorbell::pop(uint64_t& tail, uint32_t& value) noexcept
@@ -264,12 +287,22 @@ int PeerMapping::attach(pid_t pid, int fd, uint64_t nonce, size_t scratch_bytes,
 	doorbell_ = &control->doorbell;
 	scratch_ = static_cast<std::byte*>(base) + kScratchOffset;
 
-	// One harmless read tells whether the kernel lets us write there too.
-	char probe;
-	iovec local_iov{&probe, 1};
-	iovec remote_iov{reinterpret_cast<void*>(remote_scratch), 1};
-	memory_writes_ = ::process_vm_readv(pid, &local_iov, 1, &remote_iov, 1, 0) == 1;
+	remote_scratch_ = remote_scratch;
 	return 0;
+}
+
+bool PeerMapping::can_write_memory() noexcept
+{
+	if (memory_writes_ == Writes::untested && base_) {
+		// One harmless read tells whether the kernel lets us write there.
+		char probe;
+		iovec local_iov{&probe, 1};
+		iovec remote_iov{reinterpret_cast<void*>(remote_scratch_), 1};
+		memory_writes_ = ::process_vm_readv(pid_, &local_iov, 1, &remote_iov, 1, 0) == 1
+					 ? Writes::allowed
+					 : Writes::refused;
+	}
+	return memory_writes_ == Writes::allowed;
 }
 
 bool PeerMapping::target_ended() const noexcept

@@ -28,11 +28,14 @@ namespace rcoll::local {
 // and name each other by pid. 0 when it cannot be told.
 uint64_t host_identity() noexcept;
 
-// Lets sibling processes of the same user write into this one's memory
-// under Yama's ptrace_scope 1, as MPI's shared-memory transports do
-// (prctl PR_SET_PTRACER_ANY). Once per process, and only when the path is
-// offered.
-void allow_memory_writes_from_siblings() noexcept;
+// Lets sibling processes of the same user write into this one's memory by
+// cross-memory attach, as MPI's shared-memory transports do. Under Yama's
+// ptrace_scope 1 that takes prctl(PR_SET_PTRACER_ANY), which lets every
+// process of the user ptrace this one (full ptrace, not only memory
+// writes); without Yama, or with scope 0, nothing needs to change; with
+// scope 2 or 3 it cannot be allowed. Whether siblings may write; the
+// prctl at most once per process.
+bool allow_memory_writes_from_siblings() noexcept;
 
 // The doorbell: a bounded multi-producer, single-consumer ring of 32-bit
 // values in shared memory (Vyukov's bounded queue: each cell carries the
@@ -55,8 +58,11 @@ struct Doorbell {
 	void init() noexcept;
 	// A hint, exact with one producer: whether push would find a free cell.
 	bool has_room() const noexcept;
-	// false: the ring is full; the caller retries later.
-	bool push(uint32_t value) noexcept;
+	enum class Push { rung, full, corrupt };
+	// full: the caller retries later. corrupt: the indices in the shared
+	// file contradict each other (the file's owner, or another process that
+	// maps it, wrote them): bounded, so that a writer never spins forever.
+	Push push(uint32_t value) noexcept;
 	// Single consumer; `tail` is the consumer's own position.
 	bool pop(uint64_t& tail, uint32_t& value) noexcept;
 };
@@ -116,15 +122,19 @@ public:
 		   uint64_t remote_scratch) noexcept;
 	std::byte* scratch() const noexcept { return scratch_; }
 	// Writes into any of the owner's memory (buffers it registered for one
-	// call) are possible: cross-memory attach is allowed.
-	bool can_write_memory() const noexcept { return memory_writes_; }
+	// call) are possible: cross-memory attach is allowed. Tested on the
+	// first call, once the owner had the time to allow it.
+	bool can_write_memory() noexcept;
 	// 0 or -errno; the bytes are in place when it returns. The caller
 	// checks first that the process still lives (ProcessWatch).
 	int write_memory(uint64_t remote_address, const void* source, size_t length) noexcept;
 	bool has_room() const noexcept { return doorbell_ && doorbell_->has_room(); }
 	// The owner marked its file ended (ScratchFile::mark_ended).
 	bool target_ended() const noexcept;
-	bool ring(uint32_t value) noexcept { return doorbell_ && doorbell_->push(value); }
+	Doorbell::Push ring(uint32_t value) noexcept
+	{
+		return doorbell_ ? doorbell_->push(value) : Doorbell::Push::full;
+	}
 
 private:
 	pid_t pid_ = 0;
@@ -132,7 +142,12 @@ private:
 	size_t mapped_ = 0;
 	Doorbell* doorbell_ = nullptr;
 	std::byte* scratch_ = nullptr;
-	bool memory_writes_ = false;
+	enum class Writes : uint8_t {
+		untested,
+		allowed,
+		refused
+	} memory_writes_ = Writes::untested;
+	uint64_t remote_scratch_ = 0;
 };
 
 // Whether a process still lives, through a pidfd: unlike a pid, it never
