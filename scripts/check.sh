@@ -3,8 +3,9 @@
 # (libfabric's fabtests, an OFI MPICH: built once, cached outside the tree),
 # runs the whole test suite (`make check`: Criterion unit tests, multi-process
 # runs on loopback and in network namespaces, libfabric's fabtests, Open MPI
-# and MPICH over rcoll), then prints every runner's summary and the time of
-# each phase. CI runs this on a fresh clone (2 cores, 90 minutes).
+# and MPICH over rcoll), then the unit and multi-process suites again under
+# ASan and UBSan (scripts/sanitize.sh), and prints every runner's summary
+# and the time of each phase. CI runs this on a fresh clone (2 cores, 90 minutes).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${RCOLL_BUILD_DIR:-$top/build}
@@ -37,6 +38,8 @@ phase "upstream MPICH (cached)" "$top/scripts/upstream.sh" mpich
 cd "$build" || exit 1
 phase "make check" make -j2 check
 status=$?
+# The same code under ASan and UBSan, in its own tree.
+phase "sanitizers (ASan+UBSan)" "$top/scripts/sanitize.sh" || status=1
 
 echo
 echo "== test runner summaries"
