@@ -11,6 +11,8 @@
 // 2 the hostile peer (raw_peer.hpp).
 #include "raw_peer.hpp"
 
+#include <rdma/fi_collective.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/random.h>
@@ -38,7 +40,8 @@ enum Signal {
 	hostile_done = 1,
 	honest_done = 2,
 	victim_done = 3,
-	hostile_connected = 4
+	hostile_connected = 4,
+	victim_joining = 5
 };
 
 struct Options {
@@ -219,6 +222,7 @@ void run_case(Bootstrap& boot, const Options& options, size_t hostile_messages, 
 	}
 	EndpointConfig config{options.provider};
 	config.caps = FI_MSG | FI_TAGGED | FI_SOURCE | extra_caps;
+	config.bind_eq = (extra_caps & FI_COLLECTIVE) != 0;
 	Endpoint ep(config);
 	const World world = exchange(boot, ep.local_address());
 	if (boot.rank() == kHonest)
@@ -482,6 +486,96 @@ void case_early_join_limit(Bootstrap& boot, const Options& options)
 	run_case(boot, options, 0, attack, NoVictimAction{}, FI_COLLECTIVE);
 }
 
+// Memory files of rcoll collective scratch regions this process maps.
+int mapped_scratch_files()
+{
+	FILE* maps = std::fopen("/proc/self/maps", "re");
+	expect(maps != nullptr, "cannot read /proc/self/maps");
+	char line[512];
+	int n = 0;
+	while (std::fgets(line, sizeof(line), maps))
+		n += std::strstr(line, "memfd:rcoll-coll") != nullptr;
+	std::fclose(maps);
+	return n;
+}
+
+// A remote member copies the victim's own join record (host, process, memory
+// file and nonce) into its own: the victim must not map its own file as
+// that member's scratch (its writes "to the member" would then land in its
+// own memory, where the member's RDMA writes aim them).
+void case_join_record_names_victim(Bootstrap& boot, const Options& options)
+{
+	auto attack = [](Bootstrap& boot, const World& world, uint64_t key) {
+		RawPeer raw(world.names[kVictim], request(key));
+		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
+		boot.signal_set(hostile_connected, 1);
+		boot.signal_wait_at_least(victim_joining, 1, [] {});
+		std::vector<std::byte> m;
+		proto::MsgHeader h;
+		do {
+			m = raw.receive();
+			expect(m.size() >= proto::kHeaderSize, "a short message from the victim");
+			proto::ParsedMessage parsed;
+			proto::Limits limits{4096, raw.accept().conn_id + 1, uint64_t(1) << 40};
+			expect(proto::validate_message(m.data(), m.size(), limits, parsed) ==
+				       proto::WireStatus::Ok,
+			       "an invalid message from the victim");
+			h = parsed.header;
+		} while (!(h.flags & proto::kFlagCollective));
+		// The victim's record, as ours: rank 1 of 2, everything else its own.
+		std::vector<std::byte> record(m.begin() + proto::kHeaderSize, m.end());
+		expect(record.size() == 72, "a join record of %zu bytes", record.size());
+		const uint32_t rank = 1;
+		std::memcpy(record.data() + 4, &rank, sizeof(rank));
+		h.src_conn = raw.accept().conn_id;
+		h.token = raw.accept().token;
+		raw.send_message(h, record);
+		return std::string("sent the victim's own join record as its own");
+	};
+	auto victim_action = [](Bootstrap& boot, Endpoint& ep, const World& world) {
+		boot.signal_wait_at_least(hostile_connected, 1, [&] { ep.progress(); });
+		const fi_addr_t self = ep.insert_address(ep.local_address());
+		const fi_addr_t hostile = ep.insert_address(world.names[kHostile]);
+		fi_av_set_attr attr{};
+		attr.count = 2;
+		attr.start_addr = FI_ADDR_NOTAVAIL;
+		attr.end_addr = FI_ADDR_NOTAVAIL;
+		fid_av_set* set = nullptr;
+		FT_CHECK(fi_av_set(ep.av(), &attr, &set, nullptr));
+		FidPtr<fid_av_set> set_guard(set);
+		FT_CHECK(fi_av_set_insert(set, self));
+		FT_CHECK(fi_av_set_insert(set, hostile));
+		fi_addr_t coll_addr = 0;
+		FT_CHECK(fi_av_set_addr(set, &coll_addr));
+		fid_mc* mc = nullptr;
+		FT_CHECK(fi_join_collective(ep.ep(), coll_addr, set, 0, &mc, nullptr));
+		FidPtr<fid_mc> mc_guard(mc);
+		boot.signal_set(victim_joining, 1);
+		const int before = mapped_scratch_files();
+		uint32_t event = 0;
+		alignas(fi_eq_err_entry) std::byte entry[sizeof(fi_eq_err_entry)];
+		const Deadline deadline(seconds(20));
+		for (;;) {
+			ep.progress();
+			ssize_t n = fi_eq_read(ep.eq(), &event, entry, sizeof(entry), 0);
+			if (n == -FI_EAVAIL) {
+				fi_eq_err_entry err{};
+				fi_eq_readerr(ep.eq(), &err, 0);
+				break; // refusing the member is fine too
+			}
+			if (n > 0 && event == FI_JOIN_COMPLETE)
+				break;
+			expect(!deadline.expired(), "the join with the hostile member did not end");
+		}
+		const int after = mapped_scratch_files();
+		expect(after == before,
+		       "the victim mapped %d more scratch file(s) for a member on another host "
+		       "that named the victim's own",
+		       after - before);
+	};
+	run_case(boot, options, 0, attack, victim_action, FI_COLLECTIVE);
+}
+
 struct HostileCase {
 	const char* name;
 	const char* checks;
@@ -514,6 +608,10 @@ const HostileCase kCases[] = {
 	 "a peer that sends more than FI_RCOLL_COLL_EARLY_MAX join records for joins the victim "
 	 "never makes fails; the honest peer is served",
 	 seconds(60), case_early_join_limit},
+	{"join-record-names-victim",
+	 "a member whose join record copies the victim's own host, process and memory file is "
+	 "not mapped: the victim maps no second copy of its own scratch",
+	 seconds(60), case_join_record_names_victim},
 };
 
 } // namespace

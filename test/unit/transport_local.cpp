@@ -26,6 +26,9 @@
 
 using namespace rcoll::local;
 
+// The endpoint key the tests' scratch files are created for.
+constexpr uint64_t kOwner = 0x0123456789abcdefULL;
+
 namespace {
 
 struct Child {
@@ -207,7 +210,7 @@ Test(transport_local, children_ring_parent_region)
 	auto pattern = [](uint32_t child, uint32_t i) { return ((child << 20) | i) ^ 0xa5a5a5a5u; };
 
 	ScratchFile region;
-	cr_assert_eq(region.create(kScratch, true), 0);
+	cr_assert_eq(region.create(kScratch, true, kOwner), 0);
 	cr_assert_eq(region.scratch().size(), kScratch);
 	const pid_t parent = ::getpid();
 	auto* words = reinterpret_cast<volatile uint32_t*>(region.scratch().data());
@@ -218,7 +221,7 @@ Test(transport_local, children_ring_parent_region)
 			// Through the parent's /proc entry, not the inherited
 			// descriptor: that is how an unrelated member gets in.
 			PeerMapping peer;
-			int rc = peer.attach(parent, region.fd(), region.nonce(), kScratch,
+			int rc = peer.attach(parent, region.fd(), region.nonce(), kOwner, kScratch,
 					     scratch_address(region));
 			if (rc != 0)
 				return "attach: " + std::string(std::strerror(-rc));
@@ -291,32 +294,46 @@ Test(transport_local, attach_checks_what_it_maps)
 {
 	constexpr size_t kScratch = 64 << 10;
 	ScratchFile region;
-	cr_assert_eq(region.create(kScratch, true), 0);
+	cr_assert_eq(region.create(kScratch, true, kOwner), 0);
 	const pid_t self = ::getpid();
 	const uint64_t address = scratch_address(region);
 
 	// The right credentials work, so the failures below are the checks'.
 	{
 		PeerMapping peer;
-		cr_assert_eq(peer.attach(self, region.fd(), region.nonce(), kScratch, address), 0);
+		cr_assert_eq(
+			peer.attach(self, region.fd(), region.nonce(), kOwner, kScratch, address),
+			0);
 		cr_assert_not_null(peer.scratch());
 		cr_assert(peer.has_room());
 	}
 	{
 		PeerMapping peer;
-		cr_assert_eq(peer.attach(self, region.fd(), region.nonce() + 1, kScratch, address),
+		cr_assert_eq(peer.attach(self, region.fd(), region.nonce() + 1, kOwner, kScratch,
+					 address),
 			     -EINVAL);
 		cr_assert(peer.ring(1) != Doorbell::Push::rung,
 			  "a failed attach leaves nothing to ring");
 	}
 	{
+		// A member that names another member's file (nonce and all, as a
+		// member of a group with it knows them) is refused: the file says
+		// whose it is.
+		PeerMapping peer;
+		cr_assert_eq(peer.attach(self, region.fd(), region.nonce(), kOwner ^ 1, kScratch,
+					 address),
+			     -EINVAL);
+	}
+	{
 		PeerMapping peer; // a different file size
-		cr_assert_lt(peer.attach(self, region.fd(), region.nonce(), 2 * kScratch, address),
+		cr_assert_lt(peer.attach(self, region.fd(), region.nonce(), kOwner, 2 * kScratch,
+					 address),
 			     0);
 	}
 	{
 		PeerMapping peer; // the same file size, told apart by the header
-		cr_assert_lt(peer.attach(self, region.fd(), region.nonce(), kScratch - 1, address),
+		cr_assert_lt(peer.attach(self, region.fd(), region.nonce(), kOwner, kScratch - 1,
+					 address),
 			     0);
 	}
 	{
@@ -326,8 +343,9 @@ Test(transport_local, attach_checks_what_it_maps)
 		cr_assert_geq(spare, 0);
 		cr_assert_eq(::close(spare), 0);
 		PeerMapping peer;
-		cr_assert_lt(peer.attach(self, spare, region.nonce(), kScratch, address), 0);
-		cr_assert_lt(peer.attach(self, -1, region.nonce(), kScratch, address), 0);
+		cr_assert_lt(peer.attach(self, spare, region.nonce(), kOwner, kScratch, address),
+			     0);
+		cr_assert_lt(peer.attach(self, -1, region.nonce(), kOwner, kScratch, address), 0);
 	}
 	{
 		// The same bytes in a file that is not sealed: it could shrink
@@ -340,7 +358,8 @@ Test(transport_local, attach_checks_what_it_maps)
 			     ssize_t(bytes.size()));
 		cr_assert_eq(::write(copy, bytes.data(), bytes.size()), ssize_t(bytes.size()));
 		PeerMapping peer;
-		cr_assert_eq(peer.attach(self, copy, region.nonce(), kScratch, address), -EINVAL);
+		cr_assert_eq(peer.attach(self, copy, region.nonce(), kOwner, kScratch, address),
+			     -EINVAL);
 		::close(copy);
 	}
 	{
@@ -348,15 +367,16 @@ Test(transport_local, attach_checks_what_it_maps)
 		int fds[2];
 		cr_assert_eq(::pipe(fds), 0);
 		PeerMapping peer;
-		cr_assert_eq(peer.attach(self, fds[1], region.nonce(), kScratch, address), -EINVAL);
+		cr_assert_eq(peer.attach(self, fds[1], region.nonce(), kOwner, kScratch, address),
+			     -EINVAL);
 		::close(fds[0]);
 		::close(fds[1]);
 	}
 	{
 		PeerMapping peer; // a size from a join record that would overflow
-		cr_assert_eq(
-			peer.attach(self, region.fd(), region.nonce(), SIZE_MAX - 100, address),
-			-EINVAL);
+		cr_assert_eq(peer.attach(self, region.fd(), region.nonce(), kOwner, SIZE_MAX - 100,
+					 address),
+			     -EINVAL);
 	}
 }
 
@@ -366,7 +386,7 @@ Test(transport_local, file_that_cannot_be_sealed_is_refused)
 	// with the right size and header it must still be refused.
 	constexpr size_t kScratch = 64 << 10;
 	ScratchFile region;
-	cr_assert_eq(region.create(kScratch, true), 0);
+	cr_assert_eq(region.create(kScratch, true, kOwner), 0);
 	char name[] = "transport_local.XXXXXX";
 	const int file = ::mkstemp(name);
 	cr_assert_geq(file, 0, "mkstemp: %s", std::strerror(errno));
@@ -376,9 +396,9 @@ Test(transport_local, file_that_cannot_be_sealed_is_refused)
 	cr_assert_eq(::pread(region.fd(), bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
 	cr_assert_eq(::write(file, bytes.data(), bytes.size()), ssize_t(bytes.size()));
 	PeerMapping peer;
-	cr_assert_eq(
-		peer.attach(::getpid(), file, region.nonce(), kScratch, scratch_address(region)),
-		-EINVAL);
+	cr_assert_eq(peer.attach(::getpid(), file, region.nonce(), kOwner, kScratch,
+				 scratch_address(region)),
+		     -EINVAL);
 	::close(file);
 }
 
@@ -386,9 +406,9 @@ Test(transport_local, ended_file_is_seen_by_writers)
 {
 	constexpr size_t kScratch = 4096;
 	ScratchFile region;
-	cr_assert_eq(region.create(kScratch, true), 0);
+	cr_assert_eq(region.create(kScratch, true, kOwner), 0);
 	PeerMapping peer;
-	cr_assert_eq(peer.attach(::getpid(), region.fd(), region.nonce(), kScratch,
+	cr_assert_eq(peer.attach(::getpid(), region.fd(), region.nonce(), kOwner, kScratch,
 				 scratch_address(region)),
 		     0);
 	cr_assert_not(peer.target_ended());
@@ -401,7 +421,7 @@ Test(transport_local, ended_file_is_seen_by_writers)
 Test(transport_local, sealed_file_keeps_its_size)
 {
 	ScratchFile region;
-	cr_assert_eq(region.create(8192, true), 0);
+	cr_assert_eq(region.create(8192, true, kOwner), 0);
 	cr_assert(region.shared());
 	cr_assert_neq(::ftruncate(region.fd(), 0), 0,
 		      "a member could shrink the scratch under the others");
@@ -411,7 +431,7 @@ Test(transport_local, sealed_file_keeps_its_size)
 Test(transport_local, private_scratch_offers_nothing)
 {
 	ScratchFile region;
-	cr_assert_eq(region.create(10000, false), 0);
+	cr_assert_eq(region.create(10000, false, kOwner), 0);
 	cr_assert_not(region.shared());
 	cr_assert_lt(region.fd(), 0);
 	cr_assert_eq(region.scratch().size(), 10000u);
@@ -453,7 +473,7 @@ Test(transport_local, write_memory_into_parent)
 	constexpr size_t kScratch = 4096;
 	constexpr size_t kBytes = 1 << 20;
 	ScratchFile region;
-	cr_assert_eq(region.create(kScratch, true), 0);
+	cr_assert_eq(region.create(kScratch, true, kOwner), 0);
 	allow_memory_writes_from_siblings(); // what offering the path does (Yama ptrace_scope 1)
 	const pid_t parent = ::getpid();
 	std::vector<unsigned char> target(kBytes, 0);
@@ -461,7 +481,7 @@ Test(transport_local, write_memory_into_parent)
 
 	Child child = spawn([&]() -> std::string {
 		PeerMapping peer;
-		int rc = peer.attach(parent, region.fd(), region.nonce(), kScratch,
+		int rc = peer.attach(parent, region.fd(), region.nonce(), kOwner, kScratch,
 				     scratch_address(region));
 		if (rc != 0)
 			return "attach: " + std::string(std::strerror(-rc));
@@ -488,7 +508,7 @@ Test(transport_local, write_memory_to_unmapped_address_fails)
 {
 	constexpr size_t kScratch = 4096;
 	ScratchFile region;
-	cr_assert_eq(region.create(kScratch, true), 0);
+	cr_assert_eq(region.create(kScratch, true, kOwner), 0);
 	allow_memory_writes_from_siblings();
 	const pid_t parent = ::getpid();
 	// A hole in the parent: mapped, then unmapped before the child writes.
@@ -499,7 +519,7 @@ Test(transport_local, write_memory_to_unmapped_address_fails)
 
 	Child child = spawn([&]() -> std::string {
 		PeerMapping peer;
-		int rc = peer.attach(parent, region.fd(), region.nonce(), kScratch,
+		int rc = peer.attach(parent, region.fd(), region.nonce(), kOwner, kScratch,
 				     scratch_address(region));
 		if (rc != 0)
 			return "attach: " + std::string(std::strerror(-rc));

@@ -43,7 +43,7 @@ int CollTransport::init(size_t scratch_bytes, bool node_local)
 {
 	host_ = local::host_identity();
 	offer_local_ = node_local && host_;
-	if (int err = scratch_file_.create(scratch_bytes, offer_local_)) {
+	if (int err = scratch_file_.create(scratch_bytes, offer_local_, ep_.address.key)) {
 		RCOLL_WARN(FI_LOG_EP_CTRL, "collective scratch of %zu bytes: %s\n", scratch_bytes,
 			   std::strerror(-err));
 		return err == -ENOMEM ? -FI_ENOMEM : -FI_EINVAL;
@@ -107,6 +107,15 @@ void CollTransport::set_member(uint32_t rank, uint32_t slot, const engine::Memor
 	// locally, and drains its own doorbell.
 	if (!offer_local_ || local.host != host_ || local.fd < 0)
 		return;
+	// A record naming this very process is a lie (or a copy of ours); one
+	// naming another process's file fails attach's owner check.
+	if (local.pid == ::getpid()) {
+		RCOLL_WARN(FI_LOG_EP_CTRL,
+			   "member %u claims this process's memory file: writing "
+			   "to it through the core\n",
+			   rank);
+		return;
+	}
 	// Its process is watched (whether it exited decides when it has
 	// stopped writing into us, and a pidfd never names a later process
 	// that got the same pid); a member we cannot watch is not mapped.
@@ -116,7 +125,9 @@ void CollTransport::set_member(uint32_t rank, uint32_t slot, const engine::Memor
 	auto mapping = std::make_unique<local::PeerMapping>();
 	if (!err)
 		err = r.len == scratch_file_.scratch().size()
-			      ? mapping->attach(local.pid, local.fd, local.nonce, r.len, r.addr)
+			      ? mapping->attach(local.pid, local.fd, local.nonce, m.peer->key,
+						r.len,
+						r.addr)
 			      : -EINVAL; // every member's scratch has the same size
 	// It learns from this mark, ahead of any of our writes, that we may
 	// write into its memory: only then will it wait for our stop mark.

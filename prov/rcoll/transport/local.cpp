@@ -36,6 +36,7 @@ size_t round_up(size_t n) { return (n + kPage - 1) & ~(kPage - 1); }
 struct Control {
 	uint64_t magic;
 	uint64_t nonce;
+	uint64_t owner; // the owner's endpoint key: whose file a mapper believes it is
 	uint64_t scratch_bytes;
 	std::atomic<uint32_t> ended; // ScratchFile::mark_ended
 	Doorbell doorbell;
@@ -170,7 +171,7 @@ ScratchFile::~ScratchFile()
 		::close(fd_);
 }
 
-int ScratchFile::create(size_t scratch_bytes, bool shared) noexcept
+int ScratchFile::create(size_t scratch_bytes, bool shared, uint64_t owner) noexcept
 {
 	const size_t len = file_bytes(scratch_bytes);
 	if (!len)
@@ -201,6 +202,7 @@ int ScratchFile::create(size_t scratch_bytes, bool shared) noexcept
 	control->magic = kMagic;
 	if (::getrandom(&control->nonce, sizeof(control->nonce), 0) != sizeof(control->nonce))
 		control->nonce = mix(uint64_t(::getpid()), reinterpret_cast<uint64_t>(base));
+	control->owner = owner;
 	control->scratch_bytes = scratch_bytes;
 	control->ended.store(0, std::memory_order_relaxed);
 	control->doorbell.init();
@@ -239,7 +241,7 @@ PeerMapping::~PeerMapping()
 		::munmap(base_, mapped_);
 }
 
-int PeerMapping::attach(pid_t pid, int fd, uint64_t nonce, size_t scratch_bytes,
+int PeerMapping::attach(pid_t pid, int fd, uint64_t nonce, uint64_t owner, size_t scratch_bytes,
 			uint64_t remote_scratch) noexcept
 {
 	const size_t len = file_bytes(scratch_bytes);
@@ -276,7 +278,7 @@ int PeerMapping::attach(pid_t pid, int fd, uint64_t nonce, size_t scratch_bytes,
 	if (base == MAP_FAILED)
 		return -errno;
 	auto* control = static_cast<Control*>(base);
-	if (control->magic != kMagic || control->nonce != nonce ||
+	if (control->magic != kMagic || control->nonce != nonce || control->owner != owner ||
 	    control->scratch_bytes != scratch_bytes) {
 		::munmap(base, len);
 		return -EINVAL; // another file under that number: the member is not who it says

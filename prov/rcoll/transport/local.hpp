@@ -81,8 +81,9 @@ public:
 
 	// 0 or -errno. The scratch comes zeroed and page-aligned. With `shared`
 	// but no memory file to be had, it falls back to anonymous memory:
-	// shared() then says false.
-	int create(size_t scratch_bytes, bool shared) noexcept;
+	// shared() then says false. `owner` (the owner's endpoint key) is
+	// written where mappers check it and no peer's RDMA reaches.
+	int create(size_t scratch_bytes, bool shared, uint64_t owner) noexcept;
 	std::span<std::byte> scratch() const noexcept { return {scratch_, scratch_bytes_}; }
 	bool shared() const noexcept { return fd_ >= 0; }
 	// What a local member needs to map it: our pid, the file's descriptor
@@ -114,11 +115,13 @@ public:
 
 	// Maps the file that process `pid` holds as descriptor `fd`, after
 	// checking that it is a sealed memory file of exactly the size a
-	// scratch of `scratch_bytes` needs and that it carries `nonce`.
+	// scratch of `scratch_bytes` needs and that it carries `nonce` and the
+	// endpoint key `owner` of the member that claims it: a join record
+	// naming another process's file (or this one's) is refused.
 	// `remote_scratch` is the scratch's address in that process, used to
 	// test once whether this process may write into its memory (ptrace
 	// rules: same user, no Yama restriction it did not lift). 0 or -errno.
-	int attach(pid_t pid, int fd, uint64_t nonce, size_t scratch_bytes,
+	int attach(pid_t pid, int fd, uint64_t nonce, uint64_t owner, size_t scratch_bytes,
 		   uint64_t remote_scratch) noexcept;
 	std::byte* scratch() const noexcept { return scratch_; }
 	// Writes into any of the owner's memory (buffers it registered for one
