@@ -4,7 +4,8 @@
 # runs the whole test suite (`make check`: Criterion unit tests, multi-process
 # runs on loopback and in network namespaces, libfabric's fabtests, Open MPI
 # and MPICH over rcoll), then the unit and multi-process suites again under
-# ASan and UBSan (scripts/sanitize.sh), and prints every runner's summary
+# ASan and UBSan (scripts/sanitize.sh), fuzzes every parser a peer reaches
+# for a bounded time (scripts/fuzz.sh), and prints every runner's summary
 # and the time of each phase. CI runs this on a fresh clone (2 cores, 90 minutes).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +41,8 @@ phase "make check" make -j2 check
 status=$?
 # The same code under ASan and UBSan, in its own tree.
 phase "sanitizers (ASan+UBSan)" "$top/scripts/sanitize.sh" || status=1
+# Every parser a peer reaches, under libFuzzer, from the seed corpus.
+phase "fuzzing (5 targets x 20 s)" "$top/scripts/fuzz.sh" -t 20 || status=1
 
 echo
 echo "== test runner summaries"

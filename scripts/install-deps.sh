@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing rcoll needs on Debian 12: a C++20
 # compiler, the Autotools, libfabric 1.17 with its headers, Criterion for
-# the unit tests and Open MPI for the MPI tests.
+# the unit tests, Open MPI for the MPI tests, clang for fuzzing and
+# clang-format for the layout check.
 set -euo pipefail
 
 packages=(
@@ -10,6 +11,7 @@ packages=(
 	libcriterion-dev
 	openmpi-bin libopenmpi-dev
 	iproute2 procps
+	clang clang-format
 	librdmacm-dev libpsm2-dev libpsm-infinipath1-dev python3
 )
 
