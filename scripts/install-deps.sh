@@ -11,7 +11,7 @@ packages=(
 	libcriterion-dev
 	openmpi-bin libopenmpi-dev
 	iproute2 procps
-	clang clang-format
+	clang clang-format nftables
 	librdmacm-dev libpsm2-dev libpsm-infinipath1-dev python3
 )
 

@@ -21,6 +21,13 @@
 #                           unacknowledged data after ~6 s instead of ~15 min)
 #   RCOLL_NETNS_WINDOW      seconds a point-to-point case watches a silent
 #                           peer when nothing bounds the wait (default 10)
+#   RCOLL_NETNS_LOSS        percent of the packets every host sends that are
+#                           dropped at random (nftables; default 0: none)
+#   RCOLL_NETNS_RATE        what every host may send, e.g. "20 mbytes/second";
+#                           packets over it are dropped (default: no limit)
+#                           With either set, the cases run without the
+#                           silent-host cases (their timing is the point), and
+#                           the packets each host dropped are printed.
 #   RCOLL_TEST_PROV, RCOLL_BUILD_DIR, RCOLL_TEST_CASE_LIMIT  as in run-p2p.sh
 #
 # Prints one line per case and closes with "N passed, N failed". Needs root
@@ -35,6 +42,8 @@ subnet=${RCOLL_NETNS_SUBNET:-10.77.0}
 case_limit=${RCOLL_TEST_CASE_LIMIT:-300}
 retries2=${RCOLL_NETNS_TCP_RETRIES2:-4}
 window=${RCOLL_NETNS_WINDOW:-10}
+loss=${RCOLL_NETNS_LOSS:-0}
+rate=${RCOLL_NETNS_RATE:-}
 # Set but empty: none of that client's cases.
 p2p_cases=${RCOLL_NETNS_P2P_CASES-pingpong-msg pingpong-tagged stream-msg stream-tagged unexpected-flood many-peers
     rma-write rma-read rma-writedata peer-killed}
@@ -118,6 +127,36 @@ unset RCOLL_TEST_IFACE
 export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$builddir/.libs}
 echo "# provider \"$prov\" on $hosts hosts ${names[*]} ($subnet.1..$subnet.$hosts/24 on one bridge)"
 
+# Faults on every host's outgoing packets: random loss and a rate limit.
+faults=
+if [ "$loss" != 0 ] || [ -n "$rate" ]; then
+    command -v nft >/dev/null 2>&1 || skip "no nft command (nftables) for RCOLL_NETNS_LOSS/RATE"
+    for ns in "${names[@]}"; do
+        {
+            ip netns exec "$ns" nft add table inet faults &&
+                ip netns exec "$ns" nft add chain inet faults out \
+                    '{ type filter hook output priority 0; }' &&
+                { [ "$loss" = 0 ] || ip netns exec "$ns" nft add rule inet faults out \
+                    numgen random mod 100 '<' "$loss" counter drop; } &&
+                { [ -z "$rate" ] || ip netns exec "$ns" nft add rule inet faults out \
+                    limit rate over $rate counter drop; }
+        } 2>>"$errors" || skip "cannot add nftables rules on $ns: $(cat "$errors")"
+    done
+    faults="${loss}% loss${rate:+, at most $rate}"
+    echo "# faults on every host's outgoing packets: $faults"
+    netns_cases=placement
+fi
+
+# What the fault rules dropped, per host.
+print_drops() {
+    local ns
+    [ -n "$faults" ] || return 0
+    for ns in "${names[@]}"; do
+        echo "# $ns dropped: $(ip netns exec "$ns" nft list chain inet faults out |
+            grep -oE 'counter packets [0-9]+ bytes [0-9]+' | sed 's/counter //' | paste -sd ';' -)"
+    done
+}
+
 # All links up: a case that pulled a cable and failed before plugging it
 # back in must not take the next case down with it.
 heal_links() {
@@ -155,4 +194,5 @@ for name in $netns_cases; do
     heal_links
 done
 
-cases_summary "N/A (measurements or not applicable, listed above)"
+print_drops
+cases_summary "N/A (measurements or not applicable${faults:+; faults: $faults}, listed above)"
