@@ -111,6 +111,10 @@ const P2pCase kCases[] = {
 	 1, seconds(60), case_node_service_refused},
 	{"close-bound-eq", "fi_close of an EQ still bound to an endpoint returns -FI_EBUSY", 1,
 	 seconds(30), case_close_bound_eq},
+	{"threads",
+	 "4 application threads per rank send and receive 150 tagged messages each (8 B..70 KB) "
+	 "on one endpoint at once: every payload verified",
+	 2, seconds(120), case_threads},
 };
 
 void usage(FILE* out)

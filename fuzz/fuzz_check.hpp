@@ -2,8 +2,8 @@
 // the input that broke it.
 #pragma once
 
-#define FUZZ_CHECK(cond)                                                                           \
-	do {                                                                                       \
-		if (!(cond))                                                                       \
-			__builtin_trap();                                                          \
+#define FUZZ_CHECK(cond)                  \
+	do {                              \
+		if (!(cond))              \
+			__builtin_trap(); \
 	} while (0)

@@ -78,12 +78,30 @@ int main()
 	write("wire", "fin", control(FinBody{5, FinReason::Collision, 4096}, 1));
 	write("wire", "read_done", control(ReadDoneBody{9}, 1));
 	for (HandshakeKind kind : {HandshakeKind::Request, HandshakeKind::Accept}) {
-		Handshake hs{kind, 0x1122334455667788, 4, 16384, 0xdeadbeefcafe,
-			     kind == HandshakeKind::Request ? 0x77u : 0u};
+		Handshake hs{
+			kind,  0x1122334455667788, 4,
+			16384, 0xdeadbeefcafe,     kind == HandshakeKind::Request ? 0x77u : 0u};
 		std::vector<uint8_t> b(1 + kMaxHandshakeSize);
 		b[0] = kind == HandshakeKind::Accept;
 		encode_handshake(hs, b.data() + 1);
 		write("handshake", kind == HandshakeKind::Request ? "request" : "accept", b);
+	}
+	{
+		JoinRecord join;
+		join.rank = 1;
+		join.size = 4;
+		join.slot = 2;
+		join.config = 0xcbf29ce484222325;
+		join.host = 0x1234;
+		join.nonce = 99;
+		join.pid = 4321;
+		join.fd = 7;
+		std::vector<uint8_t> b(JoinRecord::kWireSize);
+		encode_join_record(join, b.data());
+		write("records", "join", b);
+		b.assign(StopNotice::kWireSize, 0);
+		encode_stop_notice({3}, b.data());
+		write("records", "stop", b);
 	}
 	int n = 0;
 	for (const char* tune : {"allreduce:0-64k:@recursive_doubling",
@@ -95,9 +113,9 @@ int main()
 	// Rendezvous: sizes, ids, then events: start, CTS, write done; RTS,
 	// immediate; RTS (get), read done.
 	write("rendezvous", "put",
-	      {40, 40, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2,
-	       0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0,
-	       0, 0, 1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 3, 6, 7});
+	      {40, 40, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0,
+	       0,  0,  0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0,
+	       0,  0,  0, 1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 3, 6, 7});
 	write("rendezvous", "get", {20, 20, 1, 2, 3, 4, 5, 6, 7, 8, 6, 0, 0, 0, 9, 1, 0, 1, 10});
 	write("doorbell", "pushes", {0, 1, 0, 0, 0, 0, 0, 0, 2, 2, 1, 5, 0, 0, 0, 0, 0, 0, 0, 2});
 	std::puts("seeds written to fuzz/corpus/");

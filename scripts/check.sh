@@ -40,11 +40,11 @@ cd "$build" || exit 1
 phase "make check" make -j2 check
 status=$?
 # The same code under ASan and UBSan, in its own tree.
-phase "sanitizers (ASan+UBSan)" "$top/scripts/sanitize.sh" || status=1
+phase "sanitizers (ASan+UBSan, TSan)" "$top/scripts/sanitize.sh" || status=1
 # The network-namespace suite with packet loss and a rate limit between hosts.
 phase "network faults (1%, 5% loss)" make -j2 check-faults || status=1
 # Every parser a peer reaches, under libFuzzer, from the seed corpus.
-phase "fuzzing (5 targets x 20 s)" "$top/scripts/fuzz.sh" -t 20 || status=1
+phase "fuzzing (6 targets x 20 s)" "$top/scripts/fuzz.sh" -t 20 || status=1
 
 echo
 echo "== test runner summaries"

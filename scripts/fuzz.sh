@@ -21,12 +21,13 @@ shift $((OPTIND - 1))
 declare -A sources=(
 	[wire]="prov/rcoll/proto/wire.cpp"
 	[handshake]="prov/rcoll/proto/wire.cpp"
+	[records]="prov/rcoll/proto/wire.cpp"
 	[rendezvous]="prov/rcoll/proto/rendezvous.cpp prov/rcoll/proto/wire.cpp"
 	[tuning]="prov/rcoll/engine/tuning.cpp prov/rcoll/engine/types.cpp prov/rcoll/engine/schedule.cpp prov/rcoll/engine/patterns.cpp prov/rcoll/engine/barrier.cpp prov/rcoll/engine/broadcast.cpp prov/rcoll/engine/reduction_tree.cpp prov/rcoll/engine/allreduce.cpp prov/rcoll/engine/reduction_ring.cpp prov/rcoll/engine/data_movement.cpp"
 	[doorbell]="prov/rcoll/transport/local.cpp"
 )
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(wire handshake rendezvous tuning doorbell)
+[ ${#targets[@]} -gt 0 ] || targets=(wire handshake records rendezvous tuning doorbell)
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not installed"; exit 1; }
 mkdir -p "$work"
 cxxflags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds rcoll with AddressSanitizer and UBSan in its own tree and runs the
 # unit tests and the multi-process suites that exercise rcoll's own code
-# (point-to-point, hostile peers, collectives) under them. Any sanitizer
-# report fails the run: ASan aborts at its first error, UBSan is made to
-# (halt_on_error), LeakSanitizer reports at exit. Suppressions cover only
-# libraries rcoll does not own (test/lsan.supp).
-#   $RCOLL_SANITIZE_DIR   build tree (default build-asan/)
+# (point-to-point, hostile peers, collectives) under them; then builds it
+# with ThreadSanitizer in another and runs the threaded paths (application
+# threads sharing an endpoint, rcoll's progress thread) under it. Any
+# sanitizer report fails the run: ASan and TSan stop at their first error,
+# UBSan is made to (halt_on_error), LeakSanitizer reports at exit.
+# Suppressions cover only libraries rcoll does not own (test/lsan.supp).
+#   $RCOLL_SANITIZE_DIR   ASan build tree (default build-asan/); TSan's is
+#                         the same name with -tsan instead of -asan
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${RCOLL_SANITIZE_DIR:-$top/build-asan}
@@ -34,4 +37,29 @@ fi
 echo "sanitizers: $(grep -E '^# PASS:' test-suite.log | awk '{print $3}') passed," \
 	"$(grep -E '^# (FAIL|ERROR):' test-suite.log | awk '{s += $3} END {print s + 0}') failed," \
 	"$(echo "$reports" | grep -c . ) logs with reports"
+
+# ThreadSanitizer: the threaded paths.
+tsan=${build%-asan}-tsan
+[ "$tsan" != "$build" ] || tsan=$build-tsan
+RCOLL_BUILD_DIR=$tsan "$top/scripts/build.sh" --enable-tsan >"$tsan.log" 2>&1 &&
+	make -C "$tsan" -j2 fabtests/rcoll_p2p_test fabtests/rcoll_coll_test >>"$tsan.log" 2>&1 ||
+	{ tail -n 30 "$tsan.log"; echo "ThreadSanitizer build failed (log: $tsan.log)"; exit 1; }
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+export FI_PROVIDER_PATH=$tsan/.libs FI_TCP_IFACE=lo
+tsan_run() { # PROGRESS_THREAD CLIENT CASE...
+	local pt=$1 client=$2
+	shift 2
+	FI_RCOLL_PROGRESS_THREAD=$pt timeout -k 5 600 "$tsan/fabtests/$client" --quick "$@" 2>&1 |
+		tee -a "$tsan/tsan-runs.log" | grep -E '^(PASS|FAIL|N/A) ' |
+		sed "s/^/tsan (progress thread $pt) /"
+}
+: >"$tsan/tsan-runs.log"
+tsan_run 0 rcoll_p2p_test threads
+tsan_run 1 rcoll_p2p_test threads pingpong-tagged stream-msg unexpected-flood rma-read peer-killed
+tsan_run 1 rcoll_coll_test sweep-4 two-groups-in-flight rank-killed
+tsan_pass=$(grep -cE '^PASS ' "$tsan/tsan-runs.log")
+tsan_fail=$(grep -cE '^FAIL ' "$tsan/tsan-runs.log")
+tsan_reports=$(grep -cE 'WARNING: ThreadSanitizer' "$tsan/tsan-runs.log")
+echo "ThreadSanitizer: $tsan_pass passed, $tsan_fail failed, $tsan_reports reports"
+[ "$tsan_fail" -eq 0 ] && [ "$tsan_reports" -eq 0 ] || status=1
 exit $status

@@ -466,7 +466,12 @@ void case_early_join_limit(Bootstrap& boot, const Options& options)
 	auto attack = [](Bootstrap&, const World& world, uint64_t key) {
 		RawPeer raw(world.names[kVictim], request(key));
 		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
-		std::vector<std::byte> record(72, std::byte{0x11});
+		// Well-formed records (garbage is dropped before it is kept).
+		proto::JoinRecord join;
+		join.rank = 1;
+		join.size = 2;
+		std::vector<std::byte> record(proto::JoinRecord::kWireSize);
+		proto::encode_join_record(join, record.data());
 		proto::MsgHeader h =
 			eager_header(raw.accept().conn_id, raw.accept().token, record.size());
 		h.flags = proto::kFlagTagged | proto::kFlagCollective;

@@ -522,6 +522,46 @@ Test(wire, collective_immediate_round_trips)
 	cr_assert(!encode_collective({0, kMaxArrivalCounters}), "counter out of range");
 }
 
+Test(wire, collective_records_round_trip_and_are_told_apart)
+{
+	JoinRecord join;
+	join.rank = 3;
+	join.size = 7;
+	join.slot = 1023;
+	join.config = 0x1122334455667788;
+	for (std::size_t i = 0; i < join.scratch.size(); i++)
+		join.scratch[i] = std::byte(i * 11);
+	join.host = 0xabcdef;
+	join.nonce = 42;
+	join.pid = 12345;
+	join.fd = -1;
+	std::array<std::byte, JoinRecord::kWireSize> bytes;
+	encode_join_record(join, bytes.data());
+	JoinRecord got;
+	StopNotice stop;
+	cr_assert(decode_coll_record(bytes, got, stop) == CollRecord::join);
+	cr_assert_eq(got.rank, 3u);
+	cr_assert_eq(got.size, 7u);
+	cr_assert_eq(got.slot, 1023u);
+	cr_assert_eq(got.config, join.config);
+	cr_assert(got.scratch == join.scratch);
+	cr_assert_eq(got.host, join.host);
+	cr_assert_eq(got.nonce, 42u);
+	cr_assert_eq(got.pid, 12345);
+	cr_assert_eq(got.fd, -1);
+	std::array<std::byte, StopNotice::kWireSize> notice;
+	encode_stop_notice({9}, notice.data());
+	cr_assert(decode_coll_record(notice, got, stop) == CollRecord::stop);
+	cr_assert_eq(stop.rank, 9u);
+	// Wrong magic, wrong sizes.
+	bytes[0] = std::byte{0};
+	cr_assert(decode_coll_record(bytes, got, stop) == CollRecord::invalid);
+	cr_assert(decode_coll_record(std::span(bytes).first(71), got, stop) == CollRecord::invalid);
+	notice[3] = std::byte{0};
+	cr_assert(decode_coll_record(notice, got, stop) == CollRecord::invalid);
+	cr_assert(decode_coll_record({}, got, stop) == CollRecord::invalid);
+}
+
 Test(wire, handshake_round_trips_and_tolerates_padding)
 {
 	const Handshake sent{

@@ -328,6 +328,57 @@ CollectiveArrival decode_collective(std::uint32_t id) noexcept
 	return {(id & kMaxImmediateId) >> kCollectiveCounterBits, id & (kMaxArrivalCounters - 1)};
 }
 
+namespace join_off {
+constexpr std::size_t magic = 0, rank = 4, size = 8, slot = 12, config = 16, scratch = 24,
+		      host = 48, nonce = 56, pid = 64, fd = 68;
+static_assert(fd + 4 == JoinRecord::kWireSize);
+} // namespace join_off
+
+void encode_join_record(const JoinRecord& r, void* out) noexcept
+{
+	std::byte* p = bytes(out);
+	store_le(p + join_off::magic, kJoinMagic);
+	store_le(p + join_off::rank, r.rank);
+	store_le(p + join_off::size, r.size);
+	store_le(p + join_off::slot, r.slot);
+	store_le(p + join_off::config, r.config);
+	std::memcpy(p + join_off::scratch, r.scratch.data(), r.scratch.size());
+	store_le(p + join_off::host, r.host);
+	store_le(p + join_off::nonce, r.nonce);
+	store_le(p + join_off::pid, static_cast<std::uint32_t>(r.pid));
+	store_le(p + join_off::fd, static_cast<std::uint32_t>(r.fd));
+}
+
+void encode_stop_notice(const StopNotice& n, void* out) noexcept
+{
+	std::byte* p = bytes(out);
+	store_le(p, kStopMagic);
+	store_le(p + 4, n.rank);
+}
+
+CollRecord decode_coll_record(std::span<const std::byte> payload, JoinRecord& join,
+			      StopNotice& stop) noexcept
+{
+	const std::byte* p = payload.data();
+	if (payload.size() == StopNotice::kWireSize && load_le<std::uint32_t>(p) == kStopMagic) {
+		stop.rank = load_le<std::uint32_t>(p + 4);
+		return CollRecord::stop;
+	}
+	if (payload.size() != JoinRecord::kWireSize ||
+	    load_le<std::uint32_t>(p + join_off::magic) != kJoinMagic)
+		return CollRecord::invalid;
+	join.rank = load_le<std::uint32_t>(p + join_off::rank);
+	join.size = load_le<std::uint32_t>(p + join_off::size);
+	join.slot = load_le<std::uint32_t>(p + join_off::slot);
+	join.config = load_le<std::uint64_t>(p + join_off::config);
+	std::memcpy(join.scratch.data(), p + join_off::scratch, join.scratch.size());
+	join.host = load_le<std::uint64_t>(p + join_off::host);
+	join.nonce = load_le<std::uint64_t>(p + join_off::nonce);
+	join.pid = static_cast<std::int32_t>(load_le<std::uint32_t>(p + join_off::pid));
+	join.fd = static_cast<std::int32_t>(load_le<std::uint32_t>(p + join_off::fd));
+	return CollRecord::join;
+}
+
 void encode_handshake(const Handshake& hs, void* out) noexcept
 {
 	std::byte* p = bytes(out);

@@ -9,6 +9,7 @@
 // zero so a later version can give them a meaning.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <concepts>
 #include <cstddef>
@@ -292,6 +293,53 @@ struct CollectiveArrival {
 std::optional<std::uint32_t> encode_collective(const CollectiveArrival& a) noexcept;
 // The arrival an immediate of kind Collective names (its id).
 CollectiveArrival decode_collective(std::uint32_t id) noexcept;
+
+// ---------------------------------------------------------------------------
+// Collective control records: eager tagged messages with kFlagCollective,
+// tagged with the join id, that rcoll's own matching takes before the
+// application's queues.
+//
+// Join record (each member to every other during fi_join):
+//   0 magic u32 "join" | 4 rank u32 | 8 size u32 | 12 slot u32 |
+//  16 config u64 | 24 scratch key (24 bytes, the sender's transport's) |
+//  48 host u64 | 56 nonce u64 | 64 pid i32 | 68 fd i32
+// Stop notice (a member that failed the group writes no more into the
+// others' buffers): 0 magic u32 "stop" | 4 rank u32
+
+inline constexpr std::uint32_t kJoinMagic = 0x6a6f696e; // "join"
+inline constexpr std::uint32_t kStopMagic = 0x73746f70; // "stop"
+inline constexpr std::size_t kScratchKeyBytes = 24;
+
+struct JoinRecord {
+	static constexpr std::size_t kWireSize = 72;
+
+	std::uint32_t rank = 0;
+	std::uint32_t size = 0;
+	std::uint32_t slot = 0;   // the sender's group slot: goes into immediates to it
+	std::uint64_t config = 0; // fingerprint of the group configuration
+	std::array<std::byte, kScratchKeyBytes> scratch{}; // how to write into its scratch
+	// Where it runs and how members on its host map its memory file
+	// (host 0: unknown; fd -1: not offered).
+	std::uint64_t host = 0;
+	std::uint64_t nonce = 0;
+	std::int32_t pid = 0;
+	std::int32_t fd = -1;
+};
+
+struct StopNotice {
+	static constexpr std::size_t kWireSize = 8;
+
+	std::uint32_t rank = 0;
+};
+
+void encode_join_record(const JoinRecord& record, void* out) noexcept;
+void encode_stop_notice(const StopNotice& notice, void* out) noexcept;
+
+enum class CollRecord : std::uint8_t { join, stop, invalid };
+// Which record `payload` holds, by its size and magic; the matching output
+// is written only then.
+CollRecord decode_coll_record(std::span<const std::byte> payload, JoinRecord& join,
+			      StopNotice& stop) noexcept;
 
 // ---------------------------------------------------------------------------
 // Connection handshake, carried in the core's connection request / accept

@@ -23,28 +23,8 @@ namespace rcoll {
 
 namespace {
 
-// What each member tells every other during fi_join. Little-endian by
-// memcpy on the hosts rcoll supports; fixed layout, checked before use.
-struct JoinRecord {
-	static constexpr uint32_t kMagic = 0x6a6f696e; // "join"
-	uint32_t magic = kMagic;
-	uint32_t rank = 0;
-	uint32_t size = 0;
-	uint32_t slot = 0;                 // the sender's slot: goes into immediates to it
-	uint64_t config = 0;               // fingerprint of the group configuration
-	engine::MemoryKey scratch;         // the sender's scratch region
-	CollTransport::LocalAddress local; // how members on its host reach it
-};
-static_assert(sizeof(JoinRecord) == 72);
-
-// A member that failed a group tells every other member it writes no more
-// into their buffers for that group (see Collectives::begin_failure).
-struct StopNotice {
-	static constexpr uint32_t kMagic = 0x73746f70; // "stop"
-	uint32_t magic = kMagic;
-	uint32_t rank = 0;
-};
-static_assert(sizeof(StopNotice) == 8);
+static_assert(proto::kScratchKeyBytes == engine::memory_key_bytes,
+	      "a join record carries the transport's scratch key as it is");
 
 uint64_t fnv1a(uint64_t h, const void* data, size_t len)
 {
@@ -210,22 +190,28 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	g->shell.fid.fid.ops = &fid_ops_table<close_group>;
 	g->shell.fid.fi_addr = kGroupAddressBit | slot;
 
-	JoinRecord rec;
+	proto::JoinRecord rec;
 	rec.rank = g->rank;
 	rec.size = size;
 	rec.slot = slot;
 	rec.config = config_fingerprint();
-	rec.scratch = g->transport->scratch_key();
-	rec.local = g->transport->local_address();
+	rec.scratch = g->transport->scratch_key().bytes;
+	const CollTransport::LocalAddress local = g->transport->local_address();
+	rec.host = local.host;
+	rec.nonce = local.nonce;
+	rec.pid = local.pid;
+	rec.fd = local.fd;
+	std::byte record[proto::JoinRecord::kWireSize];
+	proto::encode_join_record(rec, record);
 	proto::MsgHeader h;
 	h.opcode = proto::Opcode::Eager;
 	h.flags = proto::kFlagCollective | proto::kFlagTagged;
 	h.tag = g->join_id;
-	h.size = sizeof(rec);
+	h.size = sizeof(record);
 	for (uint32_t r = 0; r < size; r++) {
 		if (r == g->rank)
 			continue;
-		ret = int(ep_.send_control(*peers[r], h, &rec, sizeof(rec)));
+		ret = int(ep_.send_control(*peers[r], h, record, sizeof(record)));
 		if (ret) {
 			RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: sending the join record: %s\n",
 				   fi_strerror(-ret));
@@ -278,14 +264,14 @@ void Collectives::maybe_finish_join(CollGroup& g)
 void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
 				  std::span<const std::byte> payload)
 {
-	if (payload.size() == sizeof(StopNotice)) {
-		StopNotice notice;
-		std::memcpy(&notice, payload.data(), sizeof(notice));
-		if (notice.magic == StopNotice::kMagic)
-			on_stop_notice(peer, h.tag, notice.rank);
-		else
-			RCOLL_WARN(FI_LOG_EP_CTRL,
-				   "dropping a collective control message: bad magic\n");
+	proto::JoinRecord join;
+	proto::StopNotice stop;
+	switch (proto::decode_coll_record(payload, join, stop)) {
+	case proto::CollRecord::stop: on_stop_notice(peer, h.tag, stop.rank); return;
+	case proto::CollRecord::join: break;
+	case proto::CollRecord::invalid:
+		RCOLL_WARN(FI_LOG_EP_CTRL, "dropping a collective control message: neither a join "
+					   "record nor a stop notice\n");
 		return;
 	}
 	for (auto& g : slots_) {
@@ -315,16 +301,14 @@ void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
 // its scratch key is trusted.
 void Collectives::accept_record(CollGroup& g, uint64_t peer_key, std::span<const std::byte> payload)
 {
-	JoinRecord rec;
 	auto refuse = [&](const char* why) {
 		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: bad join record: %s\n", why);
 		finish_join(g, -FI_EINVAL);
 	};
-	if (payload.size() != sizeof(rec))
-		return refuse("size");
-	std::memcpy(&rec, payload.data(), sizeof(rec));
-	if (rec.magic != JoinRecord::kMagic)
-		return refuse("magic");
+	proto::JoinRecord rec;
+	proto::StopNotice stop;
+	if (proto::decode_coll_record(payload, rec, stop) != proto::CollRecord::join)
+		return refuse("size or magic");
 	if (rec.size != g.size || rec.rank >= g.size || g.member_keys[rec.rank] != peer_key)
 		return refuse("member list differs");
 	if (rec.slot >= CollTransport::kMaxSlots)
@@ -335,7 +319,11 @@ void Collectives::accept_record(CollGroup& g, uint64_t peer_key, std::span<const
 		return;
 	g.heard[rec.rank] = true;
 	g.missing--;
-	g.transport->set_member(rec.rank, rec.slot, rec.scratch, rec.local);
+	engine::MemoryKey scratch;
+	scratch.bytes = rec.scratch;
+	g.transport->set_member(
+		rec.rank, rec.slot, scratch,
+		{.host = rec.host, .nonce = rec.nonce, .pid = rec.pid, .fd = rec.fd});
 }
 
 void Collectives::finish_join(CollGroup& g, int err)
@@ -427,8 +415,8 @@ void Collectives::begin_failure(CollGroup& g, int err)
 	g.transport->stop();
 	g.quiet.assign(g.size, false);
 	g.quiet[g.rank] = true;
-	StopNotice notice;
-	notice.rank = g.rank;
+	std::byte notice[proto::StopNotice::kWireSize];
+	proto::encode_stop_notice({g.rank}, notice);
 	proto::MsgHeader h;
 	h.opcode = proto::Opcode::Eager;
 	h.flags = proto::kFlagCollective | proto::kFlagTagged;
@@ -436,7 +424,7 @@ void Collectives::begin_failure(CollGroup& g, int err)
 	h.size = sizeof(notice);
 	for (uint32_t r = 0; r < g.size; r++)
 		if (r != g.rank && g.peers[r]->state != Peer::State::failed)
-			ep_.send_control(*g.peers[r], h, &notice, sizeof(notice));
+			ep_.send_control(*g.peers[r], h, notice, sizeof(notice));
 	check_quiet(g, g.failing_since);
 }
 
