@@ -91,7 +91,8 @@ public:
 private:
 	static bool group_busy(const CollGroup& g);
 	CollGroup* group_at(fi_addr_t coll_addr);
-	void accept_record(CollGroup& g, uint64_t peer_key, std::span<const std::byte> payload);
+	// A join record, decoded (on_join_message drops what does not decode).
+	void accept_record(CollGroup& g, uint64_t peer_key, const proto::JoinRecord& record);
 	bool records_sent(const CollGroup& g) const;
 	void maybe_finish_join(CollGroup& g);
 	void finish_join(CollGroup& g, int err);
@@ -104,7 +105,7 @@ private:
 
 	struct Early {
 		uint64_t peer_key;
-		std::vector<std::byte> record;
+		proto::JoinRecord record;
 	};
 
 	Endpoint& ep_;

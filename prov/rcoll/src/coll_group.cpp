@@ -276,7 +276,7 @@ void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
 	}
 	for (auto& g : slots_) {
 		if (g && g->state == CollGroup::State::joining && g->join_id == h.tag) {
-			accept_record(*g, peer.key, payload);
+			accept_record(*g, peer.key, join);
 			maybe_finish_join(*g);
 			return;
 		}
@@ -294,21 +294,17 @@ void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
 		return;
 	}
 	held++;
-	early_.emplace(h.tag, Early{peer.key, {payload.begin(), payload.end()}});
+	early_.emplace(h.tag, Early{peer.key, join});
 }
 
 // A member's join record: checked against what we know of the group before
 // its scratch key is trusted.
-void Collectives::accept_record(CollGroup& g, uint64_t peer_key, std::span<const std::byte> payload)
+void Collectives::accept_record(CollGroup& g, uint64_t peer_key, const proto::JoinRecord& rec)
 {
 	auto refuse = [&](const char* why) {
 		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: bad join record: %s\n", why);
 		finish_join(g, -FI_EINVAL);
 	};
-	proto::JoinRecord rec;
-	proto::StopNotice stop;
-	if (proto::decode_coll_record(payload, rec, stop) != proto::CollRecord::join)
-		return refuse("size or magic");
 	if (rec.size != g.size || rec.rank >= g.size || g.member_keys[rec.rank] != peer_key)
 		return refuse("member list differs");
 	if (rec.slot >= CollTransport::kMaxSlots)
