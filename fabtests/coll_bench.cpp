@@ -1,18 +1,23 @@
-// rcoll_coll_bench: rcoll's collectives and those of libfabric's own
-// "tcp;ofi_rxm" (util_coll) side by side, in one run, with a lower bound
-// computed from point-to-point figures measured in the same run. rcoll is
-// measured twice: as configured (ranks on one host take its node-local
-// path) and with every collective write through the core provider
-// (FI_RCOLL_COLL_LOCAL=0), the path between hosts.
+// rcoll_coll_bench: rcoll's collectives side by side with what users already
+// have, in one run: Open MPI's own collectives (rcoll_mpi_coll_bench under
+// mpirun) and libfabric's own "tcp;ofi_rxm" (util_coll). rcoll is measured
+// twice: as configured (ranks on one host take its node-local path), against
+// Open MPI's shared-memory path (ob1 + vader), and with every collective
+// write through the core provider (FI_RCOLL_COLL_LOCAL=0), the path between
+// hosts, against Open MPI over tcp. The system calls rcoll makes per call
+// are counted on every rank.
 //
 //   rcoll_coll_bench [--quick] [--ranks 2,4,8] [--max-bytes N] [--sizes LIST] [--colls LIST]
-//                    [--call-limit S] [--yield] [--rcoll-only] [--no-core-path]
+//                    [--call-limit S] [--yield] [--load N] [--rcoll-only] [--no-core-path]
+//                    [--no-mpi]
 //
 // Methodology (the OSU micro-benchmarks'): per point, one verified call
 // (outputs poisoned first), a calibration call that sets the iteration count,
 // warm-up, then repetitions of `iterations` timed calls with a barrier
-// between calls (outside the timing). A repetition's figure is the slowest
-// rank's average; the point's figure is the median over repetitions.
+// between calls (outside the timing). Every call gets fresh input and has
+// its whole output checked on every rank, both untimed. A repetition's
+// figure is the slowest rank's average; the point's figure is the median
+// over repetitions. The MPI baseline does the same.
 //
 // Every call of a point runs under a time limit: a point with a call (or a
 // barrier between calls) that does not complete in time is reported as
@@ -20,6 +25,9 @@
 // with the next point in freshly launched ranks.
 #include "coll_common.hpp"
 #include "coll_values.hpp"
+#include "cpu_load.hpp"
+#include "mpi_baseline.hpp"
+#include "syscall_counter.hpp"
 
 #include <sched.h>
 #include <algorithm>
@@ -31,6 +39,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 
@@ -43,7 +52,9 @@ using std::chrono::seconds;
 
 constexpr const char* kRcoll = "rcoll";
 constexpr const char* kRxm = "tcp;ofi_rxm";
-constexpr const char* kCore = "core path"; // rcoll with FI_RCOLL_COLL_LOCAL=0
+constexpr const char* kCore = "core path";   // rcoll with FI_RCOLL_COLL_LOCAL=0
+constexpr const char* kOmpiSm = "ompi sm";   // Open MPI's own, shared memory
+constexpr const char* kOmpiTcp = "ompi tcp"; // Open MPI's own, over tcp
 
 // What one column measures: a provider, and the FI_RCOLL_COLL_LOCAL its
 // ranks get (nullptr: the environment's).
@@ -56,6 +67,16 @@ constexpr Variant kVariants[] = {
 	{kRcoll, kRcoll, nullptr}, {kCore, kRcoll, "0"}, {kRxm, kRxm, nullptr}};
 constexpr uint64_t kP2pTag = 0x70; // the point-to-point measurements
 
+// The Open MPI runs beside them: ob1 with its shared-memory BTL (one host),
+// and with its tcp BTL on loopback (as between hosts).
+struct MpiVariant {
+	const char* label;
+	const char* mca;
+};
+constexpr MpiVariant kMpiVariants[] = {
+	{kOmpiSm, "--mca pml ob1 --mca btl self,vader"},
+	{kOmpiTcp, "--mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo"}};
+
 struct Options {
 	bool quick = false;
 	std::vector<int> ranks = {2, 4, 8};
@@ -65,6 +86,8 @@ struct Options {
 	seconds call_limit{10};
 	bool with_rxm = true;  // --rcoll-only: skip tcp;ofi_rxm (its columns show "-")
 	bool with_core = true; // --no-core-path: skip rcoll's core path (its columns show "-")
+	bool with_mpi = true;  // --no-mpi: skip Open MPI (its columns show "-")
+	int load = 0;          // --load N: N niced busy processes run beside the benchmark
 	// Waiting ranks call fi_cq_read in a tight loop, as fabtests and MPI
 	// progress loops do; --yield makes them give the core away on an empty
 	// poll instead (Open MPI's mpi_yield_when_idle).
@@ -137,6 +160,7 @@ struct PointResult {
 	uint32_t status; // Status; written and read through std::atomic_ref
 	uint32_t iterations;
 	double median_us;
+	double syscalls; // per timed call, on the rank that made the most; < 0: not counted
 	char detail[160];
 };
 
@@ -151,8 +175,11 @@ struct SharedResults {
 	double latency_us;             // one-way, 8 B, best repetition
 	double bandwidth_bps;          // 4 MiB messages, best repetition
 	double exchange_bandwidth_bps; // the same, both directions at once: bytes per direction
+	double join_us;                // fi_join of all ranks, slowest rank, median
+	double rank_join_us[kMaxBenchRanks];
 	PointResult points[kMaxPoints];
 	double rank_average_us[kMaxReps][kMaxBenchRanks]; // the current point's repetitions
+	double rank_syscalls[kMaxBenchRanks];             // per timed call; < 0: not counted
 };
 static_assert(sizeof(SharedResults) <= kScratchBytes);
 static_assert(std::is_trivially_copyable_v<SharedResults>);
@@ -203,6 +230,7 @@ public:
 	}
 
 	void measure_p2p();
+	void measure_join();
 	void run_points(const std::vector<Point>& points, size_t first);
 	void finish() { sync_.wait(); }
 
@@ -223,6 +251,7 @@ private:
 	ProgressingBarrier sync_;
 	SharedResults& results_;
 	std::unique_ptr<Group> group_;
+	SyscallCounter syscalls_;
 };
 
 void BenchRank::wait(OpContext& ctx, const char* what)
@@ -417,6 +446,43 @@ void BenchRank::measure_p2p()
 	boot_.barrier(seconds(300));
 }
 
+// What joining costs (the MPI offload library joins its groups lazily, at a
+// communicator's first collective): from a common start, every rank joins a
+// new group of all ranks and waits for FI_JOIN_COMPLETE; the slowest rank's
+// time, median of the repetitions.
+void BenchRank::measure_join()
+{
+	const int me = boot_.rank();
+	std::vector<int> members;
+	for (int r = 0; r < boot_.size(); ++r)
+		members.push_back(r);
+	const int reps = options_.quick ? 3 : 7;
+	std::vector<double> slowest;
+	for (int rep = 0; rep < reps; ++rep) {
+		sync_.wait();
+		const auto start = Clock::now();
+		{
+			Group joined(
+				ep_,
+				av_set_range(ep_, world_.front(), world_.back(), 1, world_.size()),
+				members, world_, me, "join measurement");
+			results_.rank_join_us[me] =
+				std::chrono::duration<double, std::micro>(Clock::now() - start)
+					.count();
+			// Everyone joined before anyone closes.
+			sync_.wait();
+		}
+		if (me == 0)
+			slowest.push_back(*std::max_element(results_.rank_join_us,
+							    results_.rank_join_us + boot_.size()));
+	}
+	if (me == 0) {
+		std::nth_element(slowest.begin(), slowest.begin() + reps / 2, slowest.end());
+		results_.join_us = slowest[static_cast<size_t>(reps / 2)];
+	}
+	sync_.wait();
+}
+
 void BenchRank::run_points(const std::vector<Point>& points, size_t first)
 {
 	for (size_t k = first; k < points.size(); ++k) {
@@ -463,34 +529,61 @@ void BenchRank::run_point(size_t index, const Point& point, PointResult& result)
 	GuardedBuffer* output = call.coll == FI_BARRIER ? nullptr : &out;
 	const uint64_t seed = make_seed(point.coll, point.bytes);
 
-	// The verified call: outputs start as noise, inputs carry closed-form
-	// operands (allreduce) or the root's pattern (broadcast).
+	// Call k's operands: closed-form inputs (allreduce) or the root's
+	// pattern (broadcast), new for every call, so that a call that moved
+	// nothing, or the previous call's data, fails the check.
+	auto prepare = [&](uint64_t k) {
+		if (call.coll == FI_ALLREDUCE)
+			fill_reduction_input(call.type, call.op, in.span(), k, me, p);
+		if (call.coll == FI_BROADCAST && me == call.root)
+			fill_pattern(out.bytes(), block_seed(make_seed(seed, k), call.root));
+	};
+	// What is wrong with call k's output on this rank ("" when nothing).
+	auto verify = [&](uint64_t k) -> std::string {
+		if (call.coll == FI_ALLREDUCE) {
+			if (auto bad = check_reduction_output(call.type, call.op, out.span(), k, p))
+				return *bad;
+		} else if (call.coll == FI_BROADCAST) {
+			if (auto at = find_pattern_mismatch(
+				    out.bytes(), block_seed(make_seed(seed, k), call.root)))
+				return strfmt("byte %zu of %zu differs from the root's", *at,
+					      out.size());
+		}
+		return "";
+	};
+
+	// The verified call: outputs start as noise, and nothing may be
+	// written beside the buffers.
+	uint64_t k = 0;
 	fill_pattern(out.bytes(), make_seed(seed, 0x6E6F, static_cast<uint64_t>(me)));
-	if (call.coll == FI_ALLREDUCE)
-		fill_reduction_input(call.type, call.op, in.span(), 0, me, p);
-	if (call.coll == FI_BROADCAST && me == call.root)
-		fill_pattern(out.bytes(), block_seed(seed, call.root));
+	prepare(k);
 	OpContext ctx;
 	provider_barrier();
 	post_and_wait(call, input, output, ctx, "the verified call");
 	std::string wrong;
 	if (!(ctx.entry.flags & FI_COLLECTIVE))
 		wrong = "completion without FI_COLLECTIVE";
-	else if (call.coll == FI_ALLREDUCE) {
-		if (auto bad = check_reduction_output(call.type, call.op, out.span(), 0, p))
-			wrong = *bad;
-	} else if (call.coll == FI_BROADCAST) {
-		if (auto at = find_pattern_mismatch(out.bytes(), block_seed(seed, call.root)))
-			wrong = strfmt("byte %zu of %zu differs from the root's", *at, out.size());
-	}
+	else
+		wrong = verify(k);
 	try {
 		in.expect_guards("input");
 		out.expect_guards("output");
 	} catch (const CheckFailure& overrun) {
 		wrong = overrun.what();
 	}
+	uint64_t wrong_call = k;
+	// Keeps the first wrong call's description.
+	auto check = [&](uint64_t call_index) {
+		if (wrong.empty() && !(wrong = verify(call_index)).empty())
+			wrong_call = call_index;
+	};
+	auto report_wrong = [&] {
+		set_status(result, Status::wrong,
+			   strfmt("rank %d, call %llu: %s", me,
+				  static_cast<unsigned long long>(wrong_call), wrong.c_str()));
+	};
 	if (!wrong.empty())
-		set_status(result, Status::wrong, strfmt("rank %d: %s", me, wrong.c_str()));
+		report_wrong();
 	// Every rank learns whether any rank saw a wrong result: then they all
 	// move on to the next point together (the group itself still works).
 	sync_.wait();
@@ -499,11 +592,13 @@ void BenchRank::run_point(size_t index, const Point& point, PointResult& result)
 
 	// Calibration: rank 0 picks the iteration count from one timed call so
 	// that a repetition takes about `target`.
+	prepare(++k);
 	provider_barrier();
 	auto start = Clock::now();
 	post_and_wait(call, input, output, ctx, "the calibration call");
 	const double once_us =
 		std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+	check(k);
 	// The signal carries (point index + 1, iterations), growing point by point.
 	constexpr int kIterationsSignal = 0;
 	const uint64_t tag = index + 1;
@@ -520,20 +615,44 @@ void BenchRank::run_point(size_t index, const Point& point, PointResult& result)
 	const int reps = options_.quick ? 3 : 5;
 	const bool barrier_between = call.coll != FI_BARRIER;
 
-	for (int i = 0; i < warmup; ++i)
+	// Every call gets fresh input and has its whole output checked on every
+	// rank, both outside the timing.
+	for (int i = 0; i < warmup; ++i) {
+		prepare(++k);
 		post_and_wait(call, input, output, ctx, "a warm-up call");
+		check(k);
+	}
 	for (int rep = 0; rep < reps; ++rep) {
 		double total_us = 0;
 		for (int i = 0; i < iterations; ++i) {
+			prepare(++k);
 			if (barrier_between)
 				provider_barrier();
 			start = Clock::now();
 			post_and_wait(call, input, output, ctx, "a timed call");
 			total_us += std::chrono::duration<double, std::micro>(Clock::now() - start)
 					    .count();
+			check(k);
 		}
 		results_.rank_average_us[rep][me] = total_us / iterations;
 	}
+	// System calls, counted in calls of their own: reading the counter is
+	// one, which would slow the timed calls of the other ranks.
+	uint64_t syscalls = 0;
+	for (int i = 0; i < iterations; ++i) {
+		prepare(++k);
+		if (barrier_between)
+			provider_barrier();
+		const uint64_t syscalls_before = syscalls_.count();
+		post_and_wait(call, input, output, ctx, "a counted call");
+		syscalls +=
+			syscalls_.count() - syscalls_before - 1; // the second read counted itself
+		check(k);
+	}
+	results_.rank_syscalls[me] =
+		syscalls_.available() ? static_cast<double>(syscalls) / iterations : -1;
+	if (!wrong.empty())
+		report_wrong();
 	sync_.wait();
 	if (me == 0) {
 		std::vector<double> slowest(static_cast<size_t>(reps));
@@ -543,7 +662,10 @@ void BenchRank::run_point(size_t index, const Point& point, PointResult& result)
 		std::nth_element(slowest.begin(), slowest.begin() + reps / 2, slowest.end());
 		result.median_us = slowest[static_cast<size_t>(reps / 2)];
 		result.iterations = static_cast<uint32_t>(iterations);
-		set_status(result, Status::ok, "");
+		result.syscalls =
+			*std::max_element(results_.rank_syscalls, results_.rank_syscalls + p);
+		if (load_status(result) != Status::wrong)
+			set_status(result, Status::ok, "");
 	}
 }
 
@@ -553,20 +675,29 @@ struct Measured {
 	double latency_us = 0;
 	double bandwidth_bps = 0;
 	double exchange_bandwidth_bps = 0;
+	double join_us = 0;
 	std::vector<Status> status;
 	std::vector<double> median_us;
+	std::vector<double> syscalls;
 	std::vector<std::string> detail;
 };
+
+Measured pending_for(size_t points)
+{
+	Measured m;
+	m.status.assign(points, Status::pending);
+	m.median_us.assign(points, 0);
+	m.syscalls.assign(points, -1);
+	m.detail.assign(points, "");
+	return m;
+}
 
 // Runs every point for one provider and rank count, relaunching the ranks
 // after a point that hung or crashed.
 Measured measure(const std::string& provider, int ranks, const std::vector<Point>& points,
 		 const Options& options)
 {
-	Measured m;
-	m.status.assign(points.size(), Status::pending);
-	m.median_us.assign(points.size(), 0);
-	m.detail.assign(points.size(), "");
+	Measured m = pending_for(points.size());
 	size_t first = 0;
 	while (first < points.size()) {
 		const bool with_p2p = first == 0;
@@ -580,8 +711,10 @@ Measured measure(const std::string& provider, int ranks, const std::vector<Point
 			[&](Bootstrap& boot) {
 				auto rank = std::make_unique<BenchRank>(boot, options, provider);
 				try {
-					if (with_p2p)
+					if (with_p2p) {
 						rank->measure_p2p();
+						rank->measure_join();
+					}
 					rank->run_points(points, first);
 					rank->finish();
 				} catch (const std::exception& failure) {
@@ -603,10 +736,12 @@ Measured measure(const std::string& provider, int ranks, const std::vector<Point
 			m.latency_us = shared.latency_us;
 			m.bandwidth_bps = shared.bandwidth_bps;
 			m.exchange_bandwidth_bps = shared.exchange_bandwidth_bps;
+			m.join_us = shared.join_us;
 		}
 		for (size_t k = first; k < points.size(); ++k) {
 			m.status[k] = static_cast<Status>(shared.points[k].status);
 			m.median_us[k] = shared.points[k].median_us;
+			m.syscalls[k] = shared.points[k].syscalls;
 			m.detail[k] = shared.points[k].detail;
 		}
 		if (launch.outcome == Outcome::passed)
@@ -633,6 +768,57 @@ Measured measure(const std::string& provider, int ranks, const std::vector<Point
 	return m;
 }
 
+// The sizes and collectives of `points` as rcoll_mpi_coll_bench arguments.
+std::string mpi_arguments(const std::vector<Point>& points, const Options& options)
+{
+	std::string colls, sizes;
+	for (const Point& point : points) {
+		const char* name = point.coll == FI_BARRIER     ? "barrier"
+				   : point.coll == FI_BROADCAST ? "broadcast"
+								: "allreduce";
+		if (colls.find(name) == std::string::npos)
+			colls += std::string(colls.empty() ? "" : ",") + name;
+		const std::string size = std::to_string(point.bytes);
+		if (point.bytes && ("," + sizes + ",").find("," + size + ",") == std::string::npos)
+			sizes += (sizes.empty() ? "" : ",") + size;
+	}
+	std::string args = options.quick ? "--quick " : "";
+	args += "--colls " + colls;
+	if (!sizes.empty())
+		args += " --sizes " + sizes;
+	return args;
+}
+
+// One Open MPI job for every point, its results matched to them.
+Measured measure_mpi(const MpiBaseline& baseline, const std::string& command,
+		     const std::vector<Point>& points, const Options& options)
+{
+	Measured m = pending_for(points.size());
+	const auto limit = seconds(120) + options.call_limit * static_cast<int>(points.size()) * 10;
+	const MpiRun run = baseline.run(command, limit);
+	for (size_t k = 0; k < points.size(); ++k) {
+		const char* name = points[k].coll == FI_BARRIER     ? "barrier"
+				   : points[k].coll == FI_BROADCAST ? "broadcast"
+								    : "allreduce";
+		bool found = false;
+		for (const MpiPoint& r : run.points) {
+			if (r.coll != name || r.bytes != points[k].bytes)
+				continue;
+			found = true;
+			m.status[k] = r.right ? Status::ok : Status::wrong;
+			m.median_us[k] = r.median_us;
+			m.syscalls[k] = r.syscalls;
+			if (!r.right)
+				m.detail[k] = "a result differed from the expected one";
+		}
+		if (!found) {
+			m.status[k] = Status::error;
+			m.detail[k] = run.error.empty() ? "no result" : run.error;
+		}
+	}
+	return m;
+}
+
 // ---------------------------------------------------------------- report
 
 std::string size_text(size_t bytes)
@@ -655,112 +841,70 @@ std::string time_text(Status s, double us)
 	return strfmt("%.2f", us);
 }
 
-int ceil_log2(int p)
+// Bytes copied per second by one memcpy on one core, buffers far larger than
+// the caches: best of a few.
+double memcpy_bandwidth()
 {
-	int rounds = 0;
-	while ((1 << rounds) < p)
-		++rounds;
-	return rounds;
-}
-
-struct Bound {
-	double us = 0;
-	char kind = '-'; // L: latency-bound, B: bandwidth-bound
-};
-
-// The larger of the latency bound (rounds x one-way latency) and the
-// bandwidth bound (bytes a rank must move / p2p bandwidth): both are lower
-// bounds, so their maximum is one.
-Bound bound_of(const Point& point, int p, double latency_us, double bandwidth_bps)
-{
-	const int rounds = ceil_log2(p);
-	double latency = 0, bandwidth = 0;
-	const double n = static_cast<double>(point.bytes);
-	switch (point.coll) {
-	case FI_BARRIER: latency = rounds * latency_us; break;
-	case FI_BROADCAST:
-		latency = rounds * latency_us;
-		bandwidth = n / bandwidth_bps * 1e6;
-		break;
-	case FI_ALLREDUCE:
-		latency = 2 * rounds * latency_us;
-		// Patarasuk and Yuan: some rank sends at least 2 (p - 1) / p * n bytes.
-		bandwidth = 2.0 * (p - 1) / p * n / bandwidth_bps * 1e6;
-		break;
-	default: break;
+	constexpr size_t kBytes = 64u << 20;
+	std::vector<uint8_t> from(kBytes, 1), to(kBytes, 2);
+	double best = 0;
+	for (int rep = 0; rep < 5; ++rep) {
+		from[0] = static_cast<uint8_t>(rep); // each copy carries something new
+		const auto start = Clock::now();
+		std::memcpy(to.data(), from.data(), kBytes);
+		const double s = std::chrono::duration<double>(Clock::now() - start).count();
+		best = std::max(best, static_cast<double>(kBytes) / s);
 	}
-	return latency >= bandwidth ? Bound{latency, 'L'} : Bound{bandwidth, 'B'};
-}
-
-// Allreduce only: the bandwidth term of the bound over the bandwidth of a
-// two-way exchange. Every rank of a ring or pairwise allreduce sends and
-// receives its 2 (p - 1) / p n bytes at the same time, which on loopback
-// puts both kernel copies of each byte on the ranks' own cores. Not a
-// lower bound in general (a NIC moves both directions at full rate), but
-// the ceiling this host offers. 0 when not applicable.
-double exchange_bound_us(const Point& point, int p, double exchange_bps)
-{
-	if (point.coll != FI_ALLREDUCE || exchange_bps <= 0)
-		return 0;
-	return 2.0 * (p - 1) / p * static_cast<double>(point.bytes) / exchange_bps * 1e6;
+	if (to[0] != 4) // the copies happened
+		std::abort();
+	return best;
 }
 
 void print_table(fi_collective_op coll, const std::vector<Point>& points, const Options& options,
 		 std::map<std::pair<std::string, int>, Measured>& results)
 {
-	const char* what = coll == FI_BARRIER     ? "fi_barrier"
-			   : coll == FI_BROADCAST ? "fi_broadcast, root 0, FI_UINT8"
-						  : "fi_allreduce, FI_SUM of FI_INT64";
+	const char* what = coll == FI_BARRIER     ? "fi_barrier / MPI_Barrier"
+			   : coll == FI_BROADCAST ? "fi_broadcast / MPI_Bcast, root 0, bytes"
+						  : "fi_allreduce / MPI_Allreduce, sum of int64";
 	std::printf("\n## %s (median of repetitions, slowest rank, microseconds per call)\n\n",
 		    what);
-	std::printf("%-9s %5s %11s %11s %11s %12s %10s %10s %11s %11s  %s\n", "size", "ranks",
-		    "rcoll", "core path", "tcp;ofi_rxm", "bound", "rcoll/rxm", "core/rxm",
-		    "rcoll/bound", "rcoll/bidir", "notes");
+	std::printf("%-9s %5s | %9s %8s %9s %8s | %9s %8s %9s %8s | %11s %8s  %s\n", "size",
+		    "ranks", "rcoll", "sys/call", kOmpiSm, "rcoll/sm", kCore, "sys/call", kOmpiTcp,
+		    "core/tcp", kRxm, "core/rxm", "notes");
 	for (size_t k = 0; k < points.size(); ++k) {
 		if (points[k].coll != coll)
 			continue;
 		for (int p : options.ranks) {
-			const Measured& r = results[{kRcoll, p}];
-			const Measured& c = results[{kCore, p}];
-			const Measured& x = results[{kRxm, p}];
-			const Bound bound = bound_of(points[k], p, r.latency_us, r.bandwidth_bps);
-			const bool r_ok = r.status[k] == Status::ok;
-			const bool c_ok = c.status[k] == Status::ok;
-			const bool x_ok = x.status[k] == Status::ok;
+			const Measured* m[] = {&results[{kRcoll, p}], &results[{kOmpiSm, p}],
+					       &results[{kCore, p}], &results[{kOmpiTcp, p}],
+					       &results[{kRxm, p}]};
+			const char* labels[] = {kRcoll, kOmpiSm, kCore, kOmpiTcp, kRxm};
+			auto ok = [&](int i) { return m[i]->status[k] == Status::ok; };
+			auto time = [&](int i) {
+				return time_text(m[i]->status[k], m[i]->median_us[k]);
+			};
+			auto ratio = [&](int a, int b) {
+				return ok(a) && ok(b) && m[b]->median_us[k] > 0
+					       ? strfmt("%.2f",
+							m[a]->median_us[k] / m[b]->median_us[k])
+					       : std::string("-");
+			};
+			auto calls = [&](int i) {
+				return ok(i) && m[i]->syscalls[k] >= 0
+					       ? strfmt("%.2f", m[i]->syscalls[k])
+					       : std::string("-");
+			};
 			std::string notes;
-			for (const auto* m : {&r, &c, &x})
-				if (m->status[k] != Status::ok && !m->detail[k].empty())
+			for (int i = 0; i < 5; ++i)
+				if (m[i]->status[k] != Status::ok && !m[i]->detail[k].empty())
 					notes += strfmt("%s%s: %.100s", notes.empty() ? "" : "; ",
-							m == &r   ? kRcoll
-							: m == &c ? kCore
-								  : kRxm,
-							m->detail[k].c_str());
-			// Only where bandwidth, not latency, bounds the call.
-			const double bidir_us =
-				bound.kind == 'B'
-					? exchange_bound_us(points[k], p, r.exchange_bandwidth_bps)
-					: 0;
-			std::printf(
-				"%-9s %5d %11s %11s %11s %10s %c %10s %10s %11s %11s  %s\n",
-				coll == FI_BARRIER ? "-" : size_text(points[k].bytes).c_str(), p,
-				time_text(r.status[k], r.median_us[k]).c_str(),
-				time_text(c.status[k], c.median_us[k]).c_str(),
-				time_text(x.status[k], x.median_us[k]).c_str(),
-				r.latency_us > 0 ? strfmt("%.2f", bound.us).c_str() : "?",
-				bound.kind,
-				r_ok && x_ok
-					? strfmt("%.2f", r.median_us[k] / x.median_us[k]).c_str()
-					: "-",
-				c_ok && x_ok
-					? strfmt("%.2f", c.median_us[k] / x.median_us[k]).c_str()
-					: "-",
-				r_ok && r.latency_us > 0
-					? strfmt("%.2f", r.median_us[k] / bound.us).c_str()
-					: "-",
-				r_ok && bidir_us > 0
-					? strfmt("%.2f", r.median_us[k] / bidir_us).c_str()
-					: "-",
-				notes.c_str());
+							labels[i], m[i]->detail[k].c_str());
+			std::printf("%-9s %5d | %9s %8s %9s %8s | %9s %8s %9s %8s | %11s %8s  %s\n",
+				    coll == FI_BARRIER ? "-" : size_text(points[k].bytes).c_str(),
+				    p, time(0).c_str(), calls(0).c_str(), time(1).c_str(),
+				    ratio(0, 1).c_str(), time(2).c_str(), calls(2).c_str(),
+				    time(3).c_str(), ratio(2, 3).c_str(), time(4).c_str(),
+				    ratio(2, 4).c_str(), notes.c_str());
 		}
 	}
 }
@@ -769,66 +913,44 @@ void print_how_to_read(const Options& options)
 {
 	std::printf(
 		"\nHow to read these tables:\n"
-		"  rcoll, tcp;ofi_rxm  time per call in microseconds: per repetition the slowest "
-		"rank's average over\n"
-		"                      the timed calls (a barrier separates calls, untimed), then "
-		"the median of the\n"
-		"                      repetitions. Lower is better. rcoll's ranks, all on this "
-		"host, take its\n"
-		"                      node-local path: they write into each other's memory, not "
-		"through the core.\n"
-		"  core path           rcoll with FI_RCOLL_COLL_LOCAL=0: every collective write "
-		"goes through the core\n"
-		"                      provider (tcp), as between hosts. core/rxm compares it with "
-		"tcp;ofi_rxm.\n"
-		"  bound               a lower bound from rcoll's own point-to-point figures "
-		"above, which go through\n"
-		"                      the core (the node-local path is not bound by them): L = "
-		"latency-bound,\n"
-		"                      rounds x one-way 8 B latency (ceil(log2 p) rounds for "
-		"barrier and broadcast,\n"
-		"                      2 ceil(log2 p) for allreduce); B = bandwidth-bound, the "
-		"bytes some rank must move\n"
-		"                      (broadcast n, allreduce 2(p-1)/p n, Patarasuk and Yuan) "
-		"over the p2p bandwidth.\n"
-		"                      The larger of the two is shown.\n"
-		"                      The allreduce latency term is a reduce-then-broadcast "
-		"model: recursive doubling\n"
-		"                      needs only ceil(log2 p) exchange rounds, so rcoll/bound can "
-		"drop below 1 there.\n"
-		"  rcoll/rxm           below 1: rcoll is faster.  rcoll/bound: 1 would be optimal "
-		"over the core.\n"
-		"  rcoll/bidir         bandwidth-bound allreduce: rcoll against 2(p-1)/p n over "
-		"the two-way exchange\n"
-		"                      bandwidth (both ranks sending to each other at once, as "
-		"every rank of a ring\n"
-		"                      does). On loopback\n"
-		"                      each byte costs a kernel copy on the sender and one on the "
-		"receiver, so a rank\n"
-		"                      that sends and receives at once does twice the copying of "
-		"the one-way test:\n"
-		"                      this is what the host allows, not a lower bound in "
-		"general.\n"
-		"  WRONG               the verified call returned a wrong result (or wrote outside "
-		"its buffer);\n"
-		"  hang                a call of the point did not complete within %lld s; crash: "
-		"a rank died;\n"
-		"  error               an error completion, or a completion for an operation never "
+		"  rcoll            rcoll's time per call in microseconds: per repetition the "
+		"slowest rank's average\n"
+		"                   over the timed calls (a barrier separates calls, untimed), "
+		"then the median of the\n"
+		"                   repetitions. Lower is better. Its ranks, all on this host, "
+		"take its node-local path:\n"
+		"                   they write into each other's memory, not through the core.\n"
+		"  ompi sm          Open MPI's own collectives, measured the same way "
+		"(rcoll_mpi_coll_bench, ob1 + vader,\n"
+		"                   the mpirun lines above); rcoll/sm below 1: rcoll is faster.\n"
+		"  core path        rcoll with FI_RCOLL_COLL_LOCAL=0: every collective write goes "
+		"through the core\n"
+		"                   provider (tcp), as between hosts; against Open MPI over tcp "
+		"(ob1 + tcp on loopback)\n"
+		"                   in core/tcp, and libfabric's tcp;ofi_rxm (util_coll) in "
+		"core/rxm.\n"
+		"  sys/call         system calls per timed call, on the rank that made the most "
+		"(a kernel counter,\n"
+		"                   raw_syscalls:sys_enter; \"-\" when it cannot be opened).\n"
+		"  WRONG            some call's result differed from the expected one on some "
+		"rank (every call is\n"
+		"                   checked), or the verified call wrote outside its buffer;\n"
+		"  hang             a call of the point did not complete within %lld s; crash: a "
+		"rank died;\n"
+		"  error            an error completion, or a completion for an operation never "
 		"posted;\n"
-		"  n/a                 the provider's fi_query_collective says it lacks the call.\n"
-		"All ranks run on this host over loopback and share its cores (other work on the "
-		"machine included):\n"
-		"with more ranks than cores every busy-polling rank competes for the CPU, so "
-		"absolute figures at 4\n"
-		"and 8 ranks mostly measure scheduling, and ratios matter more than microseconds.\n"
+		"  n/a              the provider's fi_query_collective says it lacks the call.\n"
+		"All ranks run on this host and share its cores (other work on the machine "
+		"included): with more\n"
+		"ranks than cores every busy-polling rank competes for the CPU, so absolute "
+		"figures at 4 and 8\n"
+		"ranks mostly measure scheduling, and ratios matter more than microseconds.\n"
 		"Waiting ranks %s\n",
 		static_cast<long long>(options.call_limit.count()),
 		options.yield_when_idle ? "yield the core after every empty fi_cq_read (--yield), "
 					  "as Open MPI's mpi_yield_when_idle does."
 					: "call fi_cq_read in a tight loop, as fabtests and MPI "
-					  "progress loops do: a provider\n"
-					  "that does not give the core away while it waits pays "
-					  "for it at 4 and 8 ranks (--yield changes this).");
+					  "progress loops do.");
 }
 
 std::vector<std::string> split_list(const std::string& list)
@@ -847,8 +969,8 @@ void usage(FILE* out)
 	std::fprintf(out,
 		     "usage: rcoll_coll_bench [--quick] [--ranks LIST] [--max-bytes N] [--sizes "
 		     "LIST] [--colls LIST]\n"
-		     "                        [--call-limit SECONDS] [--yield] [--rcoll-only] "
-		     "[--no-core-path]\n"
+		     "                        [--call-limit SECONDS] [--yield] [--load N] "
+		     "[--rcoll-only] [--no-core-path] [--no-mpi]\n"
 		     "  --quick          4 sizes, fewer iterations and repetitions\n"
 		     "  --ranks LIST     comma-separated rank counts (default 2,4,8)\n"
 		     "  --max-bytes N    largest message (default 64 MiB)\n"
@@ -858,7 +980,10 @@ void usage(FILE* out)
 		     "(default all)\n"
 		     "  --call-limit S   time limit of one call (default 10 s); a point with a "
 		     "slower call is a \"hang\"\n"
-		     "  --rcoll-only     measure rcoll alone (the tcp;ofi_rxm columns show \"-\")\n"
+		     "  --rcoll-only     measure rcoll alone (no tcp;ofi_rxm, no Open MPI)\n"
+		     "  --no-mpi         skip Open MPI's own collectives (their columns show "
+		     "\"-\")\n"
+		     "  --load N         run N busy processes at nice 19 beside the benchmark\n"
 		     "  --no-core-path   skip rcoll with FI_RCOLL_COLL_LOCAL=0 (the core path "
 		     "columns show \"-\")\n"
 		     "  --yield          waiting ranks yield the core on an empty poll (default: "
@@ -878,6 +1003,11 @@ int main(int argc, char** argv)
 			options.quick = true;
 		} else if (arg == "--rcoll-only") {
 			options.with_rxm = false;
+			options.with_mpi = false;
+		} else if (arg == "--no-mpi") {
+			options.with_mpi = false;
+		} else if (arg == "--load") {
+			options.load = std::clamp(std::atoi(value()), 0, 64);
 		} else if (arg == "--no-core-path") {
 			options.with_core = false;
 		} else if (arg == "--yield") {
@@ -954,19 +1084,32 @@ int main(int argc, char** argv)
 		return 2;
 	}
 	std::map<std::pair<std::string, int>, Measured> results;
-	std::printf("# rcoll_coll_bench%s: rcoll vs tcp;ofi_rxm collectives, ranks forked on this "
-		    "host (loopback)\n",
+	std::printf("# rcoll_coll_bench%s: rcoll vs Open MPI's own and tcp;ofi_rxm collectives, "
+		    "ranks on this host\n",
 		    options.quick ? " --quick" : "");
-	std::printf("# point-to-point, ranks 0 and 1, best of the repetitions:\n");
+	std::printf("# memcpy on one core: %.2f GB/s (64 MiB, best of 5)\n",
+		    memcpy_bandwidth() / 1e9);
+	const SyscallCounter probe;
+	if (!probe.available())
+		std::printf("# system calls are not counted: %s\n", probe.why_not().c_str());
+	const MpiBaseline baseline;
+	if (options.with_mpi && !baseline.available())
+		std::printf("# Open MPI's columns stay empty: %s\n", baseline.why_not().c_str());
+	std::optional<CpuLoad> load;
+	if (options.load) {
+		load.emplace(options.load);
+		std::printf("# %d busy processes at nice 19 run beside the benchmark (--load)\n",
+			    options.load);
+	}
+	std::printf("# per rank count: rcoll's point-to-point figures (ranks 0 and 1, best of the "
+		    "repetitions), fi_join of all ranks (slowest rank, median), the Open MPI "
+		    "jobs:\n");
 	for (int p : options.ranks) {
 		for (const Variant& variant : kVariants) {
 			const std::string label = variant.label;
 			if ((label == kRxm && !options.with_rxm) ||
 			    (label == kCore && !options.with_core)) {
-				Measured& skipped = results[{label, p}];
-				skipped.status.assign(points.size(), Status::pending);
-				skipped.median_us.assign(points.size(), 0);
-				skipped.detail.assign(points.size(), "");
+				results[{label, p}] = pending_for(points.size());
 				continue;
 			}
 			const auto started = Clock::now();
@@ -981,15 +1124,31 @@ int main(int argc, char** argv)
 			else if (variant.coll_local)
 				unsetenv("FI_RCOLL_COLL_LOCAL");
 			const Measured& m = results[{label, p}];
-			std::printf("#   %d ranks, %-12s one-way 8 B latency %7.2f us, bandwidth "
-				    "%6.2f GB/s, two-way exchange "
-				    "%6.2f GB/s each way  (%.0f s)\n",
-				    p, variant.label, m.latency_us, m.bandwidth_bps / 1e9,
-				    m.exchange_bandwidth_bps / 1e9,
+			std::printf(
+				"#   %d ranks, %-11s one-way 8 B %7.2f us, bandwidth %6.2f GB/s, "
+				"two-way %6.2f GB/s each way, fi_join %8.1f us  (%.0f s)\n",
+				p, variant.label, m.latency_us, m.bandwidth_bps / 1e9,
+				m.exchange_bandwidth_bps / 1e9, m.join_us,
+				std::chrono::duration<double>(Clock::now() - started).count());
+			std::fflush(stdout);
+		}
+		for (const MpiVariant& variant : kMpiVariants) {
+			if (!options.with_mpi || !baseline.available()) {
+				results[{variant.label, p}] = pending_for(points.size());
+				continue;
+			}
+			const auto started = Clock::now();
+			const std::string command =
+				baseline.command(variant.mca, p, mpi_arguments(points, options));
+			results[{variant.label, p}] =
+				measure_mpi(baseline, command, points, options);
+			std::printf("#   %d ranks, %-11s %s  (%.0f s)\n", p, variant.label,
+				    command.c_str(),
 				    std::chrono::duration<double>(Clock::now() - started).count());
 			std::fflush(stdout);
 		}
 	}
+	load.reset();
 	for (fi_collective_op coll : options.colls)
 		print_table(coll, points, options, results);
 	print_how_to_read(options);

@@ -914,8 +914,10 @@ void Endpoint::dispatch(const fi_cq_tagged_entry& entry, fi_addr_t source)
 		return;
 	}
 	OpContext* ctx = &context_of(entry.op_context, entry.flags);
-	expect(!ctx->done, "second completion for one operation (flags %s)",
-	       describe_flags(entry.flags).c_str());
+	// The message is built only when it is needed: this runs per completion.
+	if (ctx->done)
+		throw CheckFailure(strfmt("second completion for one operation (flags %s)",
+					  describe_flags(entry.flags).c_str()));
 	ctx->entry = entry;
 	ctx->source = source;
 	ctx->done = true;
@@ -924,11 +926,11 @@ void Endpoint::dispatch(const fi_cq_tagged_entry& entry, fi_addr_t source)
 OpContext& Endpoint::context_of(void* op_context, uint64_t flags)
 {
 	auto* ctx = static_cast<OpContext*>(op_context);
-	if (track_contexts_)
-		expect(pending_.erase(ctx) == 1,
-		       "a completion (flags %s) names op_context %p, which is no operation this "
-		       "client has pending",
-		       describe_flags(flags).c_str(), op_context);
+	if (track_contexts_ && pending_.erase(ctx) != 1)
+		throw CheckFailure(
+			strfmt("a completion (flags %s) names op_context %p, which is no "
+			       "operation this client has pending",
+			       describe_flags(flags).c_str(), op_context));
 	return *ctx;
 }
 

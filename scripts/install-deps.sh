@@ -2,7 +2,8 @@
 # Installs what building and testing rcoll needs on Debian 12: a C++20
 # compiler, the Autotools, libfabric 1.17 with its headers, Criterion for
 # the unit tests, Open MPI for the MPI tests, clang for fuzzing and
-# clang-format for the layout check.
+# clang-format for the layout check. As root it also mounts tracefs, through
+# which the benchmarks count system calls.
 set -euo pipefail
 
 packages=(
@@ -19,6 +20,9 @@ missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+if [ "$(id -u)" -eq 0 ] && [ ! -e /sys/kernel/tracing/events ]; then
+	mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 sudo=

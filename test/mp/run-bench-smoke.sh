@@ -47,16 +47,33 @@ output=$(timeout -k 5 300 "$coll_bench" --quick --ranks 2,3 --sizes 8,300k --cal
 status=$?
 echo "$output"
 [ "$status" -eq 0 ] && check ok "coll bench: exit status 0" || check bad "coll bench: exit status $status"
-# Rows: size ("8 B", or "-" for barrier), ranks, then rcoll and core path.
-rows=$(printf '%s\n' "$output" | awk '($1 == "-" && $2 ~ /^[23]$/) ||
-    ($1 ~ /^[0-9]+$/ && $2 ~ /^(B|KiB|MiB)$/ && $3 ~ /^[23]$/)')
-figures=$(printf '%s\n' "$rows" | awk '$1 == "-" { r = $3; c = $4 } $1 != "-" { r = $4; c = $5 }
-    r ~ /^[0-9.]+$/ && c ~ /^[0-9.]+$/' | wc -l)
-total=$(printf '%s\n' "$rows" | grep -c .)
+# Rows: size ("8 B", or "-" for barrier), ranks, then "|" and rcoll's time,
+# its system calls per call, Open MPI's shared-memory time and the ratio, then
+# "|" and the core path's time, system calls, Open MPI over tcp and the ratio.
+# Normalised here to: rcoll sys ompi-sm core sys ompi-tcp.
+cells=$(printf '%s\n' "$output" | awk '
+    $1 == "-" && $2 ~ /^[23]$/ && $3 == "|" { print $4, $5, $6, $9, $10, $11 }
+    $1 ~ /^[0-9]+$/ && $2 ~ /^(B|KiB|MiB)$/ && $3 ~ /^[23]$/ && $4 == "|" { print $5, $6, $7, $10, $11, $12 }')
+total=$(printf '%s\n' "$cells" | grep -c .)
+figures=$(printf '%s\n' "$cells" | awk '$1 ~ /^[0-9.]+$/ && $4 ~ /^[0-9.]+$/' | wc -l)
 if [ "$total" -eq 10 ] && [ "$figures" -eq 10 ]; then
     check ok "coll bench: 10 points, each with a figure for rcoll and its core path"
 else
     check bad "coll bench: $total points (want 10), $figures with figures for rcoll and its core path"
+fi
+if printf '%s\n' "$output" | grep -q "Open MPI's columns stay empty"; then
+    echo "SKIP bench-smoke: Open MPI's columns ($(printf '%s\n' "$output" | grep "Open MPI's columns"))"
+else
+    ompi=$(printf '%s\n' "$cells" | awk '$3 ~ /^[0-9.]+$/ && $6 ~ /^[0-9.]+$/' | wc -l)
+    [ "$ompi" -eq 10 ] && check ok "coll bench: Open MPI's figures (shared memory and tcp) beside each point" ||
+        check bad "coll bench: $ompi of 10 points with Open MPI's figures"
+fi
+if printf '%s\n' "$output" | grep -q "system calls are not counted"; then
+    echo "SKIP bench-smoke: system call counts ($(printf '%s\n' "$output" | grep "system calls are not counted"))"
+else
+    counted=$(printf '%s\n' "$cells" | awk '$2 ~ /^[0-9.]+$/ && $5 ~ /^[0-9.]+$/' | wc -l)
+    [ "$counted" -eq 10 ] && check ok "coll bench: system calls per call counted for rcoll and its core path" ||
+        check bad "coll bench: $counted of 10 points with system call counts"
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

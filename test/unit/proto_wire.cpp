@@ -180,7 +180,7 @@ Test(wire, sizes_are_fixed)
 	cr_assert_eq(CtsBody::kWireSize, 40u);
 	cr_assert_eq(FinBody::kWireSize, 16u);
 	cr_assert_eq(ReadDoneBody::kWireSize, 8u);
-	cr_assert_eq(Handshake::kWireSize, 40u);
+	cr_assert_eq(Handshake::kWireSize, 48u);
 	cr_assert_leq(Handshake::kWireSize, 56u);
 	cr_assert_eq(kMaxControlMessageSize, 80u);
 }
@@ -198,10 +198,46 @@ Test(wire, header_layout_is_little_endian_at_fixed_offsets)
 	std::array<std::byte, kHeaderSize> raw;
 	raw.fill(std::byte{0xee});
 	encode_header(h, raw.data());
-	const std::array<std::uint8_t, kHeaderSize> expected = {
-		2,    2,    3,    0,    0x01, 0x02, 0x03, 0x04, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16,
-		0x17, 0x18, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x31, 0x32, 0x33, 0x34,
-		0x35, 0x36, 0x37, 0x38, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48};
+	const std::array<std::uint8_t, kHeaderSize> expected = {kProtocolVersion,
+								2,
+								3,
+								0,
+								0x01,
+								0x02,
+								0x03,
+								0x04,
+								0x11,
+								0x12,
+								0x13,
+								0x14,
+								0x15,
+								0x16,
+								0x17,
+								0x18,
+								0x21,
+								0x22,
+								0x23,
+								0x24,
+								0x25,
+								0x26,
+								0x27,
+								0x28,
+								0x31,
+								0x32,
+								0x33,
+								0x34,
+								0x35,
+								0x36,
+								0x37,
+								0x38,
+								0x41,
+								0x42,
+								0x43,
+								0x44,
+								0x45,
+								0x46,
+								0x47,
+								0x48};
 	for (std::size_t i = 0; i < kHeaderSize; ++i)
 		cr_assert_eq(std::to_integer<unsigned>(raw[i]), expected[i], "byte %zu", i);
 }
@@ -320,8 +356,8 @@ Test(wire, header_fields_are_checked)
 		b[offset] = std::byte{value};
 		return check(b);
 	};
-	for (std::uint8_t v : {0, 1, 3, 255})
-		cr_assert_eq(with(0, v), WireStatus::BadVersion);
+	for (int v : {0, kProtocolVersion - 1, kProtocolVersion + 1, 255})
+		cr_assert_eq(with(0, std::uint8_t(v)), WireStatus::BadVersion);
 	for (std::uint8_t v : {0, 8, 128, 255})
 		cr_assert_eq(with(1, v), WireStatus::BadOpcode, "opcode %u", v);
 	cr_assert_eq(with(3, 1), WireStatus::ReservedNotZero);
@@ -565,7 +601,8 @@ Test(wire, collective_records_round_trip_and_are_told_apart)
 Test(wire, handshake_round_trips_and_tolerates_padding)
 {
 	const Handshake sent{
-		HandshakeKind::Accept, 0x0123456789abcdef, 4242, 8192, 0xfedcba9876543210, 0};
+		HandshakeKind::Accept, 0x0123456789abcdef, 4242, 8192, 0xfedcba9876543210, 0,
+		0x5566778899aabbcc};
 	std::array<std::byte, kMaxHandshakeSize> blob{}; // rdma_cm pads to 56 with zeros
 	encode_handshake(sent, blob.data());
 	for (std::size_t len : {Handshake::kWireSize, kMaxHandshakeSize}) {
@@ -578,6 +615,7 @@ Test(wire, handshake_round_trips_and_tolerates_padding)
 		cr_assert_eq(got.eager_limit, sent.eager_limit);
 		cr_assert_eq(got.token, sent.token);
 		cr_assert_eq(got.prior_token, 0u);
+		cr_assert_eq(got.host, sent.host);
 	}
 	const Handshake request{HandshakeKind::Request, 5, 6, 4096, 7, 0x1122334455667788};
 	encode_handshake(request, blob.data());
@@ -611,8 +649,8 @@ Test(wire, handshake_rejections)
 	};
 	cr_assert_eq(mutated(0, 'x'), WireStatus::BadMagic);
 	cr_assert_eq(mutated(3, 0), WireStatus::BadMagic);
-	cr_assert_eq(mutated(4, 1), WireStatus::BadVersion);
-	cr_assert_eq(mutated(4, 3), WireStatus::BadVersion);
+	cr_assert_eq(mutated(4, kProtocolVersion - 1), WireStatus::BadVersion);
+	cr_assert_eq(mutated(4, kProtocolVersion + 1), WireStatus::BadVersion);
 	cr_assert_eq(mutated(4, 0), WireStatus::BadVersion);
 	cr_assert_eq(mutated(6, 1), WireStatus::ReservedNotZero);
 	cr_assert_eq(mutated(7, 1), WireStatus::ReservedNotZero);

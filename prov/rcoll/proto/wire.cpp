@@ -33,8 +33,8 @@ static_assert(sender_length + 8 == FinBody::kWireSize);
 
 namespace handshake_off {
 constexpr std::size_t magic = 0, version = 4, kind = 5, reserved = 6, endpoint_key = 8,
-		      conn_id = 16, eager_limit = 20, token = 24, prior_token = 32;
-static_assert(prior_token + 8 == Handshake::kWireSize);
+		      conn_id = 16, eager_limit = 20, token = 24, prior_token = 32, host = 40;
+static_assert(host + 8 == Handshake::kWireSize);
 } // namespace handshake_off
 
 static_assert(kHeaderSize + kMinEagerLimit >= kMaxControlMessageSize,
@@ -391,6 +391,7 @@ void encode_handshake(const Handshake& hs, void* out) noexcept
 	store_le(p + handshake_off::eager_limit, hs.eager_limit);
 	store_le(p + handshake_off::token, hs.token);
 	store_le(p + handshake_off::prior_token, hs.prior_token);
+	store_le(p + handshake_off::host, hs.host);
 }
 
 WireStatus check_handshake(const void* buf, std::size_t len, HandshakeKind expected,
@@ -420,6 +421,7 @@ WireStatus check_handshake(const void* buf, std::size_t len, HandshakeKind expec
 	out.endpoint_key = load_le<std::uint64_t>(p + handshake_off::endpoint_key);
 	out.conn_id = load_le<std::uint32_t>(p + handshake_off::conn_id);
 	out.eager_limit = eager_limit;
+	out.host = load_le<std::uint64_t>(p + handshake_off::host);
 	return WireStatus::Ok;
 }
 

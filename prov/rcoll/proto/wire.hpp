@@ -21,7 +21,7 @@
 
 namespace rcoll::proto {
 
-inline constexpr std::uint8_t kProtocolVersion = 2;
+inline constexpr std::uint8_t kProtocolVersion = 3;
 
 namespace detail {
 
@@ -363,7 +363,7 @@ enum class HandshakeKind : std::uint8_t {
 };
 
 struct Handshake {
-	static constexpr std::size_t kWireSize = 40;
+	static constexpr std::size_t kWireSize = 48;
 
 	HandshakeKind kind = HandshakeKind::Request;
 	std::uint64_t endpoint_key = 0; // identifies the sending rcoll endpoint
@@ -376,6 +376,10 @@ struct Handshake {
 	// previous connection to this endpoint (0: none). A request that would
 	// replace a live connection must show it.
 	std::uint64_t prior_token = 0;
+	// The sender's host identity (0: unknown). Only a hint for scheduling
+	// (how many of the processes it works with share its cores), never for
+	// trust: the node-local path proves locality by other means.
+	std::uint64_t host = 0;
 };
 static_assert(Handshake::kWireSize <= kMaxHandshakeSize);
 

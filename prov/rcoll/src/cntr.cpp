@@ -28,20 +28,19 @@ auto with_counter(fid_cntr* f, F&& body)
 }
 
 // Applications poll counters in a loop too: an unchanged value is an idle
-// poll (see IdleBackoff).
+// poll (see yield_if_crowded).
 uint64_t cntr_read(fid_cntr* f)
 {
-	Counter* counter = owner_of<Counter>(f);
-	bool yield = false;
-	const uint64_t value = with_counter(f, [&yield](Counter* c) {
+	bool idle = false;
+	const uint64_t value = with_counter(f, [&idle](Counter* c) {
 		for (Endpoint* ep : c->endpoints)
 			ep->progress();
-		yield = c->idle.poll_was_idle(c->value != c->last_read);
+		idle = c->value == c->last_read;
 		c->last_read = c->value;
 		return c->value;
 	});
-	if (yield)
-		counter->idle.yield();
+	if (idle)
+		yield_if_crowded();
 	return value;
 }
 

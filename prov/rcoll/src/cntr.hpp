@@ -20,7 +20,6 @@ struct Counter {
 	uint64_t errors = 0;
 	std::vector<Endpoint*> endpoints;
 	uint64_t last_read = 0; // what cntr_read returned last
-	IdleBackoff idle;
 
 	static int open(Domain* domain, fi_cntr_attr* attr, fid_cntr** out, void* context);
 };

@@ -41,7 +41,7 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 	}
 	// The failure clock starts when the group goes from idle to busy.
 	if (!g->group->outstanding())
-		g->last_activity = std::chrono::steady_clock::now();
+		g->last_activity = CoarseClock::now();
 	engine::Errc e = g->group->post(req);
 	if (e != engine::Errc::ok)
 		return g->failure ? -g->failure : -ssize_t(int(e));
@@ -53,7 +53,7 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 
 void Collectives::progress()
 {
-	const auto now = std::chrono::steady_clock::now();
+	const auto now = CoarseClock::now();
 	for (auto& g : slots_) {
 		if (!g)
 			continue;
@@ -100,6 +100,23 @@ void Collectives::progress()
 bool Collectives::group_busy(const CollGroup& g)
 {
 	return g.group && (g.group->outstanding() || g.transport->writes_in_flight());
+}
+
+bool Collectives::waits_only_on_host() const
+{
+	bool waiting = false;
+	for (const auto& g : slots_) {
+		if (!g)
+			continue;
+		if (g->state != CollGroup::State::joined || g->failure)
+			return false;
+		if (!group_busy(*g))
+			continue;
+		if (g->transport->writes_in_flight() || !g->transport->reaches_all_on_host())
+			return false;
+		waiting = true;
+	}
+	return waiting;
 }
 
 bool Collectives::busy() const

@@ -3,6 +3,7 @@
 // engine (prov/rcoll/engine) over RDMA writes (coll_transport.hpp).
 #pragma once
 
+#include "coarse_clock.hpp"
 #include "common.hpp"
 #include "engine/group.hpp"
 #include "proto/wire.hpp"
@@ -49,13 +50,13 @@ struct CollGroup {
 	bool closed = false; // the application closed the fid_mc
 	// Failure detection: a group with work pending that sees no arrival
 	// and no write completion for FI_RCOLL_COLL_TIMEOUT_MS fails.
-	std::chrono::steady_clock::time_point last_activity;
+	CoarseClock::time_point last_activity;
 	uint64_t seen_activity = 0;
 	int failure = 0; // fi_errno the group failed with
 	// While failing: members known to write no more into our buffers
 	// (they said so, or they are dead).
 	std::vector<bool> quiet;
-	std::chrono::steady_clock::time_point failing_since;
+	CoarseClock::time_point failing_since;
 };
 
 // The collective state of one endpoint.
@@ -76,6 +77,10 @@ public:
 	void on_peer_failed(Peer& peer);
 	// Operations or writes still in flight in some group.
 	bool busy() const;
+	// Some group has operations in flight, and all of them run among
+	// members on this host (no core write in flight, no member reached
+	// through the core); no group is joining or failing.
+	bool waits_only_on_host() const;
 	// Calls fn(Peer&) for every member of a group with work in flight: the
 	// peers this endpoint's collectives may be waiting on.
 	template <class F>
@@ -96,9 +101,9 @@ private:
 	bool records_sent(const CollGroup& g) const;
 	void maybe_finish_join(CollGroup& g);
 	void finish_join(CollGroup& g, int err);
-	void check_timeout(CollGroup& g, std::chrono::steady_clock::time_point now);
+	void check_timeout(CollGroup& g, CoarseClock::time_point now);
 	void begin_failure(CollGroup& g, int err);
-	void check_quiet(CollGroup& g, std::chrono::steady_clock::time_point now);
+	void check_quiet(CollGroup& g, CoarseClock::time_point now);
 	void on_stop_notice(Peer& peer, uint64_t join_id, uint32_t rank);
 	engine::GroupConfig group_config() const;
 	uint64_t config_fingerprint() const;

@@ -370,13 +370,13 @@ int Collectives::close(CollGroup& g)
 // work pending and sees nothing move for FI_RCOLL_COLL_TIMEOUT_MS fails. The
 // price: a member that computes longer than that before entering a
 // collective the others already wait in fails them too (0 disables).
-void Collectives::check_timeout(CollGroup& g, std::chrono::steady_clock::time_point now)
+void Collectives::check_timeout(CollGroup& g, CoarseClock::time_point now)
 {
 	const size_t limit_ms = config().coll_timeout_ms;
 	if (!limit_ms || g.failure)
 		return;
 	if (g.transport->activity() != g.seen_activity ||
-	    g.last_activity == std::chrono::steady_clock::time_point{}) {
+	    g.last_activity == CoarseClock::time_point{}) {
 		g.seen_activity = g.transport->activity();
 		g.last_activity = now;
 		return;
@@ -402,7 +402,7 @@ void Collectives::begin_failure(CollGroup& g, int err)
 	if (g.failure)
 		return;
 	g.failure = err;
-	g.failing_since = std::chrono::steady_clock::now();
+	g.failing_since = CoarseClock::now();
 	if (g.state == CollGroup::State::joining) {
 		g.transport->fail(err);
 		finish_join(g, -err);
@@ -424,7 +424,7 @@ void Collectives::begin_failure(CollGroup& g, int err)
 	check_quiet(g, g.failing_since);
 }
 
-void Collectives::check_quiet(CollGroup& g, std::chrono::steady_clock::time_point now)
+void Collectives::check_quiet(CollGroup& g, CoarseClock::time_point now)
 {
 	if (!g.failure || g.transport->failed() || g.quiet.empty())
 		return;
@@ -457,7 +457,7 @@ void Collectives::on_stop_notice(Peer& peer, uint64_t join_id, uint32_t rank)
 		begin_failure(*g, FI_EIO); // a member failed the group: so do we
 		if (!g->quiet.empty())
 			g->quiet[rank] = true;
-		check_quiet(*g, std::chrono::steady_clock::now());
+		check_quiet(*g, CoarseClock::now());
 		return;
 	}
 }
@@ -468,7 +468,7 @@ void Collectives::on_peer_failed(Peer& peer)
 		if (!g || !g->transport->has_member(&peer))
 			continue;
 		begin_failure(*g, FI_EIO);
-		check_quiet(*g, std::chrono::steady_clock::now());
+		check_quiet(*g, CoarseClock::now());
 	}
 }
 

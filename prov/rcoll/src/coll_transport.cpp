@@ -523,6 +523,17 @@ void CollTransport::fail(int err)
 		failed_ = err ? err : FI_EIO;
 }
 
+bool CollTransport::reaches_all_on_host() const
+{
+	if (!config().coll_cma)
+		return false;
+	for (uint32_t rank = 0; rank < members_.size(); rank++)
+		if (rank != rank_ &&
+		    (!members_[rank].mapping || members_[rank].mapping->memory_writes_refused()))
+			return false;
+	return true;
+}
+
 bool CollTransport::has_member(const Peer* peer) const
 {
 	for (const Member& m : members_)

@@ -77,6 +77,11 @@ public:
 			const LocalAddress& local);
 	// Members known to run on this host, this one included.
 	uint32_t members_on_host() const { return members_on_host_; }
+	// Every other member is written to through the node-local path, call
+	// buffers included (as far as this member can tell: cross-memory
+	// attach is allowed or not yet tried). Their writes to us then come the
+	// same way, unless their own kernel rules differ.
+	bool reaches_all_on_host() const;
 
 	// engine::Transport
 	std::span<std::byte> scratch() noexcept override;

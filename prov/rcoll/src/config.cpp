@@ -40,8 +40,12 @@ const Param params[] = {
 	{"progress_thread", &Config::progress_thread,
 	 "Drive progress from a thread in every domain, not only under FI_PROGRESS_AUTO"},
 	{"spin_us", &Config::spin_us,
-	 "Microseconds to busy-poll before blocking waits sleep, and at most before empty CQ or "
-	 "counter polls yield"},
+	 "Microseconds to busy-poll before blocking waits sleep (none while the host is crowded "
+	 "with this process's own work, when empty CQ and counter polls yield)"},
+	{"core_poll_us", &Config::core_poll_us,
+	 "Microseconds between reads of the core while an endpoint waits only for collectives "
+	 "among members on its host (each read is a system call on tcp); anything else in flight "
+	 "reads the core on every progress call"},
 	{"connect_timeout_ms", &Config::connect_timeout_ms,
 	 "Milliseconds a connection may take before its pending sends fail"},
 	{"linger_ms", &Config::linger_ms,

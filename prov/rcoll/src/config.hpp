@@ -24,10 +24,13 @@ struct Config {
 	size_t coll_timeout_ms = 60000;      // a collective group stuck this long fails (0: never)
 	size_t probe_interval_ms = 1000; // probe a silent peer that operations wait on (0: never)
 	bool coll_local = true; // collective writes to members on this host bypass the core
-	bool coll_cma = true;
+	bool coll_cma = true;   // ... and into their call buffers by cross-memory attach
 	size_t unexpected_max = size_t(256) << 20; // bytes per peer waiting for a receive
-	size_t coll_early_max =
-		1024; // join records per peer ahead of our fi_join   // ... into their call buffers by cross-memory attach
+	// Join records per peer ahead of our fi_join.
+	size_t coll_early_max = 1024;
+	// The core is read at least this often while only collectives among
+	// members on this host are waited for.
+	size_t core_poll_us = 1000;
 	// Collectives: the cost model's constants (decimal numbers) and the
 	// tuning string that overrides its choices (see fi_rcoll(7)).
 	std::string coll_alpha_us = "2";

@@ -178,6 +178,7 @@ int Endpoint::connect(Peer& peer)
 	// Proof that a reconnect comes from the far end of the connection it
 	// replaces, should that one still look alive there.
 	request.prior_token = peer.tx_token;
+	request.host = host;
 	std::byte blob[proto::Handshake::kWireSize];
 	proto::encode_handshake(request, blob);
 	int ret = fi_connect(ep, info->dest_addr, blob, sizeof(blob));
@@ -244,6 +245,7 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 		accept.conn_id = peer.local_id;
 		accept.eager_limit = uint32_t(eager_limit);
 		accept.token = peer.rx_token;
+		accept.host = host;
 		std::byte blob[proto::Handshake::kWireSize];
 		proto::encode_handshake(accept, blob);
 		int ret = fi_accept(ep, blob, sizeof(blob));
@@ -260,6 +262,7 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 		peer.remote_id = hs.conn_id;
 		peer.tx_token = hs.token;
 		peer.eager_limit = hs.eager_limit;
+		peer.host = hs.host;
 		peer.state = Peer::State::connecting;
 		peer.connect_started = std::chrono::steady_clock::now();
 		return;
@@ -296,11 +299,13 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 			peer->remote_id = hs.conn_id;
 			peer->tx_token = hs.token;
 			peer->eager_limit = hs.eager_limit;
+			peer->host = hs.host;
 			if (peer->key == EpAddress::kUnkeyed)
 				learn_key(*peer, hs.endpoint_key);
 		}
 		peer->state = Peer::State::connected;
 		peer->connect_error = 0;
+		count_peers_on_host();
 		RCOLL_INFO(FI_LOG_EP_CTRL, "connected to %s\n", peer->address.to_string().c_str());
 		flush_backlog(*peer);
 	} else if (event == FI_SHUTDOWN) {
@@ -315,6 +320,21 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 		} else if (peer->passive && entry.fid == &peer->passive->fid) {
 			graveyard.push_back(std::move(peer->passive));
 		}
+	}
+}
+
+// Processes on this host that this one works with, against the CPUs it may
+// use: while they outnumber them, waiting yields (CrowdedHost).
+void Endpoint::count_peers_on_host()
+{
+	size_t on_host = 1; // this process
+	for (const auto& peer : peers)
+		on_host += host && peer->host == host && peer->state == Peer::State::connected;
+	if (on_host > CrowdedHost::usable_cpus()) {
+		if (!crowded)
+			crowded.emplace();
+	} else {
+		crowded.reset();
 	}
 }
 

@@ -70,16 +70,14 @@ ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src)
 		if (!buf && count)
 			return -FI_EINVAL;
 		ssize_t ret;
-		bool yield;
 		{
 			std::lock_guard guard(cq->domain->lock);
 			if (cq->entries.empty() && cq->errors.empty())
 				progress_bound(cq);
 			ret = take(cq, buf, count, src);
-			yield = cq->idle.poll_was_idle(ret != -FI_EAGAIN);
 		}
-		if (yield)
-			cq->idle.yield();
+		if (ret == -FI_EAGAIN)
+			yield_if_crowded();
 		return ret;
 	});
 }

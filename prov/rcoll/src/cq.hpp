@@ -35,7 +35,6 @@ struct CompletionQueue {
 	std::deque<Error> errors;
 	std::vector<Endpoint*> endpoints; // bound endpoints, progressed on read
 	bool signaled = false;
-	IdleBackoff idle; // when an application polling it empty should yield
 
 	// Under the domain lock.
 	void push(const fi_cq_tagged_entry& e, fi_addr_t source) { entries.push_back({e, source}); }

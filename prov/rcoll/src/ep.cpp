@@ -363,6 +363,7 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	std::mt19937_64 rng((uint64_t(seed()) << 32) ^ seed() ^
 			    uint64_t(reinterpret_cast<uintptr_t>(ep.get())));
 	ep->address.key = random_key(rng);
+	ep->host = local::host_identity();
 	ep->slot_random = proto::SlotRandom(rng());
 
 	fid_fabric* core_fabric = domain->fabric->core.get();

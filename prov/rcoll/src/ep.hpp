@@ -12,6 +12,7 @@
 #pragma once
 
 #include "address.hpp"
+#include "coarse_clock.hpp"
 #include "common.hpp"
 #include "domain.hpp"
 #include "mr.hpp"
@@ -21,6 +22,7 @@
 #include "proto/pool.hpp"
 #include "proto/wire.hpp"
 #include "slab.hpp"
+#include "wait.hpp"
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_endpoint.h>
@@ -31,6 +33,7 @@
 #include <cstddef>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -86,6 +89,10 @@ struct Endpoint {
 	FidPtr<fid_ep> srx;
 	FidPtr<fid_pep> pep;
 	EpAddress address{};
+	uint64_t host = 0; // local::host_identity(), told to peers in handshakes
+	// Held while more connected peers run on this host than this process
+	// may use CPUs (see yield_if_crowded).
+	std::optional<CrowdedHost> crowded;
 
 	std::vector<std::unique_ptr<Peer>> peers; // index: local_id
 	std::unordered_map<uint64_t, Peer*> peer_by_key;
@@ -107,7 +114,11 @@ struct Endpoint {
 	std::vector<uint32_t> polling; // receives in POLL_LAST_BYTE mode
 	std::vector<std::unique_ptr<RmaOp>> rma_ops;
 	proto::SlotRandom slot_random{0};
-	uint64_t progress_calls = 0;
+	uint64_t core_rounds = 0; // progress calls that drove the core
+	// While only collectives among members on this host are waited for,
+	// the core is read at most once per FI_RCOLL_CORE_POLL_US (core_due()).
+	bool core_deferred = false;
+	CoarseClock::time_point next_core_round;
 	size_t backlogged = 0; // > 0: some peer may hold queued sends
 	size_t stalled = 0;    // > 0: some rendezvous transfer waits to be retried
 	bool cm_busy = false;  // a connection is being set up: read the core EQ often
@@ -151,6 +162,7 @@ struct Endpoint {
 	fid_ep* open_core_ep(fi_info* core_info, Peer& peer);
 	void handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size_t len);
 	void handle_cm_error(const fi_eq_err_entry& err);
+	void count_peers_on_host();
 	int poll_cm();
 
 	// Core messages through bounce buffers (transmit.cpp).
@@ -209,6 +221,7 @@ struct Endpoint {
 	// Drives the core: connection events, completions, refills, retries.
 	// Returns the number of events handled. Caller holds the domain lock.
 	int progress();
+	bool core_due();
 	int read_core_cq(int rounds);
 	void on_core_completion(const fi_cq_data_entry& e);
 	void on_core_error(const fi_cq_err_entry& e);

@@ -69,6 +69,7 @@ struct Peer {
 	FidPtr<fid_ep> losing;  // our connect that lost a simultaneous-connect race
 	FidPtr<fid_ep> passive; // the accepted side of a connection to ourselves
 	uint32_t eager_limit = 0;
+	uint64_t host = 0; // the host identity its handshake named (a hint: see proto::Handshake)
 	proto::Fifo<BufferRecord*> backlog;  // waiting for the connection or for core queue space
 	proto::Fifo<QueuedControl> controls; // waiting for a transmit buffer
 	std::chrono::steady_clock::time_point connect_started;

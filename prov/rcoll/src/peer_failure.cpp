@@ -110,6 +110,7 @@ void Endpoint::fail_peer(Peer& peer, int err)
 		   fi_strerror(-err));
 	peer.state = Peer::State::failed;
 	peer.failures++;
+	count_peers_on_host();
 	if (peer.conn)
 		graveyard.push_back(std::move(peer.conn));
 	if (peer.losing)

@@ -24,34 +24,67 @@ int Endpoint::progress()
 	if (!enabled)
 		return 0;
 	int handled = 0;
-	// Connection events are rare and every read of the core EQ costs a
-	// system call: read it on each call only while a connection is being
-	// set up, else every kCmPollInterval calls.
-	if (cm_busy || progress_calls % kCmPollInterval == 0)
-		handled += poll_cm();
-	handled += read_core_cq(8);
-	refill_rx();
-	if (backlogged) {
-		// Only connected peers can drain; the others wait for FI_CONNECTED.
-		backlogged = 0;
-		for (auto& peer : peers) {
-			if (peer->state == Peer::State::connected)
-				flush_backlog(*peer);
-			backlogged += !peer->backlog.empty() || !peer->controls.empty();
+	if (core_due()) {
+		// Connection events are rare and every read of the core EQ costs
+		// a system call: read it on each round only while a connection is
+		// being set up, else every kCmPollInterval rounds.
+		if (cm_busy || core_rounds % kCmPollInterval == 0)
+			handled += poll_cm();
+		handled += read_core_cq(8);
+		refill_rx();
+		if (backlogged) {
+			// Only connected peers can drain; the others wait for
+			// FI_CONNECTED.
+			backlogged = 0;
+			for (auto& peer : peers) {
+				if (peer->state == Peer::State::connected)
+					flush_backlog(*peer);
+				backlogged += !peer->backlog.empty() || !peer->controls.empty();
+			}
 		}
+		if (stalled)
+			retry_stalled();
+		if (!polling.empty())
+			poll_last_bytes();
+		if (core_rounds % kCmPollInterval == 0)
+			probe_silent_peers(); // reads the clock: not on every round
+		if (++core_rounds % 1024 == 0)
+			check_connect_timeouts();
 	}
-	if (stalled)
-		retry_stalled();
-	if (!polling.empty())
-		poll_last_bytes();
 	if (coll)
 		coll->progress();
-	if (progress_calls % kCmPollInterval == 0)
-		probe_silent_peers(); // reads the clock: not on every call
-	if (++progress_calls % 1024 == 0)
-		check_connect_timeouts();
 	settle_failures();
 	return handled;
+}
+
+// Whether this progress call drives the core. Reading a core CQ or EQ is a
+// system call on tcp (a poll of its sockets) whether or not anything
+// arrived, so while the endpoint waits only for collectives among members
+// on this host, whose writes and arrivals bypass the core, the core is read
+// only every FI_RCOLL_CORE_POLL_US: what may still come through it
+// unannounced (a peer's message or RMA, a connection event, a failure)
+// waits at most that long (plus a tick of the coarse clock that measures
+// it). Everything the endpoint itself started through the core is driven
+// on every call.
+bool Endpoint::core_due()
+{
+	const bool wanted = cm_busy || backlogged || stalled || sends.live() || recvs.live() ||
+			    !rma_ops.empty() || !polling.empty() || !failing.empty() ||
+			    !graveyard.empty() || tx_pool->free_count() < tx_pool->capacity() ||
+			    !coll || !coll->waits_only_on_host();
+	if (wanted) {
+		core_deferred = false;
+		return true;
+	}
+	const auto now = CoarseClock::now();
+	if (core_deferred && now < next_core_round)
+		return false;
+	// The core was read just now (or is read now): the next round is due
+	// one interval later.
+	const bool read_now = core_deferred;
+	core_deferred = true;
+	next_core_round = now + std::chrono::microseconds(config().core_poll_us);
+	return read_now;
 }
 
 // Up to `rounds` batches of core completions; stops early when the core CQ

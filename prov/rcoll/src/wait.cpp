@@ -13,11 +13,11 @@
 namespace rcoll {
 
 namespace {
-std::atomic<int> crowded_groups{0};
+std::atomic<int> crowding{0};
 }
 
-CrowdedHost::CrowdedHost() { crowded_groups.fetch_add(1, std::memory_order_relaxed); }
-CrowdedHost::~CrowdedHost() { crowded_groups.fetch_sub(1, std::memory_order_relaxed); }
+CrowdedHost::CrowdedHost() { crowding.fetch_add(1, std::memory_order_relaxed); }
+CrowdedHost::~CrowdedHost() { crowding.fetch_sub(1, std::memory_order_relaxed); }
 
 unsigned CrowdedHost::usable_cpus()
 {
@@ -28,10 +28,9 @@ unsigned CrowdedHost::usable_cpus()
 	return online > 0 ? unsigned(online) : 1;
 }
 
-size_t spin_budget_us()
-{
-	return crowded_groups.load(std::memory_order_relaxed) ? 0 : config().spin_us;
-}
+bool CrowdedHost::held() { return crowding.load(std::memory_order_relaxed) > 0; }
+
+size_t spin_budget_us() { return crowding.load(std::memory_order_relaxed) ? 0 : config().spin_us; }
 
 // The core CQ has no wait object (see Endpoint::open): after spinning for
 // spin_us, sleep in slices that grow from a yield to a millisecond, with
@@ -70,39 +69,10 @@ int wait_with_progress(std::unique_lock<std::mutex>& held, const std::vector<End
 	}
 }
 
-bool IdleBackoff::poll_was_idle(bool found)
+void yield_if_crowded()
 {
-	if (found) {
-		idle_since_ = {};
-		return false;
-	}
-	const auto now = clock::now();
-	// A poll long after the previous one starts a new idle run: the
-	// application was busy elsewhere in between, not waiting here.
-	if (idle_since_ == clock::time_point{} || now - last_poll_ > std::chrono::milliseconds(1))
-		idle_since_ = now;
-	last_poll_ = now;
-	int64_t budget = budget_us_.load(std::memory_order_relaxed);
-	if (budget < 0)
-		budget = int64_t(config().spin_us);
-	budget = std::min(budget, int64_t(spin_budget_us()));
-	return now - idle_since_ >= std::chrono::microseconds(budget);
-}
-
-void IdleBackoff::yield()
-{
-	// A yield nobody took returns in about a microsecond; one that let
-	// another process run takes at least part of a scheduler slice.
-	constexpr auto kContended = std::chrono::microseconds(10);
-	const auto before = clock::now();
-	sched_yield();
-	const bool contended = clock::now() - before > kContended;
-	const int64_t ceiling = int64_t(config().spin_us);
-	int64_t budget = budget_us_.load(std::memory_order_relaxed);
-	if (budget < 0)
-		budget = ceiling;
-	budget = contended ? 0 : std::min(ceiling, 2 * budget + 1);
-	budget_us_.store(budget, std::memory_order_relaxed);
+	if (CrowdedHost::held())
+		sched_yield();
 }
 
 } // namespace rcoll

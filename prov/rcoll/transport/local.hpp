@@ -128,6 +128,8 @@ public:
 	// call) are possible: cross-memory attach is allowed. Tested on the
 	// first call, once the owner had the time to allow it.
 	bool can_write_memory() noexcept;
+	// can_write_memory() was tried and said no.
+	bool memory_writes_refused() const noexcept { return memory_writes_ == Writes::refused; }
 	// 0 or -errno; the bytes are in place when it returns. The caller
 	// checks first that the process still lives (ProcessWatch).
 	int write_memory(uint64_t remote_address, const void* source, size_t length) noexcept;

@@ -1,0 +1,292 @@
+// rcoll_mpi_coll_bench: an MPI's own barrier, broadcast and allreduce,
+// measured the way rcoll_coll_bench measures rcoll's, so that the two can
+// stand side by side: rcoll_coll_bench starts it under mpirun and reads its
+// results. It can also be run alone:
+//
+//   mpirun -np 2 rcoll_mpi_coll_bench [--quick] [--sizes LIST] [--colls LIST]
+//
+// Per point: one verified call, a calibration call that sets the iteration
+// count, warm-up, then repetitions of timed calls with a barrier between
+// calls (outside the timing); before each call every rank writes fresh
+// input, after it every rank checks its whole output, both untimed. A
+// repetition's figure is the slowest rank's average, the point's the median
+// of the repetitions (the OSU micro-benchmarks' method). One line per point:
+//
+//   point <barrier|broadcast|allreduce> <bytes> <ok|wrong> <median us> <system calls per call>
+//
+// Broadcast: MPI_BYTE from root 0. Allreduce: MPI_SUM of int64_t, as
+// rcoll_coll_bench's FI_SUM of FI_INT64.
+#include "syscall_counter.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Coll { barrier, broadcast, allreduce };
+
+struct Options {
+	bool quick = false;
+	std::vector<Coll> colls = {Coll::barrier, Coll::broadcast, Coll::allreduce};
+	std::vector<size_t> sizes = {8, 2048, 512u << 10, 8u << 20};
+};
+
+const char* name_of(Coll c)
+{
+	switch (c) {
+	case Coll::barrier: return "barrier";
+	case Coll::broadcast: return "broadcast";
+	case Coll::allreduce: return "allreduce";
+	}
+	return "?";
+}
+
+// Closed-form values: element i of call k, contributed by rank r.
+uint8_t broadcast_byte(size_t i, uint64_t k) { return uint8_t(i * 31 + k * 17 + 5 + (i >> 8)); }
+int64_t operand(size_t i, uint64_t k, int r) { return int64_t(i * 131 + k * 7) + r; }
+int64_t sum_of(size_t i, uint64_t k, int p)
+{
+	return p * int64_t(i * 131 + k * 7) + int64_t(p) * (p - 1) / 2;
+}
+
+class Point {
+public:
+	Point(Coll coll, size_t bytes, int rank, int size)
+		: coll_(coll), bytes_(coll == Coll::barrier ? 0 : bytes), rank_(rank), size_(size)
+	{
+		if (coll_ == Coll::allreduce) {
+			count_ = std::max<size_t>(1, bytes_ / sizeof(int64_t));
+			in_.resize(count_);
+			out_.resize(count_);
+		} else if (coll_ == Coll::broadcast) {
+			data_.resize(bytes_);
+		}
+	}
+
+	// Fresh input for call k (untimed).
+	void prepare(uint64_t k)
+	{
+		if (coll_ == Coll::allreduce)
+			for (size_t i = 0; i < count_; ++i)
+				in_[i] = operand(i, k, rank_);
+		else if (coll_ == Coll::broadcast && rank_ == 0)
+			for (size_t i = 0; i < bytes_; ++i)
+				data_[i] = broadcast_byte(i, k);
+	}
+
+	void call()
+	{
+		switch (coll_) {
+		case Coll::barrier: MPI_Barrier(MPI_COMM_WORLD); break;
+		case Coll::broadcast:
+			MPI_Bcast(data_.data(), int(bytes_), MPI_BYTE, 0, MPI_COMM_WORLD);
+			break;
+		case Coll::allreduce:
+			MPI_Allreduce(in_.data(), out_.data(), int(count_), MPI_INT64_T, MPI_SUM,
+				      MPI_COMM_WORLD);
+			break;
+		}
+	}
+
+	// Whether call k's whole output is right on this rank (untimed).
+	bool check(uint64_t k) const
+	{
+		if (coll_ == Coll::allreduce) {
+			for (size_t i = 0; i < count_; ++i)
+				if (out_[i] != sum_of(i, k, size_))
+					return false;
+		} else if (coll_ == Coll::broadcast) {
+			for (size_t i = 0; i < bytes_; ++i)
+				if (data_[i] != broadcast_byte(i, k))
+					return false;
+		}
+		return true;
+	}
+
+	size_t bytes() const { return bytes_; }
+
+private:
+	Coll coll_;
+	size_t bytes_;
+	int rank_, size_;
+	size_t count_ = 0;
+	std::vector<int64_t> in_, out_;
+	std::vector<uint8_t> data_;
+};
+
+double median(std::vector<double> v)
+{
+	std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+	return v[v.size() / 2];
+}
+
+void run_point(Coll coll, size_t bytes, const Options& options, fabtests::SyscallCounter& syscalls)
+{
+	int rank = 0, size = 1;
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	Point point(coll, bytes, rank, size);
+	uint64_t k = 1;
+	bool right = true;
+
+	// The verified call, then calibration: rank 0 times one call.
+	point.prepare(k);
+	MPI_Barrier(MPI_COMM_WORLD);
+	point.call();
+	right &= point.check(k++);
+	MPI_Barrier(MPI_COMM_WORLD);
+	point.prepare(k);
+	auto start = Clock::now();
+	point.call();
+	const double once_us =
+		std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+	right &= point.check(k++);
+	const double target_us = options.quick ? 30e3 : 150e3;
+	const int most = options.quick ? 100 : 1000;
+	int iterations = std::clamp(int(target_us / std::max(once_us, 1.0)), 3, most);
+	MPI_Bcast(&iterations, 1, MPI_INT, 0, MPI_COMM_WORLD);
+	const int warmup = std::max(2, iterations / 10);
+	const int reps = options.quick ? 3 : 5;
+	const bool barrier_between = coll != Coll::barrier;
+
+	for (int i = 0; i < warmup; ++i) {
+		point.prepare(k);
+		point.call();
+		right &= point.check(k++);
+	}
+	std::vector<double> slowest(size_t(reps), 0);
+	for (int rep = 0; rep < reps; ++rep) {
+		double total_us = 0;
+		for (int i = 0; i < iterations; ++i) {
+			point.prepare(k);
+			if (barrier_between)
+				MPI_Barrier(MPI_COMM_WORLD);
+			start = Clock::now();
+			point.call();
+			total_us += std::chrono::duration<double, std::micro>(Clock::now() - start)
+					    .count();
+			right &= point.check(k++);
+		}
+		double average = total_us / iterations;
+		MPI_Reduce(&average, &slowest[size_t(rep)], 1, MPI_DOUBLE, MPI_MAX, 0,
+			   MPI_COMM_WORLD);
+	}
+	// System calls, counted in calls of their own: reading the counter is
+	// one, which would slow the timed calls of the other ranks.
+	uint64_t calls_made = 0;
+	for (int i = 0; i < iterations; ++i) {
+		point.prepare(k);
+		if (barrier_between)
+			MPI_Barrier(MPI_COMM_WORLD);
+		const uint64_t before = syscalls.count();
+		point.call();
+		calls_made += syscalls.count() - before - 1; // the second read counted itself
+		right &= point.check(k++);
+	}
+	double per_call = syscalls.available() ? double(calls_made) / iterations : -1;
+	double most_calls = 0;
+	MPI_Reduce(&per_call, &most_calls, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+	int all_right = 0;
+	int mine = right ? 1 : 0;
+	MPI_Reduce(&mine, &all_right, 1, MPI_INT, MPI_LAND, 0, MPI_COMM_WORLD);
+	if (rank == 0)
+		std::printf("point %s %zu %s %.3f %.2f\n", name_of(coll), point.bytes(),
+			    all_right ? "ok" : "wrong", median(slowest), most_calls);
+	std::fflush(stdout);
+}
+
+std::vector<std::string> split(const char* list)
+{
+	std::vector<std::string> items;
+	std::string item;
+	for (const char* c = list;; ++c) {
+		if (*c == ',' || !*c) {
+			items.push_back(item);
+			item.clear();
+			if (!*c)
+				break;
+		} else {
+			item += *c;
+		}
+	}
+	return items;
+}
+
+bool parse(int argc, char** argv, Options& options)
+{
+	for (int i = 1; i < argc; ++i) {
+		const std::string arg = argv[i];
+		const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+		if (arg == "--quick") {
+			options.quick = true;
+		} else if (arg == "--sizes" && value) {
+			options.sizes.clear();
+			for (const std::string& s : split(value)) {
+				char* end = nullptr;
+				size_t bytes = std::strtoull(s.c_str(), &end, 0);
+				if (*end == 'k' || *end == 'K')
+					bytes <<= 10, ++end;
+				else if (*end == 'm' || *end == 'M')
+					bytes <<= 20, ++end;
+				if (s.empty() || *end || bytes < 8)
+					return false;
+				options.sizes.push_back(bytes);
+			}
+			++i;
+		} else if (arg == "--colls" && value) {
+			options.colls.clear();
+			for (const std::string& s : split(value)) {
+				if (s == "barrier")
+					options.colls.push_back(Coll::barrier);
+				else if (s == "broadcast")
+					options.colls.push_back(Coll::broadcast);
+				else if (s == "allreduce")
+					options.colls.push_back(Coll::allreduce);
+				else
+					return false;
+			}
+			++i;
+		} else {
+			return false;
+		}
+	}
+	return true;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+	MPI_Init(&argc, &argv);
+	Options options;
+	if (!parse(argc, argv, options)) {
+		std::fprintf(stderr, "usage: rcoll_mpi_coll_bench [--quick] [--sizes LIST] "
+				     "[--colls barrier,broadcast,allreduce]\n");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	// Opened after MPI_Init, so that the MPI's progress threads, started
+	// before, are not counted: the calls of the measured thread are.
+	fabtests::SyscallCounter syscalls;
+	for (Coll coll : {Coll::barrier, Coll::broadcast, Coll::allreduce}) {
+		if (std::find(options.colls.begin(), options.colls.end(), coll) ==
+		    options.colls.end())
+			continue;
+		if (coll == Coll::barrier)
+			run_point(coll, 0, options, syscalls);
+		else
+			for (size_t bytes : options.sizes)
+				run_point(coll, bytes, options, syscalls);
+	}
+	MPI_Finalize();
+	return 0;
+}
