@@ -923,10 +923,22 @@ void Endpoint::dispatch(const fi_cq_tagged_entry& entry, fi_addr_t source)
 	ctx->done = true;
 }
 
+bool Endpoint::forget_pending(const OpContext* ctx)
+{
+	for (size_t i = pending_.size(); i-- > 0;) {
+		if (pending_[i] == ctx) {
+			pending_[i] = pending_.back();
+			pending_.pop_back();
+			return true;
+		}
+	}
+	return false;
+}
+
 OpContext& Endpoint::context_of(void* op_context, uint64_t flags)
 {
 	auto* ctx = static_cast<OpContext*>(op_context);
-	if (track_contexts_ && pending_.erase(ctx) != 1)
+	if (track_contexts_ && !forget_pending(ctx))
 		throw CheckFailure(
 			strfmt("a completion (flags %s) names op_context %p, which is no "
 			       "operation this client has pending",

@@ -216,8 +216,6 @@ Errc Group::create(uint32_t rank, uint32_t size, Transport& transport, const Gro
 	return Errc::ok;
 }
 
-size_t Group::outstanding() const noexcept { return queue_.size() + done_.size(); }
-
 Errc Group::post(const Request& req) noexcept
 {
 	if (failed_)

@@ -106,7 +106,7 @@ public:
 	bool next_completion(Completion&) noexcept;
 
 	// Operations posted and not yet handed back by next_completion().
-	size_t outstanding() const noexcept;
+	size_t outstanding() const noexcept { return queue_.size() + done_.size(); }
 	uint32_t rank() const noexcept { return rank_; }
 	uint32_t size() const noexcept { return size_; }
 	const GroupStats& stats() const noexcept { return stats_; }

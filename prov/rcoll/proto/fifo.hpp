@@ -3,7 +3,9 @@
 // connection or for core queue space, control messages waiting for a
 // transmit buffer), almost always empty: std::deque allocates a block per
 // queue on construction, which a full mesh pays for every peer.
-// Storage is a ring that doubles when full.
+// Storage is a ring that doubles when full: its capacity is a power of two,
+// so positions wrap with a mask (a division would cost more than the rest
+// of a push on the completion path).
 #pragma once
 
 #include <algorithm>
@@ -27,14 +29,14 @@ public:
 	{
 		if (count_ == slots_.size())
 			grow();
-		slots_[(head_ + count_) % slots_.size()] = std::move(value);
+		slots_[(head_ + count_) & mask()] = std::move(value);
 		++count_;
 	}
 
 	void pop_front() noexcept
 	{
 		slots_[head_] = T{}; // release what the entry owns now
-		head_ = (head_ + 1) % slots_.size();
+		head_ = (head_ + 1) & mask();
 		--count_;
 	}
 
@@ -49,15 +51,17 @@ public:
 	void for_each(F&& visit)
 	{
 		for (std::size_t i = 0; i < count_; ++i)
-			visit(slots_[(head_ + i) % slots_.size()]);
+			visit(slots_[(head_ + i) & mask()]);
 	}
 
 private:
+	std::size_t mask() const noexcept { return slots_.size() - 1; }
+
 	void grow()
 	{
 		std::vector<T> bigger(std::max<std::size_t>(4, 2 * slots_.size()));
 		for (std::size_t i = 0; i < count_; ++i)
-			bigger[i] = std::move(slots_[(head_ + i) % slots_.size()]);
+			bigger[i] = std::move(slots_[(head_ + i) & mask()]);
 		slots_.swap(bigger);
 		head_ = 0;
 	}

@@ -25,4 +25,22 @@ struct CoarseClock {
 	}
 };
 
+// The time, read on first use only: a progress call that finds everything
+// moving needs no clock.
+class LazyNow {
+public:
+	CoarseClock::time_point operator()() noexcept
+	{
+		if (!read_) {
+			now_ = CoarseClock::now();
+			read_ = true;
+		}
+		return now_;
+	}
+
+private:
+	CoarseClock::time_point now_{};
+	bool read_ = false;
+};
+
 } // namespace rcoll

@@ -39,9 +39,16 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 		}
 		req.root = root;
 	}
-	// The failure clock starts when the group goes from idle to busy.
-	if (!g->group->outstanding())
-		g->last_activity = CoarseClock::now();
+	// The failure clock starts when the group goes from idle to busy, at
+	// its first check (check_timeout): no clock read here.
+	if (!group_busy(*g))
+		g->last_activity = {};
+	if (g->small && g->small->takes(req)) {
+		engine::Errc e = g->small->post(req);
+		if (e != engine::Errc::ok)
+			return g->failure ? -g->failure : -ssize_t(int(e));
+		return 0;
+	}
 	engine::Errc e = g->group->post(req);
 	if (e != engine::Errc::ok)
 		return g->failure ? -g->failure : -ssize_t(int(e));
@@ -53,7 +60,7 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 
 void Collectives::progress()
 {
-	const auto now = CoarseClock::now();
+	LazyNow now;
 	for (auto& g : slots_) {
 		if (!g)
 			continue;
@@ -62,6 +69,20 @@ void Collectives::progress()
 			if (g->state == CollGroup::State::joining)
 				check_timeout(*g, now);
 			continue;
+		}
+		// First: these complete in a few hundred nanoseconds.
+		if (g->small && g->small->outstanding()) {
+			g->small->progress();
+			if (g->small->failed() && !g->failure) {
+				RCOLL_WARN(FI_LOG_EP_DATA,
+					   "collective group (slot %u): a member on this host "
+					   "failed it\n",
+					   g->transport->slot());
+				begin_failure(*g, FI_EIO);
+			}
+			report_completions(*g, *g->small);
+			if (g->small->outstanding())
+				check_timeout(*g, now);
 		}
 		if (!g->failure && g->group && g->group->peer_misbehaved()) {
 			RCOLL_WARN(FI_LOG_EP_DATA,
@@ -79,27 +100,34 @@ void Collectives::progress()
 		if (g->group &&
 		    (g->group->outstanding() || g->transport->writes_in_flight() || failing)) {
 			g->group->progress();
-			engine::Completion c;
-			while (g->group->next_completion(c)) {
-				int err = 0;
-				if (c.status != engine::Errc::ok)
-					err = g->failure ? g->failure : int(c.status);
-				ep_.report_tx(c.context, FI_COLLECTIVE, 0, err, true, nullptr);
-			}
+			report_completions(*g, *g->group);
 			if (g->group->outstanding())
 				check_timeout(*g, now);
 		}
 		if (g->failure) {
 			g->transport
 				->retry_stop_marks(); // also after fail(): members wait for them
-			check_quiet(*g, now);
+			check_quiet(*g, now());
 		}
+	}
+}
+
+template <class Runner>
+void Collectives::report_completions(const CollGroup& g, Runner& runner)
+{
+	engine::Completion c;
+	while (runner.next_completion(c)) {
+		int err = 0;
+		if (c.status != engine::Errc::ok)
+			err = g.failure ? g.failure : int(c.status);
+		ep_.report_tx(c.context, FI_COLLECTIVE, 0, err, true, nullptr);
 	}
 }
 
 bool Collectives::group_busy(const CollGroup& g)
 {
-	return g.group && (g.group->outstanding() || g.transport->writes_in_flight());
+	return (g.group && (g.group->outstanding() || g.transport->writes_in_flight())) ||
+	       (g.small && g.small->outstanding());
 }
 
 bool Collectives::waits_only_on_host() const
@@ -110,11 +138,12 @@ bool Collectives::waits_only_on_host() const
 			continue;
 		if (g->state != CollGroup::State::joined || g->failure)
 			return false;
-		if (!group_busy(*g))
-			continue;
-		if (g->transport->writes_in_flight() || !g->transport->reaches_all_on_host())
+		const bool engine_busy =
+			g->group && (g->group->outstanding() || g->transport->writes_in_flight());
+		if (engine_busy &&
+		    (g->transport->writes_in_flight() || !g->transport->reaches_all_on_host()))
 			return false;
-		waiting = true;
+		waiting |= engine_busy || (g->small && g->small->outstanding());
 	}
 	return waiting;
 }

@@ -8,6 +8,7 @@
 #include "engine/group.hpp"
 #include "proto/wire.hpp"
 #include "coll_transport.hpp"
+#include "transport/local_collectives.hpp"
 #include "wait.hpp"
 
 #include <chrono>
@@ -39,7 +40,10 @@ struct CollGroup {
 	std::vector<Peer*> peers;          // by group rank (ours: nullptr)
 	std::unique_ptr<CollTransport> transport;
 	std::unique_ptr<engine::Group> group; // once the join completed
-	std::optional<CrowdedHost> crowded;   // more members on this host than CPUs
+	// Barrier and small calls, when every member maps every member's file
+	// (local_collectives.hpp); the engine runs the rest.
+	std::unique_ptr<local::SmallCollectives> small;
+	std::optional<CrowdedHost> crowded; // more members on this host than CPUs
 	enum class State { joining, joined, failed };
 	State state = State::joining;
 	// The join.
@@ -95,13 +99,17 @@ public:
 
 private:
 	static bool group_busy(const CollGroup& g);
+	// Hands the finished calls of the engine or the small collectives to
+	// the CQ.
+	template <class Runner>
+	void report_completions(const CollGroup& g, Runner& runner);
 	CollGroup* group_at(fi_addr_t coll_addr);
 	// A join record, decoded (on_join_message drops what does not decode).
 	void accept_record(CollGroup& g, uint64_t peer_key, const proto::JoinRecord& record);
 	bool records_sent(const CollGroup& g) const;
 	void maybe_finish_join(CollGroup& g);
 	void finish_join(CollGroup& g, int err);
-	void check_timeout(CollGroup& g, CoarseClock::time_point now);
+	void check_timeout(CollGroup& g, LazyNow& now);
 	void begin_failure(CollGroup& g, int err);
 	void check_quiet(CollGroup& g, CoarseClock::time_point now);
 	void on_stop_notice(Peer& peer, uint64_t join_id, uint32_t rank);

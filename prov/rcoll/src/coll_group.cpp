@@ -96,6 +96,8 @@ uint64_t Collectives::config_fingerprint() const
 	for (const std::string* s :
 	     {&c.coll_tune, &c.coll_alpha_us, &c.coll_beta_us_per_byte, &c.coll_gamma_us_per_byte})
 		h = fnv1a(fnv1a(h, s->data(), s->size()), "|", 1);
+	// Members must agree on which calls take the shared-memory path.
+	h = fnv1a(h, &c.coll_inline_max, sizeof(c.coll_inline_max));
 	return h;
 }
 
@@ -257,8 +259,22 @@ bool Collectives::records_sent(const CollGroup& g) const
 
 void Collectives::maybe_finish_join(CollGroup& g)
 {
-	if (g.state == CollGroup::State::joining && !g.missing && records_sent(g))
-		finish_join(g, 0);
+	if (g.state != CollGroup::State::joining || g.missing || !records_sent(g))
+		return;
+	// Whether the group's small calls go straight through shared memory:
+	// every member says whether it maps all the others, and the join waits
+	// until the members this one maps have said it.
+	const std::optional<bool> small = g.transport->small_path_agreed();
+	if (!small)
+		return;
+	if (*small && config().coll_inline_max) {
+		try {
+			g.small = g.transport->small_collectives(config().coll_inline_max);
+		} catch (const std::bad_alloc&) {
+			return finish_join(g, -FI_ENOMEM);
+		}
+	}
+	finish_join(g, 0);
 }
 
 void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
@@ -356,7 +372,7 @@ void Collectives::finish_join(CollGroup& g, int err)
 
 int Collectives::close(CollGroup& g)
 {
-	if (g.group && g.group->outstanding())
+	if (group_busy(g))
 		return -FI_EBUSY;
 	// Members may still write into our scratch (the tail of a recycle
 	// barrier), so the slot and its registration stay until the endpoint
@@ -370,18 +386,24 @@ int Collectives::close(CollGroup& g)
 // work pending and sees nothing move for FI_RCOLL_COLL_TIMEOUT_MS fails. The
 // price: a member that computes longer than that before entering a
 // collective the others already wait in fails them too (0 disables).
-void Collectives::check_timeout(CollGroup& g, CoarseClock::time_point now)
+void Collectives::check_timeout(CollGroup& g, LazyNow& now)
 {
 	const size_t limit_ms = config().coll_timeout_ms;
 	if (!limit_ms || g.failure)
 		return;
-	if (g.transport->activity() != g.seen_activity ||
-	    g.last_activity == CoarseClock::time_point{}) {
-		g.seen_activity = g.transport->activity();
-		g.last_activity = now;
+	// Movement restarts the clock, from the next check that sees none: the
+	// clock is not read while the group moves.
+	const uint64_t activity = g.transport->activity() + (g.small ? g.small->activity() : 0);
+	if (activity != g.seen_activity) {
+		g.seen_activity = activity;
+		g.last_activity = {};
 		return;
 	}
-	if (now - g.last_activity < std::chrono::milliseconds(limit_ms))
+	if (g.last_activity == CoarseClock::time_point{}) {
+		g.last_activity = now();
+		return;
+	}
+	if (now() - g.last_activity < std::chrono::milliseconds(limit_ms))
 		return;
 	RCOLL_WARN(FI_LOG_EP_DATA,
 		   "collective group (slot %u) made no progress for %zu ms: failing it\n",
@@ -409,6 +431,10 @@ void Collectives::begin_failure(CollGroup& g, int err)
 		return;
 	}
 	g.transport->stop();
+	// Nothing of another process writes into the buffers of the calls that
+	// run through shared memory: they end at once (progress reports them).
+	if (g.small)
+		g.small->fail(engine::Errc::io_error);
 	g.quiet.assign(g.size, false);
 	g.quiet[g.rank] = true;
 	std::byte notice[proto::StopNotice::kWireSize];

@@ -534,6 +534,41 @@ bool CollTransport::reaches_all_on_host() const
 	return true;
 }
 
+std::optional<bool> CollTransport::small_path_agreed()
+{
+	local::Published* own = scratch_file_.published();
+	if (!offer_local_ || !own)
+		return false; // nobody maps an anonymous scratch: they say so too
+	bool maps_all = true;
+	for (uint32_t rank = 0; rank < members_.size(); rank++)
+		maps_all &= rank == rank_ || members_[rank].mapping != nullptr;
+	own->verdict.store(maps_all ? local::Published::maps_all : local::Published::does_not,
+			   std::memory_order_release);
+	if (!maps_all)
+		return false;
+	for (uint32_t rank = 0; rank < members_.size(); rank++) {
+		if (rank == rank_)
+			continue;
+		const uint32_t verdict = members_[rank].mapping->published()->verdict.load(
+			std::memory_order_acquire);
+		if (verdict == local::Published::unknown)
+			return std::nullopt;
+		if (verdict != local::Published::maps_all)
+			return false;
+	}
+	return true;
+}
+
+std::unique_ptr<local::SmallCollectives> CollTransport::small_collectives(size_t max_bytes)
+{
+	std::vector<const local::Published*> areas(members_.size());
+	for (uint32_t rank = 0; rank < members_.size(); rank++)
+		areas[rank] = rank == rank_ ? scratch_file_.published()
+					    : members_[rank].mapping->published();
+	return std::make_unique<local::SmallCollectives>(
+		std::move(areas), *scratch_file_.published(), rank_, max_bytes);
+}
+
 bool CollTransport::has_member(const Peer* peer) const
 {
 	for (const Member& m : members_)

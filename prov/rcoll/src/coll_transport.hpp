@@ -19,6 +19,7 @@
 #include "ops.hpp"
 #include "proto/wire.hpp"
 #include "transport/local.hpp"
+#include "transport/local_collectives.hpp"
 
 #include <deque>
 #include <memory>
@@ -82,6 +83,13 @@ public:
 	// attach is allowed or not yet tried). Their writes to us then come the
 	// same way, unless their own kernel rules differ.
 	bool reaches_all_on_host() const;
+	// Whether every member maps every member's file, so that small calls
+	// can run straight through shared memory (local_collectives.hpp). Each
+	// member publishes whether it maps all the others; all members then see
+	// the same answer. nullopt: a member this one maps has not said yet.
+	std::optional<bool> small_path_agreed();
+	// The small collectives over the members' published areas.
+	std::unique_ptr<local::SmallCollectives> small_collectives(size_t max_bytes);
 
 	// engine::Transport
 	std::span<std::byte> scratch() noexcept override;

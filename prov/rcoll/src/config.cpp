@@ -67,6 +67,11 @@ const Param params[] = {
 	 "cross-memory attach (process_vm_writev); under Yama ptrace_scope 1 a process that finds "
 	 "a member on its host then lets every process of its user ptrace it (0: those writes go "
 	 "through the core, and ptrace permissions stay as they are)"},
+	{"coll_inline_max", &Config::coll_inline_max,
+	 "Groups whose members all run on one host (and map each other's scratch) run barrier, and "
+	 "broadcast, allreduce and reduce of up to this many bytes, straight through shared "
+	 "memory: each member publishes its part beside a flag the others poll (at most 16384; "
+	 "0: never)"},
 	{"coll_early_max", &Config::coll_early_max,
 	 "Join records one peer may send for groups this endpoint has not joined yet; a peer "
 	 "that sends more fails"},

@@ -28,6 +28,8 @@ struct Config {
 	size_t unexpected_max = size_t(256) << 20; // bytes per peer waiting for a receive
 	// Join records per peer ahead of our fi_join.
 	size_t coll_early_max = 1024;
+	// Largest payload of a small collective straight through shared memory.
+	size_t coll_inline_max = 16384;
 	// The core is read at least this often while only collectives among
 	// members on this host are waited for.
 	size_t core_poll_us = 1000;

@@ -3,12 +3,12 @@
 #pragma once
 
 #include "common.hpp"
+#include "proto/fifo.hpp"
 #include "wait.hpp"
 
 #include <rdma/fi_eq.h>
 
 #include <chrono>
-#include <deque>
 #include <vector>
 
 namespace rcoll {
@@ -31,8 +31,8 @@ struct CompletionQueue {
 	fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
 	size_t entry_size = sizeof(fi_cq_entry);
 	fi_wait_obj wait_obj = FI_WAIT_NONE;
-	std::deque<Entry> entries;
-	std::deque<Error> errors;
+	proto::Fifo<Entry> entries; // a ring: no allocation per completion once grown
+	proto::Fifo<Error> errors;
 	std::vector<Endpoint*> endpoints; // bound endpoints, progressed on read
 	bool signaled = false;
 

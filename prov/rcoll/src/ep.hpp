@@ -118,6 +118,7 @@ struct Endpoint {
 	// While only collectives among members on this host are waited for,
 	// the core is read at most once per FI_RCOLL_CORE_POLL_US (core_due()).
 	bool core_deferred = false;
+	uint64_t deferred_calls = 0;
 	CoarseClock::time_point next_core_round;
 	size_t backlogged = 0; // > 0: some peer may hold queued sends
 	size_t stalled = 0;    // > 0: some rendezvous transfer waits to be retried

@@ -16,6 +16,7 @@ namespace {
 
 constexpr size_t kCompletionBatch = 32;
 constexpr uint64_t kCmPollInterval = 64;
+constexpr uint64_t kDeferredClockCalls = 8;
 
 } // namespace
 
@@ -64,8 +65,8 @@ int Endpoint::progress()
 // only every FI_RCOLL_CORE_POLL_US: what may still come through it
 // unannounced (a peer's message or RMA, a connection event, a failure)
 // waits at most that long (plus a tick of the coarse clock that measures
-// it). Everything the endpoint itself started through the core is driven
-// on every call.
+// it, and up to kDeferredClockCalls progress calls). Everything the
+// endpoint itself started through the core is driven on every call.
 bool Endpoint::core_due()
 {
 	const bool wanted = cm_busy || backlogged || stalled || sends.live() || recvs.live() ||
@@ -76,15 +77,24 @@ bool Endpoint::core_due()
 		core_deferred = false;
 		return true;
 	}
-	const auto now = CoarseClock::now();
-	if (core_deferred && now < next_core_round)
+	if (!core_deferred) {
+		// The core was read by the previous call: the next round is due
+		// one interval later.
+		core_deferred = true;
+		deferred_calls = 0;
+		next_core_round =
+			CoarseClock::now() + std::chrono::microseconds(config().core_poll_us);
 		return false;
-	// The core was read just now (or is read now): the next round is due
-	// one interval later.
-	const bool read_now = core_deferred;
-	core_deferred = true;
+	}
+	// Even the coarse clock costs a sub-microsecond collective something:
+	// it is read every kDeferredClockCalls calls.
+	if (++deferred_calls % kDeferredClockCalls != 0)
+		return false;
+	const auto now = CoarseClock::now();
+	if (now < next_core_round)
+		return false;
 	next_core_round = now + std::chrono::microseconds(config().core_poll_us);
-	return read_now;
+	return true;
 }
 
 // Up to `rounds` batches of core completions; stops early when the core CQ

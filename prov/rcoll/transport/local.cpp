@@ -26,13 +26,14 @@ namespace {
 constexpr size_t kPage = 4096;
 // "rcollsc" and the layout version: builds that lay the file out
 // differently refuse each other's files.
-constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6301ULL;
+constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6302ULL;
 constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 size_t round_up(size_t n) { return (n + kPage - 1) & ~(kPage - 1); }
 
 // The start of every region: what an attaching member checks before it
-// trusts the rest, then the doorbell. The scratch follows, page-aligned.
+// trusts the rest, then the doorbell and what the owner publishes. The
+// scratch follows, page-aligned.
 struct Control {
 	uint64_t magic;
 	uint64_t nonce;
@@ -40,6 +41,7 @@ struct Control {
 	uint64_t scratch_bytes;
 	std::atomic<uint32_t> ended; // ScratchFile::mark_ended
 	Doorbell doorbell;
+	Published published;
 };
 constexpr size_t kScratchOffset = (sizeof(Control) + kPage - 1) & ~(kPage - 1);
 
@@ -206,6 +208,9 @@ int ScratchFile::create(size_t scratch_bytes, bool shared, uint64_t owner) noexc
 	control->scratch_bytes = scratch_bytes;
 	control->ended.store(0, std::memory_order_relaxed);
 	control->doorbell.init();
+	control->published.arrived.store(0, std::memory_order_relaxed);
+	control->published.verdict.store(Published::unknown, std::memory_order_relaxed);
+	control->published.stopped.store(0, std::memory_order_relaxed);
 	scratch_ = static_cast<std::byte*>(base) + kScratchOffset;
 	scratch_bytes_ = scratch_bytes;
 	return 0;
@@ -214,6 +219,11 @@ int ScratchFile::create(size_t scratch_bytes, bool shared, uint64_t owner) noexc
 uint64_t ScratchFile::nonce() const noexcept
 {
 	return base_ ? static_cast<const Control*>(base_)->nonce : 0;
+}
+
+Published* ScratchFile::published() const noexcept
+{
+	return base_ ? &static_cast<Control*>(base_)->published : nullptr;
 }
 
 void ScratchFile::mark_ended() noexcept
@@ -287,6 +297,7 @@ int PeerMapping::attach(pid_t pid, int fd, uint64_t nonce, uint64_t owner, size_
 	base_ = base;
 	mapped_ = len;
 	doorbell_ = &control->doorbell;
+	published_ = &control->published;
 	scratch_ = static_cast<std::byte*>(base) + kScratchOffset;
 
 	remote_scratch_ = remote_scratch;

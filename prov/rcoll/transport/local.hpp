@@ -67,6 +67,23 @@ struct Doorbell {
 	bool pop(uint64_t& tail, uint32_t& value) noexcept;
 };
 
+// What a member publishes for the small collectives that run straight
+// through shared memory (local_collectives.hpp): its sequence flag, alone
+// on its cache line, single writer (the owner), and two slots for inline
+// payloads, used in turn. The verdict says whether the owner maps every
+// other member's file (0 until it knows); `stopped`, that the owner failed
+// the group.
+struct Published {
+	static constexpr size_t kSlotBytes = 16384;
+	enum Verdict : uint32_t { unknown = 0, maps_all = 1, does_not = 2 };
+
+	alignas(64) std::atomic<uint64_t> arrived;
+	alignas(64) std::atomic<uint32_t> verdict;
+	std::atomic<uint32_t> stopped;
+	alignas(64) std::byte slots[2][kSlotBytes];
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
 // This process's scratch for one group. Offered to local members, it lives
 // in a memory file sealed against resizing, with the doorbell they ring;
 // otherwise in anonymous memory. RAII: the mapping and the file close with
@@ -95,6 +112,8 @@ public:
 	// This member ended the group's operations: writers must not copy into
 	// its memory any more (its call buffers are the application's again).
 	void mark_ended() noexcept;
+	// What this member publishes to the others (null before create()).
+	Published* published() const noexcept;
 
 private:
 	int fd_ = -1;
@@ -134,6 +153,8 @@ public:
 	// checks first that the process still lives (ProcessWatch).
 	int write_memory(uint64_t remote_address, const void* source, size_t length) noexcept;
 	bool has_room() const noexcept { return doorbell_ && doorbell_->has_room(); }
+	// What the owner publishes (read only here: the owner is its one writer).
+	const Published* published() const noexcept { return published_; }
 	// The owner marked its file ended (ScratchFile::mark_ended).
 	bool target_ended() const noexcept;
 	Doorbell::Push ring(uint32_t value) noexcept
@@ -146,6 +167,7 @@ private:
 	void* base_ = nullptr;
 	size_t mapped_ = 0;
 	Doorbell* doorbell_ = nullptr;
+	const Published* published_ = nullptr;
 	std::byte* scratch_ = nullptr;
 	enum class Writes : uint8_t {
 		untested,

@@ -1,0 +1,200 @@
+#include "transport/local_collectives.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace rcoll::local {
+
+using engine::Collective;
+using engine::Errc;
+
+SmallCollectives::SmallCollectives(std::vector<const Published*> members, Published& own,
+				   uint32_t rank, size_t max_bytes)
+	: members_(std::move(members)), own_(own), rank_(rank),
+	  max_bytes_(std::min(max_bytes, Published::kSlotBytes))
+{}
+
+bool SmallCollectives::takes(const engine::Request& req) const noexcept
+{
+	switch (req.coll) {
+	case Collective::barrier: return true;
+	case Collective::broadcast:
+	case Collective::allreduce:
+	case Collective::reduce: break;
+	default: return false;
+	}
+	if (req.root >= members_.size() || req.algorithm != engine::Algorithm::automatic)
+		return false;
+	const size_t size = engine::datatype_size(req.dtype);
+	if (!size || req.count > max_bytes_ / size)
+		return false;
+	return req.coll == Collective::broadcast ||
+	       engine::reduction_kernel(req.dtype, req.op) != nullptr;
+}
+
+Errc SmallCollectives::post(const engine::Request& req) noexcept
+{
+	if (failed_ != Errc::ok)
+		return failed_;
+	Call call;
+	call.req = req;
+	call.bytes = req.coll == Collective::barrier
+			     ? 0
+			     : size_t(req.count) * engine::datatype_size(req.dtype);
+	if (engine::is_reduction(req.coll))
+		call.kernel = engine::reduction_kernel(req.dtype, req.op);
+	if ((call.bytes && !req.output && (req.coll != Collective::reduce || req.root == rank_)) ||
+	    (call.bytes && engine::is_reduction(req.coll) && !req.input))
+		return Errc::invalid_argument;
+	call.sequence = next_sequence_++;
+	try {
+		queue_.push_back(call);
+	} catch (const std::bad_alloc&) {
+		next_sequence_--;
+		return Errc::no_memory;
+	}
+	// Alone in the queue, it may run to its end here: the common case of a
+	// barrier the others already entered, or a broadcast root.
+	if (queue_.size() == 1)
+		progress();
+	return Errc::ok;
+}
+
+size_t SmallCollectives::progress() noexcept
+{
+	size_t steps = 0;
+	// A member that failed the group will not take part in any call: the
+	// calls fail, not only those that wait for it (a barrier everyone
+	// entered before it failed must not succeed here alone).
+	if (!queue_.empty() && any_stopped()) {
+		fail(Errc::io_error);
+		return 1;
+	}
+	while (!queue_.empty()) {
+		Call& call = queue_.front();
+		const bool was_published = call.published;
+		const bool done = step(call);
+		steps += call.published != was_published;
+		if (!done)
+			break;
+		steps++;
+		if (!finish(call, Errc::ok))
+			break; // no memory for the completion: it is kept and tried again
+		queue_.pop_front();
+	}
+	activity_ += steps;
+	return steps;
+}
+
+bool SmallCollectives::arrived(uint32_t member, uint64_t sequence) const noexcept
+{
+	return members_[member]->arrived.load(std::memory_order_acquire) >= sequence;
+}
+
+bool SmallCollectives::all_arrived(uint64_t sequence) const noexcept
+{
+	for (uint32_t m = 0; m < members_.size(); m++)
+		if (m != rank_ && !arrived(m, sequence))
+			return false;
+	return true;
+}
+
+bool SmallCollectives::any_stopped() const noexcept
+{
+	for (uint32_t m = 0; m < members_.size(); m++)
+		if (m != rank_ && members_[m]->stopped.load(std::memory_order_acquire))
+			return true;
+	return false;
+}
+
+const std::byte* SmallCollectives::slot_of(uint32_t member, uint64_t sequence) const noexcept
+{
+	return members_[member]->slots[sequence & 1];
+}
+
+bool SmallCollectives::step(Call& call) noexcept
+{
+	const engine::Request& r = call.req;
+	const uint64_t n = call.sequence;
+	const bool root = r.root == rank_;
+	if (!call.published) {
+		const bool contributes =
+			engine::is_reduction(r.coll) || (r.coll == Collective::broadcast && root);
+		if (contributes && call.bytes) {
+			// Slot n % 2 last held call n - 2: every member must be past
+			// it, which it says by arriving at n - 1.
+			if (n > 2 && !all_arrived(n - 1))
+				return false;
+			const void* from = r.coll == Collective::broadcast ? r.output : r.input;
+			std::memcpy(own_.slots[n & 1], from, call.bytes);
+		}
+		own_.arrived.store(n, std::memory_order_release);
+		call.published = true;
+	}
+	switch (r.coll) {
+	case Collective::barrier: return all_arrived(n);
+	case Collective::broadcast:
+		if (root)
+			return true;
+		if (!arrived(r.root, n))
+			return false;
+		std::memcpy(r.output, slot_of(r.root, n), call.bytes);
+		return true;
+	case Collective::reduce:
+		if (!root)
+			return true;
+		[[fallthrough]];
+	case Collective::allreduce: {
+		if (!all_arrived(n))
+			return false;
+		if (!call.bytes)
+			return true;
+		// In rank order, from the slots: every member computes the same
+		// bits, whatever the operation.
+		const size_t count = size_t(r.count);
+		std::memcpy(r.output, slot_of(0, n), call.bytes);
+		for (uint32_t m = 1; m < members_.size(); m++)
+			call.kernel(r.output, r.output, slot_of(m, n), count);
+		return true;
+	}
+	default: return true; // takes() admits nothing else
+	}
+}
+
+bool SmallCollectives::finish(Call& call, Errc status) noexcept
+{
+	engine::Completion c;
+	c.context = call.req.context;
+	c.sequence = call.sequence;
+	c.status = status;
+	try {
+		done_.push_back(c);
+		return true;
+	} catch (const std::bad_alloc&) {
+		return false;
+	}
+}
+
+bool SmallCollectives::next_completion(engine::Completion& out) noexcept
+{
+	if (done_.empty())
+		return false;
+	out = done_.front();
+	done_.pop_front();
+	return true;
+}
+
+void SmallCollectives::fail(Errc err) noexcept
+{
+	if (failed_ == Errc::ok) {
+		failed_ = err;
+		own_.stopped.store(1, std::memory_order_release);
+	}
+	while (!queue_.empty()) {
+		if (!finish(queue_.front(), err))
+			return; // kept; the next fail() reports it
+		queue_.pop_front();
+	}
+}
+
+} // namespace rcoll::local

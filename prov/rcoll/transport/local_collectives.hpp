@@ -1,0 +1,91 @@
+// Small collectives among members that all run on this host, straight
+// through shared memory: no doorbell, no write into another process, no
+// core, no system call. Each member publishes its contribution in its own
+// scratch file, beside a sequence flag alone on its cache line that only it
+// writes, and reads the others' (the design of Open MPI's coll/xhc:
+// Katevenis et al. 2022, single-writer flags and payloads inlined beside
+// them, copy-in/copy-out below a size threshold).
+//
+// Calls run one after another in posting order, the same on every member,
+// and the n-th call here has sequence n. A member sets its flag to n once
+// its contribution to call n is in slot n % 2, and only after it finished
+// call n - 1; so a flag at n - 1 or more says that member is done reading
+// slot n % 2 for call n - 2, and the slot may be written again.
+//
+//   barrier    flag, then wait for every flag
+//   broadcast  the root publishes; the others wait for its flag and copy
+//   allreduce  everyone publishes; everyone waits for every flag and
+//              reduces the slots in rank order (identical bits everywhere)
+//   reduce     the same, the root alone reducing
+//
+// Nothing here knows of libfabric; the glue decides whether a group's
+// members all take this path (all of them map every member's file).
+#pragma once
+
+#include "engine/group.hpp"
+#include "engine/reduce.hpp"
+#include "proto/fifo.hpp"
+#include "transport/local.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace rcoll::local {
+
+class SmallCollectives {
+public:
+	// `members[r]`: what member r publishes, `own` this member's (rank
+	// `rank`), written here only. Calls whose payload exceeds `max_bytes`
+	// (at most a slot) are not taken.
+	SmallCollectives(std::vector<const Published*> members, Published& own, uint32_t rank,
+			 size_t max_bytes);
+
+	// Whether `req` runs here: barrier always; broadcast, allreduce and
+	// reduce when their payload fits. A function of the call's arguments
+	// alone, so every member decides alike.
+	bool takes(const engine::Request& req) const noexcept;
+	// Queues a call `takes()` accepted and runs what it can at once.
+	engine::Errc post(const engine::Request& req) noexcept;
+	// Runs what can run; returns the steps made (a call published or done).
+	size_t progress() noexcept;
+	bool next_completion(engine::Completion& out) noexcept;
+	size_t outstanding() const noexcept { return queue_.size() + done_.size(); }
+	// Ends every queued call with `err` (the group failed) and tells the
+	// other members, whose calls then fail too. No other process writes
+	// into this member's buffers, so they are the application's again at
+	// once.
+	void fail(engine::Errc err) noexcept;
+	// This member or another failed the group (the glue then fails the
+	// rest of it).
+	bool failed() const noexcept { return failed_ != engine::Errc::ok; }
+	// Steps made so far: grows while the calls move.
+	uint64_t activity() const noexcept { return activity_; }
+
+private:
+	struct Call {
+		engine::Request req;
+		uint64_t sequence = 0;
+		size_t bytes = 0; // payload
+		engine::ReduceKernel kernel = nullptr;
+		bool published = false;
+	};
+	bool step(Call& call) noexcept; // true: done
+	bool arrived(uint32_t member, uint64_t sequence) const noexcept;
+	bool all_arrived(uint64_t sequence) const noexcept;
+	bool any_stopped() const noexcept;
+	const std::byte* slot_of(uint32_t member, uint64_t sequence) const noexcept;
+	bool finish(Call& call, engine::Errc status) noexcept;
+
+	std::vector<const Published*> members_;
+	Published& own_;
+	uint32_t rank_;
+	size_t max_bytes_;
+	uint64_t next_sequence_ = 1;
+	uint64_t activity_ = 0;
+	engine::Errc failed_ = engine::Errc::ok;
+	proto::Fifo<Call> queue_;
+	proto::Fifo<engine::Completion> done_;
+};
+
+} // namespace rcoll::local

@@ -1,0 +1,289 @@
+// The small collectives that run straight through shared memory
+// (transport/local_collectives.hpp), with every member in this process:
+// each has its own published area, and a driver steps the members in an
+// order drawn at random, so that members run ahead of, or lag behind, the
+// others by up to a few calls. Every result is checked exactly, and so are
+// the orderings the slots' reuse relies on.
+#include <criterion/criterion.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "transport/local_collectives.hpp"
+
+using namespace rcoll;
+using engine::Collective;
+using engine::Errc;
+
+namespace {
+
+struct Member {
+	std::unique_ptr<local::Published> area = std::make_unique<local::Published>();
+	std::unique_ptr<local::SmallCollectives> calls;
+	std::vector<std::vector<int64_t>> outputs; // per call
+	std::vector<std::vector<int64_t>> inputs;
+	size_t posted = 0, completed = 0;
+	std::vector<uint64_t> completion_order;
+};
+
+struct Group {
+	std::vector<Member> members;
+
+	explicit Group(uint32_t p, size_t max_bytes = local::Published::kSlotBytes) : members(p)
+	{
+		std::vector<const local::Published*> areas;
+		for (Member& m : members) {
+			m.area->arrived.store(0);
+			areas.push_back(m.area.get());
+		}
+		for (uint32_t r = 0; r < p; r++)
+			members[r].calls = std::make_unique<local::SmallCollectives>(
+				areas, *members[r].area, r, max_bytes);
+	}
+	uint32_t size() const { return uint32_t(members.size()); }
+};
+
+int64_t operand(size_t call, uint32_t rank, size_t i)
+{
+	return int64_t(call * 1000003 + rank * 7919 + i * 31) - 5000;
+}
+
+engine::Request request(Collective coll, uint32_t root, size_t count, Member& m, size_t call,
+			uint32_t rank)
+{
+	m.inputs.emplace_back(count);
+	m.outputs.emplace_back(count, -1);
+	for (size_t i = 0; i < count; i++)
+		m.inputs.back()[i] = operand(call, rank, i);
+	if (coll == Collective::broadcast && rank == root)
+		m.outputs.back() = m.inputs.back();
+	engine::Request r;
+	r.coll = coll;
+	r.root = root;
+	r.count = coll == Collective::barrier ? 0 : count;
+	r.dtype = engine::Datatype::int64;
+	r.op = engine::ReduceOp::sum;
+	r.input = m.inputs.back().data();
+	r.output = m.outputs.back().data();
+	r.context = reinterpret_cast<void*>(call + 1);
+	return r;
+}
+
+// Every member posts the calls of `script` in order, at most `window` ahead
+// of its completions, stepping in an order drawn from `seed`.
+struct Call {
+	Collective coll;
+	uint32_t root;
+	size_t count;
+};
+
+void run(Group& g, const std::vector<Call>& script, unsigned seed, size_t window = 3)
+{
+	std::mt19937 rng(seed);
+	const uint32_t p = g.size();
+	for (size_t round = 0; round < 1000000; round++) {
+		bool all_done = true;
+		const uint32_t r = uint32_t(rng() % p);
+		Member& m = g.members[r];
+		if (m.posted < script.size() && m.posted - m.completed < window && rng() % 2) {
+			const Call& c = script[m.posted];
+			engine::Request req = request(c.coll, c.root, c.count, m, m.posted, r);
+			cr_assert(m.calls->takes(req));
+			cr_assert_eq(m.calls->post(req), Errc::ok);
+			m.posted++;
+		}
+		m.calls->progress();
+		engine::Completion done;
+		while (m.calls->next_completion(done)) {
+			cr_assert_eq(done.status, Errc::ok);
+			m.completion_order.push_back(
+				uint64_t(reinterpret_cast<uintptr_t>(done.context)));
+			m.completed++;
+		}
+		for (const Member& each : g.members)
+			all_done &= each.completed == script.size();
+		if (all_done)
+			return;
+	}
+	cr_assert_fail("the calls did not complete");
+}
+
+void check_results(const Group& g, const std::vector<Call>& script)
+{
+	const uint32_t p = g.size();
+	for (uint32_t r = 0; r < p; r++) {
+		const Member& m = g.members[r];
+		for (size_t k = 0; k < script.size(); k++) {
+			cr_assert_eq(m.completion_order[k], k + 1,
+				     "member %u completed out of order", r);
+			const Call& c = script[k];
+			for (size_t i = 0; i < c.count; i++) {
+				int64_t want = -1;
+				if (c.coll == Collective::broadcast)
+					want = operand(k, c.root, i);
+				else if (c.coll == Collective::allreduce ||
+					 (c.coll == Collective::reduce && r == c.root)) {
+					want = 0;
+					for (uint32_t s = 0; s < p; s++)
+						want += operand(k, s, i);
+				}
+				cr_assert_eq(m.outputs[k][i], want,
+					     "member %u, call %zu (%d, root %u), element %zu", r, k,
+					     int(c.coll), c.root, i);
+			}
+		}
+	}
+}
+
+} // namespace
+
+Test(local_collectives, mixed_calls_under_random_interleavings)
+{
+	const std::vector<Call> script = {
+		{Collective::barrier, 0, 0},    {Collective::allreduce, 0, 1},
+		{Collective::broadcast, 1, 5},  {Collective::broadcast, 1, 5},
+		{Collective::allreduce, 0, 64}, {Collective::reduce, 2, 9},
+		{Collective::barrier, 0, 0},    {Collective::broadcast, 0, 2048},
+		{Collective::reduce, 0, 3},     {Collective::allreduce, 0, 2048},
+		{Collective::broadcast, 2, 1},  {Collective::barrier, 0, 0}};
+	for (uint32_t p : {1u, 2u, 3u, 4u, 8u}) {
+		for (unsigned seed = 1; seed <= 40; seed++) {
+			std::vector<Call> calls;
+			for (Call c : script) {
+				c.root %= p;
+				calls.push_back(c);
+			}
+			Group g(p);
+			run(g, calls, seed * 7 + p);
+			check_results(g, calls);
+		}
+	}
+}
+
+// A barrier: nobody completes call n before every member posted it.
+Test(local_collectives, barrier_waits_for_the_last_member)
+{
+	Group g(3);
+	engine::Request r = request(Collective::barrier, 0, 0, g.members[0], 0, 0);
+	cr_assert_eq(g.members[0].calls->post(r), Errc::ok);
+	r = request(Collective::barrier, 0, 0, g.members[1], 0, 1);
+	cr_assert_eq(g.members[1].calls->post(r), Errc::ok);
+	engine::Completion c;
+	for (int i = 0; i < 10; i++)
+		for (uint32_t m = 0; m < 2; m++) {
+			g.members[m].calls->progress();
+			cr_assert_not(g.members[m].calls->next_completion(c),
+				      "member %u left the barrier before member 2 entered", m);
+		}
+	r = request(Collective::barrier, 0, 0, g.members[2], 0, 2);
+	cr_assert_eq(g.members[2].calls->post(r), Errc::ok);
+	for (uint32_t m = 0; m < 3; m++) {
+		g.members[m].calls->progress();
+		cr_assert(g.members[m].calls->next_completion(c));
+	}
+}
+
+// A root that broadcasts twice more before a member copied the first one
+// must wait: slot 1 % 2 is not written again before that member is past it.
+Test(local_collectives, a_slot_is_not_rewritten_before_every_member_read_it)
+{
+	Group g(2);
+	Member& root = g.members[0];
+	Member& slow = g.members[1];
+	for (size_t k = 0; k < 3; k++)
+		cr_assert_eq(root.calls->post(request(Collective::broadcast, 0, 4, root, k, 0)),
+			     Errc::ok);
+	root.calls->progress();
+	engine::Completion c;
+	size_t root_done = 0;
+	while (root.calls->next_completion(c))
+		root_done++;
+	cr_assert_eq(root_done, 2, "the root ran %zu broadcasts ahead of its member", root_done);
+	// The slow member takes the first two; then the third can go.
+	for (size_t k = 0; k < 3; k++) {
+		cr_assert_eq(slow.calls->post(request(Collective::broadcast, 0, 4, slow, k, 1)),
+			     Errc::ok);
+		slow.calls->progress();
+		root.calls->progress();
+	}
+	while (root.calls->next_completion(c))
+		root_done++;
+	cr_assert_eq(root_done, 3);
+	size_t slow_done = 0;
+	while (slow.calls->next_completion(c))
+		slow_done++;
+	cr_assert_eq(slow_done, 3);
+	for (size_t k = 0; k < 3; k++)
+		for (size_t i = 0; i < 4; i++)
+			cr_assert_eq(slow.outputs[k][i], operand(k, 0, i));
+}
+
+Test(local_collectives, takes_only_what_fits)
+{
+	Group g(4, 4096);
+	local::SmallCollectives& s = *g.members[0].calls;
+	engine::Request r;
+	r.coll = Collective::barrier;
+	cr_assert(s.takes(r));
+	r.coll = Collective::allreduce;
+	r.dtype = engine::Datatype::int64;
+	r.op = engine::ReduceOp::sum;
+	r.count = 4096 / 8;
+	cr_assert(s.takes(r));
+	r.count++;
+	cr_assert_not(s.takes(r), "a payload above the threshold");
+	r.count = 1;
+	r.dtype = engine::Datatype::float32;
+	r.op = engine::ReduceOp::bor;
+	cr_assert_not(s.takes(r), "a reduction the kernels do not have");
+	r.coll = Collective::broadcast;
+	r.root = 4;
+	cr_assert_not(s.takes(r), "a root outside the group");
+	r.coll = Collective::alltoall;
+	r.root = 0;
+	cr_assert_not(s.takes(r));
+	r.coll = Collective::broadcast;
+	r.algorithm = engine::Algorithm::binomial;
+	cr_assert_not(s.takes(r), "a forced algorithm is the engine's");
+}
+
+// A failed group ends the queued calls with the error; later posts fail.
+Test(local_collectives, failure_ends_every_queued_call)
+{
+	Group g(2);
+	Member& m = g.members[0];
+	for (size_t k = 0; k < 3; k++)
+		cr_assert_eq(m.calls->post(request(Collective::allreduce, 0, 2, m, k, 0)),
+			     Errc::ok);
+	m.calls->fail(Errc::io_error);
+	engine::Completion c;
+	size_t ended = 0;
+	while (m.calls->next_completion(c)) {
+		cr_assert_eq(c.status, Errc::io_error);
+		ended++;
+	}
+	cr_assert_eq(ended, 3);
+	cr_assert_eq(m.calls->outstanding(), 0u);
+	cr_assert_eq(m.calls->post(request(Collective::barrier, 0, 0, m, 3, 0)), Errc::io_error);
+}
+
+// A member that failed the group fails the others' calls, even a barrier
+// every member entered before the failure.
+Test(local_collectives, another_members_failure_fails_this_ones_calls)
+{
+	Group g(2);
+	Member& a = g.members[0];
+	Member& b = g.members[1];
+	cr_assert_eq(a.calls->post(request(Collective::barrier, 0, 0, a, 0, 0)), Errc::ok);
+	a.calls->fail(Errc::io_error);
+	cr_assert_eq(b.calls->post(request(Collective::barrier, 0, 0, b, 0, 1)), Errc::ok);
+	b.calls->progress();
+	engine::Completion c;
+	cr_assert(b.calls->next_completion(c));
+	cr_assert_eq(c.status, Errc::io_error, "the barrier completed with %d", int(c.status));
+	cr_assert(b.calls->failed());
+}
