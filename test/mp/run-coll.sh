@@ -14,7 +14,10 @@
 # each other's memory; the default, and what every loopback rank takes),
 # every write through the core provider (FI_RCOLL_COLL_LOCAL=0: what members
 # on other hosts take, and the path verbs runs), and a mix of both in one
-# group (only even ranks offer the node-local path).
+# group (only even ranks offer the node-local path); a fourth pass runs a
+# subset on the node-local path with the shared-memory collectives off
+# (FI_RCOLL_COLL_SHM=0), so that the engine's writes between members on one
+# host stay covered for the calls the shared-memory path takes by default.
 # Prints one line per case (PASS, FAIL or N/A) and closes with
 # "N passed, N failed"; N/A cases (rcoll-only cases on another provider) are
 # counted apart. Exits non-zero when a case failed.
@@ -35,6 +38,8 @@ if [ "$prov" = rcoll ]; then
         node-local-path member-too-late}
     [ -n "${RCOLL_COLL_CASES:-}" ] && mixed=$RCOLL_COLL_CASES
     RCOLL_TEST_COLL_LOCAL=even case_label="mixed: even ranks node-local" \
+        run_client_pass run-coll "$client" "$mixed" ${args[@]+"${args[@]}"}
+    FI_RCOLL_COLL_SHM=0 case_label="node-local, no shared-memory collectives" \
         run_client_pass run-coll "$client" "$mixed" ${args[@]+"${args[@]}"}
 else
     run_client_pass run-coll "$client" "$cases" ${args[@]+"${args[@]}"}

@@ -23,7 +23,7 @@ namespace {
 
 struct Member {
 	std::unique_ptr<local::Published> area = std::make_unique<local::Published>();
-	std::unique_ptr<local::SmallCollectives> calls;
+	std::unique_ptr<local::LocalCollectives> calls;
 	std::vector<std::vector<int64_t>> outputs; // per call
 	std::vector<std::vector<int64_t>> inputs;
 	size_t posted = 0, completed = 0;
@@ -33,7 +33,9 @@ struct Member {
 struct Group {
 	std::vector<Member> members;
 
-	explicit Group(uint32_t p, size_t max_bytes = local::Published::kSlotBytes) : members(p)
+	explicit Group(uint32_t p, size_t broadcast_max = size_t(1) << 20,
+		       size_t reduction_max = size_t(1) << 20)
+		: members(p)
 	{
 		std::vector<const local::Published*> areas;
 		for (Member& m : members) {
@@ -41,8 +43,8 @@ struct Group {
 			areas.push_back(m.area.get());
 		}
 		for (uint32_t r = 0; r < p; r++)
-			members[r].calls = std::make_unique<local::SmallCollectives>(
-				areas, *members[r].area, r, max_bytes);
+			members[r].calls = std::make_unique<local::LocalCollectives>(
+				areas, *members[r].area, r, broadcast_max, reduction_max);
 	}
 	uint32_t size() const { return uint32_t(members.size()); }
 };
@@ -144,12 +146,24 @@ void check_results(const Group& g, const std::vector<Call>& script)
 Test(local_collectives, mixed_calls_under_random_interleavings)
 {
 	const std::vector<Call> script = {
-		{Collective::barrier, 0, 0},    {Collective::allreduce, 0, 1},
-		{Collective::broadcast, 1, 5},  {Collective::broadcast, 1, 5},
-		{Collective::allreduce, 0, 64}, {Collective::reduce, 2, 9},
-		{Collective::barrier, 0, 0},    {Collective::broadcast, 0, 2048},
-		{Collective::reduce, 0, 3},     {Collective::allreduce, 0, 2048},
-		{Collective::broadcast, 2, 1},  {Collective::barrier, 0, 0}};
+		{Collective::barrier, 0, 0},
+		{Collective::allreduce, 0, 1},
+		{Collective::broadcast, 1, 5},
+		{Collective::broadcast, 1, 5},
+		{Collective::allreduce, 0, 64},
+		{Collective::reduce, 2, 9},
+		{Collective::barrier, 0, 0},
+		{Collective::broadcast, 0, 2048},
+		{Collective::reduce, 0, 3},
+		{Collective::allreduce, 0, 2048},
+		{Collective::broadcast, 2, 1},
+		{Collective::barrier, 0, 0},
+		// Larger than a slot (2048 int64): in chunks, the last one short.
+		{Collective::broadcast, 1, 5000},
+		{Collective::allreduce, 0, 4097},
+		{Collective::reduce, 1, 6000},
+		{Collective::broadcast, 0, 2048 * 3},
+		{Collective::barrier, 0, 0}};
 	for (uint32_t p : {1u, 2u, 3u, 4u, 8u}) {
 		for (unsigned seed = 1; seed <= 40; seed++) {
 			std::vector<Call> calls;
@@ -224,8 +238,8 @@ Test(local_collectives, a_slot_is_not_rewritten_before_every_member_read_it)
 
 Test(local_collectives, takes_only_what_fits)
 {
-	Group g(4, 4096);
-	local::SmallCollectives& s = *g.members[0].calls;
+	Group g(4, 8192, 4096);
+	local::LocalCollectives& s = *g.members[0].calls;
 	engine::Request r;
 	r.coll = Collective::barrier;
 	cr_assert(s.takes(r));
@@ -235,7 +249,12 @@ Test(local_collectives, takes_only_what_fits)
 	r.count = 4096 / 8;
 	cr_assert(s.takes(r));
 	r.count++;
-	cr_assert_not(s.takes(r), "a payload above the threshold");
+	cr_assert_not(s.takes(r), "a reduction above its threshold");
+	r.coll = Collective::broadcast;
+	cr_assert(s.takes(r), "a broadcast under its own threshold");
+	r.count = 8192 / 8 + 1;
+	cr_assert_not(s.takes(r), "a broadcast above its threshold");
+	r.coll = Collective::allreduce;
 	r.count = 1;
 	r.dtype = engine::Datatype::float32;
 	r.op = engine::ReduceOp::bor;

@@ -43,8 +43,8 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 	// its first check (check_timeout): no clock read here.
 	if (!group_busy(*g))
 		g->last_activity = {};
-	if (g->small && g->small->takes(req)) {
-		engine::Errc e = g->small->post(req);
+	if (g->shm && g->shm->takes(req)) {
+		engine::Errc e = g->shm->post(req);
 		if (e != engine::Errc::ok)
 			return g->failure ? -g->failure : -ssize_t(int(e));
 		return 0;
@@ -71,17 +71,17 @@ void Collectives::progress()
 			continue;
 		}
 		// First: these complete in a few hundred nanoseconds.
-		if (g->small && g->small->outstanding()) {
-			g->small->progress();
-			if (g->small->failed() && !g->failure) {
+		if (g->shm && g->shm->outstanding()) {
+			g->shm->progress();
+			if (g->shm->failed() && !g->failure) {
 				RCOLL_WARN(FI_LOG_EP_DATA,
 					   "collective group (slot %u): a member on this host "
 					   "failed it\n",
 					   g->transport->slot());
 				begin_failure(*g, FI_EIO);
 			}
-			report_completions(*g, *g->small);
-			if (g->small->outstanding())
+			report_completions(*g, *g->shm);
+			if (g->shm->outstanding())
 				check_timeout(*g, now);
 		}
 		if (!g->failure && g->group && g->group->peer_misbehaved()) {
@@ -127,7 +127,7 @@ void Collectives::report_completions(const CollGroup& g, Runner& runner)
 bool Collectives::group_busy(const CollGroup& g)
 {
 	return (g.group && (g.group->outstanding() || g.transport->writes_in_flight())) ||
-	       (g.small && g.small->outstanding());
+	       (g.shm && g.shm->outstanding());
 }
 
 bool Collectives::waits_only_on_host() const
@@ -143,7 +143,7 @@ bool Collectives::waits_only_on_host() const
 		if (engine_busy &&
 		    (g->transport->writes_in_flight() || !g->transport->reaches_all_on_host()))
 			return false;
-		waiting |= engine_busy || (g->small && g->small->outstanding());
+		waiting |= engine_busy || (g->shm && g->shm->outstanding());
 	}
 	return waiting;
 }

@@ -40,9 +40,9 @@ struct CollGroup {
 	std::vector<Peer*> peers;          // by group rank (ours: nullptr)
 	std::unique_ptr<CollTransport> transport;
 	std::unique_ptr<engine::Group> group; // once the join completed
-	// Barrier and small calls, when every member maps every member's file
-	// (local_collectives.hpp); the engine runs the rest.
-	std::unique_ptr<local::SmallCollectives> small;
+	// Barrier, broadcast and small reductions, when every member maps every
+	// member's file (local_collectives.hpp); the engine runs the rest.
+	std::unique_ptr<local::LocalCollectives> shm;
 	std::optional<CrowdedHost> crowded; // more members on this host than CPUs
 	enum class State { joining, joined, failed };
 	State state = State::joining;
@@ -99,7 +99,7 @@ public:
 
 private:
 	static bool group_busy(const CollGroup& g);
-	// Hands the finished calls of the engine or the small collectives to
+	// Hands the finished calls of the engine or the shared-memory path to
 	// the CQ.
 	template <class Runner>
 	void report_completions(const CollGroup& g, Runner& runner);

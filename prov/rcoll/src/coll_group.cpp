@@ -97,7 +97,8 @@ uint64_t Collectives::config_fingerprint() const
 	     {&c.coll_tune, &c.coll_alpha_us, &c.coll_beta_us_per_byte, &c.coll_gamma_us_per_byte})
 		h = fnv1a(fnv1a(h, s->data(), s->size()), "|", 1);
 	// Members must agree on which calls take the shared-memory path.
-	h = fnv1a(h, &c.coll_inline_max, sizeof(c.coll_inline_max));
+	for (size_t v : {size_t(c.coll_shm), c.coll_shm_bcast_max, c.coll_shm_reduce_max})
+		h = fnv1a(h, &v, sizeof(v));
 	return h;
 }
 
@@ -261,15 +262,16 @@ void Collectives::maybe_finish_join(CollGroup& g)
 {
 	if (g.state != CollGroup::State::joining || g.missing || !records_sent(g))
 		return;
-	// Whether the group's small calls go straight through shared memory:
+	// Whether the group's calls may go straight through shared memory:
 	// every member says whether it maps all the others, and the join waits
 	// until the members this one maps have said it.
-	const std::optional<bool> small = g.transport->small_path_agreed();
-	if (!small)
+	const std::optional<bool> shm = g.transport->shm_path_agreed();
+	if (!shm)
 		return;
-	if (*small && config().coll_inline_max) {
+	if (*shm && config().coll_shm) {
 		try {
-			g.small = g.transport->small_collectives(config().coll_inline_max);
+			g.shm = g.transport->local_collectives(config().coll_shm_bcast_max,
+							       config().coll_shm_reduce_max);
 		} catch (const std::bad_alloc&) {
 			return finish_join(g, -FI_ENOMEM);
 		}
@@ -393,7 +395,7 @@ void Collectives::check_timeout(CollGroup& g, LazyNow& now)
 		return;
 	// Movement restarts the clock, from the next check that sees none: the
 	// clock is not read while the group moves.
-	const uint64_t activity = g.transport->activity() + (g.small ? g.small->activity() : 0);
+	const uint64_t activity = g.transport->activity() + (g.shm ? g.shm->activity() : 0);
 	if (activity != g.seen_activity) {
 		g.seen_activity = activity;
 		g.last_activity = {};
@@ -433,8 +435,8 @@ void Collectives::begin_failure(CollGroup& g, int err)
 	g.transport->stop();
 	// Nothing of another process writes into the buffers of the calls that
 	// run through shared memory: they end at once (progress reports them).
-	if (g.small)
-		g.small->fail(engine::Errc::io_error);
+	if (g.shm)
+		g.shm->fail(engine::Errc::io_error);
 	g.quiet.assign(g.size, false);
 	g.quiet[g.rank] = true;
 	std::byte notice[proto::StopNotice::kWireSize];

@@ -534,7 +534,7 @@ bool CollTransport::reaches_all_on_host() const
 	return true;
 }
 
-std::optional<bool> CollTransport::small_path_agreed()
+std::optional<bool> CollTransport::shm_path_agreed()
 {
 	local::Published* own = scratch_file_.published();
 	if (!offer_local_ || !own)
@@ -559,14 +559,15 @@ std::optional<bool> CollTransport::small_path_agreed()
 	return true;
 }
 
-std::unique_ptr<local::SmallCollectives> CollTransport::small_collectives(size_t max_bytes)
+std::unique_ptr<local::LocalCollectives> CollTransport::local_collectives(size_t broadcast_max,
+									  size_t reduction_max)
 {
 	std::vector<const local::Published*> areas(members_.size());
 	for (uint32_t rank = 0; rank < members_.size(); rank++)
 		areas[rank] = rank == rank_ ? scratch_file_.published()
 					    : members_[rank].mapping->published();
-	return std::make_unique<local::SmallCollectives>(
-		std::move(areas), *scratch_file_.published(), rank_, max_bytes);
+	return std::make_unique<local::LocalCollectives>(
+		std::move(areas), *scratch_file_.published(), rank_, broadcast_max, reduction_max);
 }
 
 bool CollTransport::has_member(const Peer* peer) const

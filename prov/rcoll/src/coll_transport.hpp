@@ -83,13 +83,14 @@ public:
 	// attach is allowed or not yet tried). Their writes to us then come the
 	// same way, unless their own kernel rules differ.
 	bool reaches_all_on_host() const;
-	// Whether every member maps every member's file, so that small calls
-	// can run straight through shared memory (local_collectives.hpp). Each
+	// Whether every member maps every member's file, so that calls can run
+	// straight through shared memory (local_collectives.hpp). Each
 	// member publishes whether it maps all the others; all members then see
 	// the same answer. nullopt: a member this one maps has not said yet.
-	std::optional<bool> small_path_agreed();
-	// The small collectives over the members' published areas.
-	std::unique_ptr<local::SmallCollectives> small_collectives(size_t max_bytes);
+	std::optional<bool> shm_path_agreed();
+	// The shared-memory collectives over the members' published areas.
+	std::unique_ptr<local::LocalCollectives> local_collectives(size_t broadcast_max,
+								   size_t reduction_max);
 
 	// engine::Transport
 	std::span<std::byte> scratch() noexcept override;

@@ -67,11 +67,15 @@ const Param params[] = {
 	 "cross-memory attach (process_vm_writev); under Yama ptrace_scope 1 a process that finds "
 	 "a member on its host then lets every process of its user ptrace it (0: those writes go "
 	 "through the core, and ptrace permissions stay as they are)"},
-	{"coll_inline_max", &Config::coll_inline_max,
-	 "Groups whose members all run on one host (and map each other's scratch) run barrier, and "
-	 "broadcast, allreduce and reduce of up to this many bytes, straight through shared "
-	 "memory: each member publishes its part beside a flag the others poll (at most 16384; "
-	 "0: never)"},
+	{"coll_shm", &Config::coll_shm,
+	 "Groups whose members all run on one host (and map each other's scratch) run barrier, "
+	 "broadcast, allreduce and reduce straight through shared memory: each member publishes "
+	 "its part beside a flag the others poll (0: through the engine)"},
+	{"coll_shm_bcast_max", &Config::coll_shm_bcast_max,
+	 "Largest broadcast, in bytes, that takes the shared-memory path"},
+	{"coll_shm_reduce_max", &Config::coll_shm_reduce_max,
+	 "Largest allreduce or reduce, in bytes, that takes the shared-memory path (every member "
+	 "reduces the whole payload there)"},
 	{"coll_early_max", &Config::coll_early_max,
 	 "Join records one peer may send for groups this endpoint has not joined yet; a peer "
 	 "that sends more fails"},

@@ -28,8 +28,11 @@ struct Config {
 	size_t unexpected_max = size_t(256) << 20; // bytes per peer waiting for a receive
 	// Join records per peer ahead of our fi_join.
 	size_t coll_early_max = 1024;
-	// Largest payload of a small collective straight through shared memory.
-	size_t coll_inline_max = 16384;
+	// Collectives straight through shared memory, and the largest
+	// broadcast and reduction that take that path.
+	bool coll_shm = true;
+	size_t coll_shm_bcast_max = size_t(1) << 30;
+	size_t coll_shm_reduce_max = size_t(128) << 10;
 	// The core is read at least this often while only collectives among
 	// members on this host are waited for.
 	size_t core_poll_us = 1000;

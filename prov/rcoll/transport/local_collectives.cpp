@@ -8,13 +8,13 @@ namespace rcoll::local {
 using engine::Collective;
 using engine::Errc;
 
-SmallCollectives::SmallCollectives(std::vector<const Published*> members, Published& own,
-				   uint32_t rank, size_t max_bytes)
-	: members_(std::move(members)), own_(own), rank_(rank),
-	  max_bytes_(std::min(max_bytes, Published::kSlotBytes))
+LocalCollectives::LocalCollectives(std::vector<const Published*> members, Published& own,
+				   uint32_t rank, size_t broadcast_max, size_t reduction_max)
+	: members_(std::move(members)), own_(own), rank_(rank), broadcast_max_(broadcast_max),
+	  reduction_max_(reduction_max)
 {}
 
-bool SmallCollectives::takes(const engine::Request& req) const noexcept
+bool LocalCollectives::takes(const engine::Request& req) const noexcept
 {
 	switch (req.coll) {
 	case Collective::barrier: return true;
@@ -26,13 +26,14 @@ bool SmallCollectives::takes(const engine::Request& req) const noexcept
 	if (req.root >= members_.size() || req.algorithm != engine::Algorithm::automatic)
 		return false;
 	const size_t size = engine::datatype_size(req.dtype);
-	if (!size || req.count > max_bytes_ / size)
+	const size_t limit = req.coll == Collective::broadcast ? broadcast_max_ : reduction_max_;
+	if (!size || req.count > limit / size)
 		return false;
 	return req.coll == Collective::broadcast ||
 	       engine::reduction_kernel(req.dtype, req.op) != nullptr;
 }
 
-Errc SmallCollectives::post(const engine::Request& req) noexcept
+Errc LocalCollectives::post(const engine::Request& req) noexcept
 {
 	if (failed_ != Errc::ok)
 		return failed_;
@@ -46,13 +47,18 @@ Errc SmallCollectives::post(const engine::Request& req) noexcept
 	if ((call.bytes && !req.output && (req.coll != Collective::reduce || req.root == rank_)) ||
 	    (call.bytes && engine::is_reduction(req.coll) && !req.input))
 		return Errc::invalid_argument;
-	call.sequence = next_sequence_++;
+	// A payload larger than a slot goes in slot-sized chunks, each with a
+	// sequence number of its own: members pipeline them through the two
+	// slots (one copies chunk j out while another copies j + 1 in).
+	call.chunks = std::max<size_t>(1, (call.bytes + Published::kSlotBytes - 1) /
+						  Published::kSlotBytes);
+	call.sequence = next_sequence_;
 	try {
 		queue_.push_back(call);
 	} catch (const std::bad_alloc&) {
-		next_sequence_--;
 		return Errc::no_memory;
 	}
+	next_sequence_ += call.chunks;
 	// Alone in the queue, it may run to its end here: the common case of a
 	// barrier the others already entered, or a broadcast root.
 	if (queue_.size() == 1)
@@ -60,7 +66,7 @@ Errc SmallCollectives::post(const engine::Request& req) noexcept
 	return Errc::ok;
 }
 
-size_t SmallCollectives::progress() noexcept
+size_t LocalCollectives::progress() noexcept
 {
 	size_t steps = 0;
 	// A member that failed the group will not take part in any call: the
@@ -86,12 +92,12 @@ size_t SmallCollectives::progress() noexcept
 	return steps;
 }
 
-bool SmallCollectives::arrived(uint32_t member, uint64_t sequence) const noexcept
+bool LocalCollectives::arrived(uint32_t member, uint64_t sequence) const noexcept
 {
 	return members_[member]->arrived.load(std::memory_order_acquire) >= sequence;
 }
 
-bool SmallCollectives::all_arrived(uint64_t sequence) const noexcept
+bool LocalCollectives::all_arrived(uint64_t sequence) const noexcept
 {
 	for (uint32_t m = 0; m < members_.size(); m++)
 		if (m != rank_ && !arrived(m, sequence))
@@ -99,7 +105,7 @@ bool SmallCollectives::all_arrived(uint64_t sequence) const noexcept
 	return true;
 }
 
-bool SmallCollectives::any_stopped() const noexcept
+bool LocalCollectives::any_stopped() const noexcept
 {
 	for (uint32_t m = 0; m < members_.size(); m++)
 		if (m != rank_ && members_[m]->stopped.load(std::memory_order_acquire))
@@ -107,30 +113,47 @@ bool SmallCollectives::any_stopped() const noexcept
 	return false;
 }
 
-const std::byte* SmallCollectives::slot_of(uint32_t member, uint64_t sequence) const noexcept
+const std::byte* LocalCollectives::slot_of(uint32_t member, uint64_t sequence) const noexcept
 {
 	return members_[member]->slots[sequence & 1];
 }
 
-bool SmallCollectives::step(Call& call) noexcept
+bool LocalCollectives::step(Call& call) noexcept
+{
+	while (call.next_chunk < call.chunks) {
+		if (!step_chunk(call))
+			return false;
+		call.next_chunk++;
+		call.published = false;
+	}
+	return true;
+}
+
+// One chunk of a call: sequence number, slot and bytes of its own, the
+// protocol the same as for a whole small call.
+bool LocalCollectives::step_chunk(Call& call) noexcept
 {
 	const engine::Request& r = call.req;
-	const uint64_t n = call.sequence;
+	const uint64_t n = call.sequence + call.next_chunk;
+	const size_t offset = call.next_chunk * Published::kSlotBytes;
+	const size_t bytes = std::min(Published::kSlotBytes, call.bytes - offset);
 	const bool root = r.root == rank_;
 	if (!call.published) {
 		const bool contributes =
 			engine::is_reduction(r.coll) || (r.coll == Collective::broadcast && root);
-		if (contributes && call.bytes) {
-			// Slot n % 2 last held call n - 2: every member must be past
+		if (contributes && bytes) {
+			// Slot n % 2 last held chunk n - 2: every member must be past
 			// it, which it says by arriving at n - 1.
 			if (n > 2 && !all_arrived(n - 1))
 				return false;
 			const void* from = r.coll == Collective::broadcast ? r.output : r.input;
-			std::memcpy(own_.slots[n & 1], from, call.bytes);
+			std::memcpy(own_.slots[n & 1], static_cast<const std::byte*>(from) + offset,
+				    bytes);
 		}
 		own_.arrived.store(n, std::memory_order_release);
 		call.published = true;
 	}
+	auto* out = static_cast<std::byte*>(r.output) + offset;
 	switch (r.coll) {
 	case Collective::barrier: return all_arrived(n);
 	case Collective::broadcast:
@@ -138,7 +161,7 @@ bool SmallCollectives::step(Call& call) noexcept
 			return true;
 		if (!arrived(r.root, n))
 			return false;
-		std::memcpy(r.output, slot_of(r.root, n), call.bytes);
+		std::memcpy(out, slot_of(r.root, n), bytes);
 		return true;
 	case Collective::reduce:
 		if (!root)
@@ -147,21 +170,21 @@ bool SmallCollectives::step(Call& call) noexcept
 	case Collective::allreduce: {
 		if (!all_arrived(n))
 			return false;
-		if (!call.bytes)
+		if (!bytes)
 			return true;
 		// In rank order, from the slots: every member computes the same
 		// bits, whatever the operation.
-		const size_t count = size_t(r.count);
-		std::memcpy(r.output, slot_of(0, n), call.bytes);
+		const size_t count = bytes / engine::datatype_size(r.dtype);
+		std::memcpy(out, slot_of(0, n), bytes);
 		for (uint32_t m = 1; m < members_.size(); m++)
-			call.kernel(r.output, r.output, slot_of(m, n), count);
+			call.kernel(out, out, slot_of(m, n), count);
 		return true;
 	}
 	default: return true; // takes() admits nothing else
 	}
 }
 
-bool SmallCollectives::finish(Call& call, Errc status) noexcept
+bool LocalCollectives::finish(Call& call, Errc status) noexcept
 {
 	engine::Completion c;
 	c.context = call.req.context;
@@ -175,7 +198,7 @@ bool SmallCollectives::finish(Call& call, Errc status) noexcept
 	}
 }
 
-bool SmallCollectives::next_completion(engine::Completion& out) noexcept
+bool LocalCollectives::next_completion(engine::Completion& out) noexcept
 {
 	if (done_.empty())
 		return false;
@@ -184,7 +207,7 @@ bool SmallCollectives::next_completion(engine::Completion& out) noexcept
 	return true;
 }
 
-void SmallCollectives::fail(Errc err) noexcept
+void LocalCollectives::fail(Errc err) noexcept
 {
 	if (failed_ == Errc::ok) {
 		failed_ = err;

@@ -7,10 +7,12 @@
 // them, copy-in/copy-out below a size threshold).
 //
 // Calls run one after another in posting order, the same on every member,
-// and the n-th call here has sequence n. A member sets its flag to n once
-// its contribution to call n is in slot n % 2, and only after it finished
-// call n - 1; so a flag at n - 1 or more says that member is done reading
-// slot n % 2 for call n - 2, and the slot may be written again.
+// each in slot-sized chunks (one for most), and the chunks are numbered in
+// that order. A member sets its flag to n once its contribution to chunk n
+// is in slot n % 2, and only after it finished chunk n - 1; so a flag at
+// n - 1 or more says that member is done reading slot n % 2 for chunk
+// n - 2, and the slot may be written again. Chunks pipeline through the
+// two slots: one member copies chunk n out while another copies n + 1 in.
 //
 //   barrier    flag, then wait for every flag
 //   broadcast  the root publishes; the others wait for its flag and copy
@@ -33,16 +35,18 @@
 
 namespace rcoll::local {
 
-class SmallCollectives {
+class LocalCollectives {
 public:
 	// `members[r]`: what member r publishes, `own` this member's (rank
-	// `rank`), written here only. Calls whose payload exceeds `max_bytes`
-	// (at most a slot) are not taken.
-	SmallCollectives(std::vector<const Published*> members, Published& own, uint32_t rank,
-			 size_t max_bytes);
+	// `rank`), written here only. Broadcasts above `broadcast_max` bytes
+	// and reductions above `reduction_max` are not taken (every member
+	// reduces the whole payload here: above some size the engine's
+	// algorithms, which split the work, are faster).
+	LocalCollectives(std::vector<const Published*> members, Published& own, uint32_t rank,
+			 size_t broadcast_max, size_t reduction_max);
 
 	// Whether `req` runs here: barrier always; broadcast, allreduce and
-	// reduce when their payload fits. A function of the call's arguments
+	// reduce up to their size limits. A function of the call's arguments
 	// alone, so every member decides alike.
 	bool takes(const engine::Request& req) const noexcept;
 	// Queues a call `takes()` accepted and runs what it can at once.
@@ -65,12 +69,15 @@ public:
 private:
 	struct Call {
 		engine::Request req;
-		uint64_t sequence = 0;
-		size_t bytes = 0; // payload
+		uint64_t sequence = 0; // of its first chunk
+		size_t bytes = 0;      // payload
+		size_t chunks = 1;     // slot-sized pieces, one sequence number each
+		size_t next_chunk = 0;
 		engine::ReduceKernel kernel = nullptr;
-		bool published = false;
+		bool published = false; // the next chunk is published
 	};
 	bool step(Call& call) noexcept; // true: done
+	bool step_chunk(Call& call) noexcept;
 	bool arrived(uint32_t member, uint64_t sequence) const noexcept;
 	bool all_arrived(uint64_t sequence) const noexcept;
 	bool any_stopped() const noexcept;
@@ -80,7 +87,8 @@ private:
 	std::vector<const Published*> members_;
 	Published& own_;
 	uint32_t rank_;
-	size_t max_bytes_;
+	size_t broadcast_max_;
+	size_t reduction_max_;
 	uint64_t next_sequence_ = 1;
 	uint64_t activity_ = 0;
 	engine::Errc failed_ = engine::Errc::ok;
