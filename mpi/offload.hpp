@@ -1,0 +1,89 @@
+// librcoll-mpi: an MPI's collectives offloaded to rcoll groups, through the
+// PMPI profiling interface every MPI shares (what hcoll and UCC are to Open
+// MPI). Loaded with LD_PRELOAD (or linked before -lmpi), it opens its own
+// rcoll endpoint at MPI_Init, joins one rcoll group per communicator at the
+// communicator's first offloaded collective, and runs the calls it can map
+// onto fi_collective(3) there; everything else goes to the MPI's own PMPI_
+// call.
+//
+//   offload.hpp       what the parts share
+//   endpoint.cpp      the rcoll endpoint: opening, names, groups, waiting
+//   mapping.cpp       MPI datatypes and operations onto libfabric's
+//   interpose.cpp     the MPI_ entry points and the communicator cache
+#pragma once
+
+#include <mpi.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_collective.h>
+#include <rdma/fi_domain.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rcoll::mpi {
+
+// fi_close on destruction.
+struct FidCloser {
+	void operator()(fid* f) const noexcept;
+};
+template <class T>
+struct FidDeleter {
+	void operator()(T* f) const noexcept { FidCloser()(&f->fid); }
+};
+template <class T>
+using FidPtr = std::unique_ptr<T, FidDeleter<T>>;
+
+// One operation handed to rcoll: its context, and how it ended.
+struct Operation {
+	fi_context2 context{}; // first: rcoll may own it while the call runs
+	bool done = false;
+	int error = 0; // fi_errno of an error completion
+	std::string error_text;
+};
+
+// A communicator's rcoll group.
+struct CommGroup {
+	FidPtr<fid_av_set> set;
+	FidPtr<fid_mc> mc;
+	fi_addr_t coll_addr = FI_ADDR_NOTAVAIL;
+	std::vector<fi_addr_t> members; // world address of each communicator rank
+};
+
+class Endpoint {
+public:
+	// Opens rcoll's endpoint and exchanges names over MPI_COMM_WORLD (a
+	// collective call). An error text when this rank cannot offload.
+	std::string open();
+	bool is_open() const { return ep_ != nullptr; }
+	// Joins a group of the communicator's members (collective over it).
+	// nullptr, with `error` set, when the join failed.
+	std::unique_ptr<CommGroup> join(MPI_Comm comm, std::string& error);
+	// Progresses until `op` completes; false when the endpoint failed
+	// otherwise (the text in op.error_text).
+	bool wait(Operation& op);
+	fid_ep* ep() const { return ep_.get(); }
+	// Closes everything; groups must be gone.
+	void close();
+
+private:
+	bool progress(std::string& error);
+
+	FidPtr<fid_fabric> fabric_;
+	FidPtr<fid_domain> domain_;
+	FidPtr<fid_av> av_;
+	FidPtr<fid_cq> cq_;
+	FidPtr<fid_eq> eq_;
+	FidPtr<fid_ep> ep_;
+	std::vector<fi_addr_t> world_; // by world rank
+};
+
+// libfabric's name for an MPI datatype that is one of its contiguous
+// predefined types, and for an MPI operation on such a type.
+std::optional<fi_datatype> datatype_of(MPI_Datatype type);
+std::optional<fi_op> op_of(MPI_Op op);
+
+} // namespace rcoll::mpi
