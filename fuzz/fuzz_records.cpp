@@ -1,5 +1,5 @@
 // Fuzz target: the collective control records a group member sends (join
-// records and stop notices, proto::decode_coll_record).
+// records, stop and retire notices, proto::decode_coll_record).
 #include "fuzz_check.hpp"
 #include "proto/wire.hpp"
 
@@ -12,7 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 	const std::span<const std::byte> payload(reinterpret_cast<const std::byte*>(data), size);
 	JoinRecord join;
 	StopNotice stop;
-	switch (decode_coll_record(payload, join, stop)) {
+	const CollRecord kind = decode_coll_record(payload, join, stop);
+	switch (kind) {
 	case CollRecord::join: {
 		FUZZ_CHECK(size == JoinRecord::kWireSize);
 		std::byte again[JoinRecord::kWireSize];
@@ -20,10 +21,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 		FUZZ_CHECK(std::memcmp(again, data, size) == 0);
 		break;
 	}
-	case CollRecord::stop: {
+	case CollRecord::stop:
+	case CollRecord::retire: {
 		FUZZ_CHECK(size == StopNotice::kWireSize);
 		std::byte again[StopNotice::kWireSize];
-		encode_stop_notice(stop, again);
+		if (kind == CollRecord::stop)
+			encode_stop_notice(stop, again);
+		else
+			encode_retire_notice(stop, again);
 		FUZZ_CHECK(std::memcmp(again, data, size) == 0);
 		break;
 	}

@@ -102,6 +102,8 @@ int main()
 		b.assign(StopNotice::kWireSize, 0);
 		encode_stop_notice({3}, b.data());
 		write("records", "stop", b);
+		encode_retire_notice({2}, b.data());
+		write("records", "retire", b);
 	}
 	int n = 0;
 	for (const char* tune : {"allreduce:0-64k:@recursive_doubling",

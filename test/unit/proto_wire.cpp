@@ -589,6 +589,12 @@ Test(wire, collective_records_round_trip_and_are_told_apart)
 	encode_stop_notice({9}, notice.data());
 	cr_assert(decode_coll_record(notice, got, stop) == CollRecord::stop);
 	cr_assert_eq(stop.rank, 9u);
+	std::array<std::byte, StopNotice::kWireSize> retire;
+	encode_retire_notice({4}, retire.data());
+	cr_assert(decode_coll_record(retire, got, stop) == CollRecord::retire);
+	cr_assert_eq(stop.rank, 4u);
+	retire[0] = std::byte{0};
+	cr_assert(decode_coll_record(retire, got, stop) == CollRecord::invalid);
 	// Wrong magic, wrong sizes.
 	bytes[0] = std::byte{0};
 	cr_assert(decode_coll_record(bytes, got, stop) == CollRecord::invalid);

@@ -672,6 +672,16 @@ void Group::finish(Operation& op) noexcept
 	}
 }
 
+bool Group::quiescent() const noexcept
+{
+	if (!queue_.empty() || !done_.empty() || !recycles_.empty())
+		return false;
+	for (const Half& half : halves_)
+		if (half.closed && !half.recycling && !half.ready && half.live == 0)
+			return false; // its recycle is due
+	return true;
+}
+
 bool Group::start_recycles() noexcept
 {
 	bool started = false;

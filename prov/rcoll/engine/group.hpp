@@ -116,6 +116,10 @@ public:
 	// members may still write into them. Its owner fails the group in two
 	// steps, as for a dead member (the transport's error ends it).
 	bool peer_misbehaved() const noexcept { return misbehaved_; }
+	// Nothing of this member's is in flight and nothing starts by itself:
+	// no operation, no recycle barrier running or due. Once the group is
+	// closed, this member writes nothing more into the others' memory.
+	bool quiescent() const noexcept;
 	void set_observer(MemoryObserver* o) noexcept { observer_ = o; }
 
 private:

@@ -356,13 +356,23 @@ void encode_stop_notice(const StopNotice& n, void* out) noexcept
 	store_le(p + 4, n.rank);
 }
 
+void encode_retire_notice(const StopNotice& n, void* out) noexcept
+{
+	std::byte* p = bytes(out);
+	store_le(p, kRetireMagic);
+	store_le(p + 4, n.rank);
+}
+
 CollRecord decode_coll_record(std::span<const std::byte> payload, JoinRecord& join,
 			      StopNotice& stop) noexcept
 {
 	const std::byte* p = payload.data();
-	if (payload.size() == StopNotice::kWireSize && load_le<std::uint32_t>(p) == kStopMagic) {
+	if (payload.size() == StopNotice::kWireSize) {
+		const auto magic = load_le<std::uint32_t>(p);
+		if (magic != kStopMagic && magic != kRetireMagic)
+			return CollRecord::invalid;
 		stop.rank = load_le<std::uint32_t>(p + 4);
-		return CollRecord::stop;
+		return magic == kStopMagic ? CollRecord::stop : CollRecord::retire;
 	}
 	if (payload.size() != JoinRecord::kWireSize ||
 	    load_le<std::uint32_t>(p + join_off::magic) != kJoinMagic)

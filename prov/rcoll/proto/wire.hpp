@@ -306,8 +306,9 @@ CollectiveArrival decode_collective(std::uint32_t id) noexcept;
 // Stop notice (a member that failed the group writes no more into the
 // others' buffers): 0 magic u32 "stop" | 4 rank u32
 
-inline constexpr std::uint32_t kJoinMagic = 0x6a6f696e; // "join"
-inline constexpr std::uint32_t kStopMagic = 0x73746f70; // "stop"
+inline constexpr std::uint32_t kJoinMagic = 0x6a6f696e;   // "join"
+inline constexpr std::uint32_t kStopMagic = 0x73746f70;   // "stop"
+inline constexpr std::uint32_t kRetireMagic = 0x72746972; // "rtir"
 inline constexpr std::size_t kScratchKeyBytes = 24;
 
 struct JoinRecord {
@@ -334,8 +335,13 @@ struct StopNotice {
 
 void encode_join_record(const JoinRecord& record, void* out) noexcept;
 void encode_stop_notice(const StopNotice& notice, void* out) noexcept;
+// A member that closed the group sends a retire notice after its last write
+// into the group's memory: it writes nothing more, and the others may free
+// what they registered for it once every member retired. Same layout as a
+// stop notice, another magic.
+void encode_retire_notice(const StopNotice& notice, void* out) noexcept;
 
-enum class CollRecord : std::uint8_t { join, stop, invalid };
+enum class CollRecord : std::uint8_t { join, stop, retire, invalid };
 // Which record `payload` holds, by its size and magic; the matching output
 // is written only then.
 CollRecord decode_coll_record(std::span<const std::byte> payload, JoinRecord& join,

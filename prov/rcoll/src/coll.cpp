@@ -95,14 +95,21 @@ void Collectives::progress()
 		if (!g->failure && (g->transport->write_error() || g->transport->member_stopped()))
 			begin_failure(*g, FI_EIO);
 		// A failing group is driven even when idle: the marks that say
-		// which members stopped arrive through its transport.
+		// which members stopped arrive through its transport. So is a
+		// closed one until it retired: its recycles finish first.
 		const bool failing = g->failure && !g->transport->failed();
-		if (g->group &&
-		    (g->group->outstanding() || g->transport->writes_in_flight() || failing)) {
+		const bool retiring = g->closed && !g->retire_sent && !g->failure;
+		if (g->group && (g->group->outstanding() || g->transport->writes_in_flight() ||
+				 failing || retiring)) {
 			g->group->progress();
 			report_completions(*g, *g->group);
 			if (g->group->outstanding())
 				check_timeout(*g, now);
+		}
+		if (g->closed && !g->failure) {
+			retire(*g);
+			if (release_if_retired(*g))
+				continue; // `g` is gone
 		}
 		if (g->failure) {
 			g->transport

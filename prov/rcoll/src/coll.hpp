@@ -52,6 +52,12 @@ struct CollGroup {
 	std::vector<bool> heard; // members whose join record arrived
 	size_t missing = 0;
 	bool closed = false; // the application closed the fid_mc
+	// Retiring a closed group: this member sent its retire notice (after its
+	// last write), and the members that sent theirs. Once all did, nothing
+	// can still write into this member's memory for the group, and its
+	// slot, scratch and registrations are freed.
+	bool retire_sent = false;
+	std::vector<bool> retired;
 	// Failure detection: a group with work pending that sees no arrival
 	// and no write completion for FI_RCOLL_COLL_TIMEOUT_MS fails.
 	CoarseClock::time_point last_activity;
@@ -113,6 +119,14 @@ private:
 	void begin_failure(CollGroup& g, int err);
 	void check_quiet(CollGroup& g, CoarseClock::time_point now);
 	void on_stop_notice(Peer& peer, uint64_t join_id, uint32_t rank);
+	void on_retire_notice(Peer& peer, uint64_t join_id, uint32_t rank);
+	// Sends this member's retire notice once the closed group is quiescent.
+	void retire(CollGroup& g);
+	// A control record (stop or retire notice) to every live member.
+	void send_to_members(const CollGroup& g, std::span<const std::byte> notice);
+	// Frees the group's slot once every member retired; true when it did
+	// (`g` is gone then).
+	bool release_if_retired(CollGroup& g);
 	engine::GroupConfig group_config() const;
 	uint64_t config_fingerprint() const;
 

@@ -185,6 +185,8 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	g->join_context = context;
 	g->heard.assign(size, false);
 	g->heard[g->rank] = true;
+	g->retired.assign(size, false);
+	g->retired[g->rank] = true;
 	g->missing = size - 1;
 
 	g->shell.owner = g.get();
@@ -286,6 +288,7 @@ void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
 	proto::StopNotice stop;
 	switch (proto::decode_coll_record(payload, join, stop)) {
 	case proto::CollRecord::stop: on_stop_notice(peer, h.tag, stop.rank); return;
+	case proto::CollRecord::retire: on_retire_notice(peer, h.tag, stop.rank); return;
 	case proto::CollRecord::join: break;
 	case proto::CollRecord::invalid:
 		RCOLL_WARN(FI_LOG_EP_CTRL, "dropping a collective control message: neither a join "
@@ -377,10 +380,47 @@ int Collectives::close(CollGroup& g)
 	if (group_busy(g))
 		return -FI_EBUSY;
 	// Members may still write into our scratch (the tail of a recycle
-	// barrier), so the slot and its registration stay until the endpoint
-	// closes; the group only stops taking operations.
+	// barrier, a credit): the slot and its registrations stay until every
+	// member retired (retire()); the group only stops taking operations.
 	g.closed = true;
+	retire(g);
 	return 0;
+}
+
+void Collectives::retire(CollGroup& g)
+{
+	if (!g.closed || g.retire_sent || g.failure || g.state != CollGroup::State::joined ||
+	    !g.group->quiescent() || g.transport->writes_in_flight())
+		return;
+	// Behind every write of ours on each connection: when it arrives, all
+	// of them have landed.
+	std::byte notice[proto::StopNotice::kWireSize];
+	proto::encode_retire_notice({g.rank}, notice);
+	send_to_members(g, notice);
+	g.retire_sent = true;
+}
+
+void Collectives::send_to_members(const CollGroup& g, std::span<const std::byte> notice)
+{
+	proto::MsgHeader h;
+	h.opcode = proto::Opcode::Eager;
+	h.flags = proto::kFlagCollective | proto::kFlagTagged;
+	h.tag = g.join_id;
+	h.size = notice.size();
+	for (uint32_t r = 0; r < g.size; r++)
+		if (r != g.rank && g.peers[r]->state != Peer::State::failed)
+			ep_.send_control(*g.peers[r], h, notice.data(), notice.size());
+}
+
+bool Collectives::release_if_retired(CollGroup& g)
+{
+	if (!g.retire_sent)
+		return false;
+	for (uint32_t r = 0; r < g.size; r++)
+		if (!g.retired[r] && g.peers[r]->state != Peer::State::failed)
+			return false;
+	slots_[g.transport->slot()].reset();
+	return true;
 }
 
 // A member that died without its connection failing (a host gone silent:
@@ -441,14 +481,7 @@ void Collectives::begin_failure(CollGroup& g, int err)
 	g.quiet[g.rank] = true;
 	std::byte notice[proto::StopNotice::kWireSize];
 	proto::encode_stop_notice({g.rank}, notice);
-	proto::MsgHeader h;
-	h.opcode = proto::Opcode::Eager;
-	h.flags = proto::kFlagCollective | proto::kFlagTagged;
-	h.tag = g.join_id;
-	h.size = sizeof(notice);
-	for (uint32_t r = 0; r < g.size; r++)
-		if (r != g.rank && g.peers[r]->state != Peer::State::failed)
-			ep_.send_control(*g.peers[r], h, notice, sizeof(notice));
+	send_to_members(g, notice);
 	check_quiet(g, g.failing_since);
 }
 
@@ -490,11 +523,29 @@ void Collectives::on_stop_notice(Peer& peer, uint64_t join_id, uint32_t rank)
 	}
 }
 
+void Collectives::on_retire_notice(Peer& peer, uint64_t join_id, uint32_t rank)
+{
+	for (auto& g : slots_) {
+		if (!g || g->join_id != join_id || rank >= g->size ||
+		    g->member_keys[rank] != peer.key)
+			continue;
+		g->retired[rank] = true;
+		release_if_retired(*g);
+		return;
+	}
+}
+
 void Collectives::on_peer_failed(Peer& peer)
 {
 	for (auto& g : slots_) {
 		if (!g || !g->transport->has_member(&peer))
 			continue;
+		// A retired group has nothing left to fail: a dead member writes
+		// nothing more either.
+		if (g->retire_sent) {
+			release_if_retired(*g);
+			continue;
+		}
 		begin_failure(*g, FI_EIO);
 		check_quiet(*g, CoarseClock::now());
 	}

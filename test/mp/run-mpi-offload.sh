@@ -1,0 +1,56 @@
+#!/bin/bash
+# librcoll-mpi under Open MPI: the MPI correctness programs run with the
+# offload library preloaded, over Open MPI's shared-memory and tcp paths, at
+# 2, 3 and 4 ranks. Every check must pass, every rank must have offloaded
+# (the library says so with RCOLL_MPI_VERBOSE=1), and so must a share of
+# the calls: a library that handed everything back to the MPI would pass
+# the checks too.
+set -u
+builddir=${RCOLL_BUILD_DIR:-$(pwd)}
+library=$builddir/mpi/librcoll-mpi.so
+export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$builddir/.libs}
+export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
+export RCOLL_MPI_VERBOSE=1
+job_limit=${RCOLL_MPI_JOB_LIMIT:-300}
+
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); echo "PASS $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL $*"; }
+
+if [ ! -f "$library" ] || ! command -v mpirun >/dev/null; then
+    fail "run-mpi-offload: $library or mpirun missing (no MPI compiler at configure time?)"
+    echo "$passed passed, $failed failed"
+    exit 1
+fi
+
+for btl in self,vader self,tcp; do
+    for np in 2 3 4; do
+        for program in mpi_coll mpi_comms; do
+            what="$program with librcoll-mpi (np=$np, btl $btl)"
+            output=$(timeout -k 10 "$job_limit" mpirun --allow-run-as-root --oversubscribe \
+                --bind-to none -np "$np" --mca pml ob1 --mca btl "$btl" \
+                --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo \
+                -x LD_PRELOAD="$library" -x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE \
+                "$builddir/test/mp/$program" 2>&1)
+            status=$?
+            checks=$(printf '%s\n' "$output" | grep -E '^(PASS|FAIL) ')
+            [ -n "$checks" ] && printf '%s\n' "$checks" | sed -e "s/^\(PASS\|FAIL\) /\1 [librcoll-mpi, btl $btl] /"
+            passed=$((passed + $(printf '%s\n' "$checks" | grep -c '^PASS ')))
+            failed=$((failed + $(printf '%s\n' "$checks" | grep -c '^FAIL ')))
+            offloaded=$(printf '%s\n' "$output" | sed -n 's/^rcoll-mpi: \([0-9]*\) collective calls offloaded.*/\1/p')
+            if [ "$status" -ne 0 ] || ! printf '%s\n' "$output" | grep -q "^# $program finished"; then
+                fail "$what: mpirun exited with status $status"
+                printf '%s\n' "$output" | grep -v -E '^(PASS|FAIL) ' | tail -n 12 | sed -e 's/^/    | /'
+            elif ! printf '%s\n' "$output" | grep -q "collectives offloaded to rcoll"; then
+                fail "$what: the library did not offload ($(printf '%s\n' "$output" | grep '^rcoll-mpi' | head -3))"
+            elif [ "${offloaded:-0}" -lt 100 ]; then
+                fail "$what: only ${offloaded:-0} calls offloaded"
+            else
+                pass "$what: $offloaded calls offloaded"
+            fi
+        done
+    done
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
