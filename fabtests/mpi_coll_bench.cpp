@@ -12,10 +12,13 @@
 // repetition's figure is the slowest rank's average, the point's the median
 // of the repetitions (the OSU micro-benchmarks' method). One line per point:
 //
-//   point <barrier|broadcast|allreduce> <bytes> <ok|wrong> <median us> <system calls per call>
+//   point <barrier|broadcast|allreduce|reduce|allgather> <bytes> <ok|wrong> <median us>
+//         <system calls per call>
 //
 // Broadcast: MPI_BYTE from root 0. Allreduce: MPI_SUM of int64_t, as
-// rcoll_coll_bench's FI_SUM of FI_INT64.
+// rcoll_coll_bench's FI_SUM of FI_INT64; reduce: the same to root 0;
+// allgather: blocks of `bytes` bytes (MPI_BYTE). With librcoll-mpi
+// preloaded it measures the offloaded calls (scripts/bench-mpi.sh).
 #include "syscall_counter.hpp"
 
 #include <mpi.h>
@@ -33,11 +36,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Coll { barrier, broadcast, allreduce };
+enum class Coll { barrier, broadcast, allreduce, reduce, allgather };
 
 struct Options {
 	bool quick = false;
-	std::vector<Coll> colls = {Coll::barrier, Coll::broadcast, Coll::allreduce};
+	std::vector<Coll> colls = {Coll::barrier, Coll::broadcast, Coll::allreduce, Coll::reduce,
+				   Coll::allgather};
 	std::vector<size_t> sizes = {8, 2048, 512u << 10, 8u << 20};
 };
 
@@ -47,6 +51,8 @@ const char* name_of(Coll c)
 	case Coll::barrier: return "barrier";
 	case Coll::broadcast: return "broadcast";
 	case Coll::allreduce: return "allreduce";
+	case Coll::reduce: return "reduce";
+	case Coll::allgather: return "allgather";
 	}
 	return "?";
 }
@@ -64,24 +70,27 @@ public:
 	Point(Coll coll, size_t bytes, int rank, int size)
 		: coll_(coll), bytes_(coll == Coll::barrier ? 0 : bytes), rank_(rank), size_(size)
 	{
-		if (coll_ == Coll::allreduce) {
+		if (coll_ == Coll::allreduce || coll_ == Coll::reduce) {
 			count_ = std::max<size_t>(1, bytes_ / sizeof(int64_t));
 			in_.resize(count_);
 			out_.resize(count_);
 		} else if (coll_ == Coll::broadcast) {
 			data_.resize(bytes_);
+		} else if (coll_ == Coll::allgather) {
+			data_.resize(bytes_);
+			gathered_.resize(bytes_ * size_t(size));
 		}
 	}
 
 	// Fresh input for call k (untimed).
 	void prepare(uint64_t k)
 	{
-		if (coll_ == Coll::allreduce)
+		if (coll_ == Coll::allreduce || coll_ == Coll::reduce)
 			for (size_t i = 0; i < count_; ++i)
 				in_[i] = operand(i, k, rank_);
-		else if (coll_ == Coll::broadcast && rank_ == 0)
+		else if ((coll_ == Coll::broadcast && rank_ == 0) || coll_ == Coll::allgather)
 			for (size_t i = 0; i < bytes_; ++i)
-				data_[i] = broadcast_byte(i, k);
+				data_[i] = broadcast_byte(i, k + uint64_t(rank_));
 	}
 
 	void call()
@@ -95,16 +104,29 @@ public:
 			MPI_Allreduce(in_.data(), out_.data(), int(count_), MPI_INT64_T, MPI_SUM,
 				      MPI_COMM_WORLD);
 			break;
+		case Coll::reduce:
+			MPI_Reduce(in_.data(), out_.data(), int(count_), MPI_INT64_T, MPI_SUM, 0,
+				   MPI_COMM_WORLD);
+			break;
+		case Coll::allgather:
+			MPI_Allgather(data_.data(), int(bytes_), MPI_BYTE, gathered_.data(),
+				      int(bytes_), MPI_BYTE, MPI_COMM_WORLD);
+			break;
 		}
 	}
 
 	// Whether call k's whole output is right on this rank (untimed).
 	bool check(uint64_t k) const
 	{
-		if (coll_ == Coll::allreduce) {
+		if (coll_ == Coll::allreduce || (coll_ == Coll::reduce && rank_ == 0)) {
 			for (size_t i = 0; i < count_; ++i)
 				if (out_[i] != sum_of(i, k, size_))
 					return false;
+		} else if (coll_ == Coll::allgather) {
+			for (size_t r = 0; r < size_t(size_); ++r)
+				for (size_t i = 0; i < bytes_; ++i)
+					if (gathered_[r * bytes_ + i] != broadcast_byte(i, k + r))
+						return false;
 		} else if (coll_ == Coll::broadcast) {
 			for (size_t i = 0; i < bytes_; ++i)
 				if (data_[i] != broadcast_byte(i, k))
@@ -121,7 +143,7 @@ private:
 	int rank_, size_;
 	size_t count_ = 0;
 	std::vector<int64_t> in_, out_;
-	std::vector<uint8_t> data_;
+	std::vector<uint8_t> data_, gathered_;
 };
 
 double median(std::vector<double> v)
@@ -252,6 +274,10 @@ bool parse(int argc, char** argv, Options& options)
 					options.colls.push_back(Coll::broadcast);
 				else if (s == "allreduce")
 					options.colls.push_back(Coll::allreduce);
+				else if (s == "reduce")
+					options.colls.push_back(Coll::reduce);
+				else if (s == "allgather")
+					options.colls.push_back(Coll::allgather);
 				else
 					return false;
 			}
@@ -271,13 +297,14 @@ int main(int argc, char** argv)
 	Options options;
 	if (!parse(argc, argv, options)) {
 		std::fprintf(stderr, "usage: rcoll_mpi_coll_bench [--quick] [--sizes LIST] "
-				     "[--colls barrier,broadcast,allreduce]\n");
+				     "[--colls barrier,broadcast,allreduce,reduce,allgather]\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	// Opened after MPI_Init, so that the MPI's progress threads, started
 	// before, are not counted: the calls of the measured thread are.
 	fabtests::SyscallCounter syscalls;
-	for (Coll coll : {Coll::barrier, Coll::broadcast, Coll::allreduce}) {
+	for (Coll coll :
+	     {Coll::barrier, Coll::broadcast, Coll::allreduce, Coll::reduce, Coll::allgather}) {
 		if (std::find(options.colls.begin(), options.colls.end(), coll) ==
 		    options.colls.end())
 			continue;

@@ -4,6 +4,7 @@
 
 #include <rdma/fi_errno.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,8 +13,19 @@
 namespace rcoll::mpi {
 namespace {
 
+// The collectives that have a size limit, and the environment variable
+// that sets it.
+enum Kind { kBcast, kAllreduce, kReduce, kAllgather, kKinds };
+constexpr const char* kLimitVariables[kKinds] = {"RCOLL_MPI_BCAST_MAX", "RCOLL_MPI_ALLREDUCE_MAX",
+						 "RCOLL_MPI_REDUCE_MAX", "RCOLL_MPI_ALLGATHER_MAX"};
+
 struct State {
 	Endpoint endpoint;
+	// Largest payload offloaded per collective, in bytes (allgather: one
+	// rank's block); larger calls go to the MPI, whose own algorithm is
+	// faster there. The same on every rank (it comes from the environment
+	// mpirun passes on), so every rank decides alike.
+	size_t limit[kKinds] = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
 	bool enabled = false; // every rank opened rcoll
 	bool verbose = false; // RCOLL_MPI_VERBOSE=1: say what happened, at init and finalize
 	int keyval = MPI_KEYVAL_INVALID;
@@ -44,6 +56,9 @@ void start(int provided)
 	const char* verbose = std::getenv("RCOLL_MPI_VERBOSE");
 	s.verbose = verbose && std::strcmp(verbose, "0") != 0;
 	PMPI_Comm_rank(MPI_COMM_WORLD, &s.world_rank);
+	for (int k = 0; k < kKinds; k++)
+		if (const char* text = std::getenv(kLimitVariables[k]))
+			s.limit[k] = std::strtoull(text, nullptr, 0);
 	std::string why;
 	if (provided == MPI_THREAD_MULTIPLE)
 		// One endpoint serves every thread; concurrent collectives on
@@ -112,12 +127,16 @@ CommGroup* group_of(MPI_Comm comm, int& error)
 	return raw;
 }
 
-// A contiguous predefined type: its libfabric name, else nullopt.
-std::optional<fi_datatype> offloadable(MPI_Datatype type, int count)
+// A contiguous predefined type, in a call of `kind` under its size limit:
+// its libfabric name, else nullopt.
+std::optional<fi_datatype> offloadable(MPI_Datatype type, int count, Kind kind)
 {
-	if (count < 0)
+	const std::optional<fi_datatype> dtype = count >= 0 ? datatype_of(type) : std::nullopt;
+	int type_size = 0;
+	if (!dtype || PMPI_Type_size(type, &type_size) != MPI_SUCCESS ||
+	    size_t(count) * size_t(type_size) > state().limit[kind])
 		return std::nullopt;
-	return datatype_of(type);
+	return dtype;
 }
 
 // Waits for an operation rcoll accepted (rc == 0); an error goes to the
@@ -221,7 +240,7 @@ int MPI_Barrier(MPI_Comm comm)
 
 int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm)
 {
-	const auto dtype = offloadable(type, count);
+	const auto dtype = offloadable(type, count, kBcast);
 	const Route r = route(dtype.has_value(), comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Bcast(buffer, count, type, root, comm) : r.error;
@@ -235,7 +254,7 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm com
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op mpi_op,
 		  MPI_Comm comm)
 {
-	const auto dtype = offloadable(type, count);
+	const auto dtype = offloadable(type, count, kAllreduce);
 	const auto op_code = op_of(mpi_op);
 	const Route r = route(dtype && op_code, comm);
 	if (!r.group)
@@ -251,7 +270,7 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype ty
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op mpi_op,
 	       int root, MPI_Comm comm)
 {
-	const auto dtype = offloadable(type, count);
+	const auto dtype = offloadable(type, count, kReduce);
 	const auto op_code = op_of(mpi_op);
 	const Route r = route(dtype && op_code, comm);
 	if (!r.group)
@@ -269,7 +288,7 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 		  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
 	const bool in_place = sendbuf == MPI_IN_PLACE;
-	const auto dtype = offloadable(recvtype, recvcount);
+	const auto dtype = offloadable(recvtype, recvcount, kAllgather);
 	const bool same = in_place || (sendtype == recvtype && sendcount == recvcount);
 	const Route r = route(dtype && same, comm);
 	if (!r.group)
