@@ -103,8 +103,7 @@ std::string Endpoint::open()
 	return "";
 }
 
-// Reads completions (which drives rcoll's progress) and join events.
-bool Endpoint::progress(std::string& error)
+bool Endpoint::poll(std::string& error)
 {
 	fi_cq_entry entries[16];
 	const ssize_t n = fi_cq_read(cq_.get(), entries, 16);
@@ -129,7 +128,7 @@ bool Endpoint::wait(Operation& op)
 {
 	while (!op.done) {
 		std::string error;
-		if (!progress(error)) {
+		if (!poll(error)) {
 			op.error = FI_EIO;
 			op.error_text = error;
 			return false;
@@ -203,7 +202,7 @@ std::unique_ptr<CommGroup> Endpoint::join(MPI_Comm comm, std::string& error)
 				return nullptr;
 			}
 		}
-		if (!progress(error))
+		if (!poll(error))
 			return nullptr;
 	}
 	g->coll_addr = fi_mc_addr(mc);

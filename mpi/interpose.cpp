@@ -40,6 +40,12 @@ State& state()
 	return s;
 }
 
+} // namespace
+
+Endpoint& offload_endpoint() { return state().endpoint; }
+
+namespace {
+
 // The attribute's delete callback: the communicator is going away (or MPI
 // is finalising), and its group with it.
 int delete_group(MPI_Comm, int, void* value, void*)
@@ -215,6 +221,7 @@ int MPI_Finalize(void)
 				     totals[0], totals[1]);
 	}
 	if (s.enabled) {
+		drain_requests();
 		// Every rank gets here before any closes its groups: a member's
 		// last writes into the others' memory are over.
 		PMPI_Barrier(MPI_COMM_WORLD);
@@ -308,6 +315,66 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 	const long rc = fi_allgather(state().endpoint.ep(), input, size_t(recvcount), nullptr,
 				     recvbuf, nullptr, r.group->coll_addr, *dtype, 0, &op.context);
 	return finish(comm, rc, op, "MPI_Allgather");
+}
+
+// Nonblocking: the same decisions; the request completes through the MPI's
+// wait and test calls (requests.cpp).
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request)
+{
+	const Route r = route(true, comm);
+	if (!r.group)
+		return r.to_mpi() ? PMPI_Ibarrier(comm, request) : r.error;
+	Operation* op = start_request(comm, "MPI_Ibarrier", request);
+	if (!op)
+		return MPI_ERR_INTERN;
+	const long rc = fi_barrier(state().endpoint.ep(), r.group->coll_addr, &op->context);
+	if (rc)
+		return refuse_request(op, rc);
+	state().offloaded++;
+	return MPI_SUCCESS;
+}
+
+int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm,
+	       MPI_Request* request)
+{
+	const auto dtype = offloadable(type, count, kBcast);
+	const Route r = route(dtype.has_value(), comm);
+	if (!r.group)
+		return r.to_mpi() ? PMPI_Ibcast(buffer, count, type, root, comm, request) : r.error;
+	Operation* op = start_request(comm, "MPI_Ibcast", request);
+	if (!op)
+		return MPI_ERR_INTERN;
+	const long rc = fi_broadcast(state().endpoint.ep(), buffer, size_t(count), nullptr,
+				     r.group->coll_addr, address_of(*r.group, root), *dtype, 0,
+				     &op->context);
+	if (rc)
+		return refuse_request(op, rc);
+	state().offloaded++;
+	return MPI_SUCCESS;
+}
+
+int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
+		   MPI_Op mpi_op, MPI_Comm comm, MPI_Request* request)
+{
+	const auto dtype = offloadable(type, count, kAllreduce);
+	const auto op_code = op_of(mpi_op);
+	const Route r = route(dtype && op_code, comm);
+	if (!r.group)
+		return r.to_mpi() ? PMPI_Iallreduce(sendbuf, recvbuf, count, type, mpi_op, comm,
+						    request)
+				  : r.error;
+	Operation* op = start_request(comm, "MPI_Iallreduce", request);
+	if (!op)
+		return MPI_ERR_INTERN;
+	const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+	const long rc = fi_allreduce(state().endpoint.ep(), input, size_t(count), nullptr, recvbuf,
+				     nullptr, r.group->coll_addr, *dtype, *op_code, 0,
+				     &op->context);
+	if (rc)
+		return refuse_request(op, rc);
+	state().offloaded++;
+	return MPI_SUCCESS;
 }
 
 } // extern "C"

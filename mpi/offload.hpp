@@ -10,6 +10,8 @@
 //   endpoint.cpp      the rcoll endpoint: opening, names, groups, waiting
 //   mapping.cpp       MPI datatypes and operations onto libfabric's
 //   interpose.cpp     the MPI_ entry points and the communicator cache
+//   requests.cpp      nonblocking calls: generalized requests, and the
+//                     MPI_Wait and MPI_Test family that completes them
 #pragma once
 
 #include <mpi.h>
@@ -65,13 +67,14 @@ public:
 	// Progresses until `op` completes; false when the endpoint failed
 	// otherwise (the text in op.error_text).
 	bool wait(Operation& op);
+	// Reads the completions there are (which drives rcoll's progress);
+	// false, with `error` set, when the CQ failed.
+	bool poll(std::string& error);
 	fid_ep* ep() const { return ep_.get(); }
 	// Closes everything; groups must be gone.
 	void close();
 
 private:
-	bool progress(std::string& error);
-
 	FidPtr<fid_fabric> fabric_;
 	FidPtr<fid_domain> domain_;
 	FidPtr<fid_av> av_;
@@ -80,6 +83,22 @@ private:
 	FidPtr<fid_ep> ep_;
 	std::vector<fi_addr_t> world_; // by world rank
 };
+
+// The endpoint of this process (interpose.cpp).
+Endpoint& offload_endpoint();
+
+// A nonblocking call (requests.cpp): the operation to hand rcoll as its
+// context, tied to a generalized request of the MPI's that completes once
+// rcoll reports the operation done, while the application waits or tests.
+// nullptr when the MPI refused the request (`*request` is then untouched).
+Operation* start_request(MPI_Comm comm, const char* what, MPI_Request* request);
+// rcoll refused the operation (`rc` < 0): the request completes with an
+// error now. Returns the MPI error code for the call.
+int refuse_request(Operation* op, long rc);
+// Completes every request whose operation finished (drives rcoll first).
+void poll_requests();
+// Waits for every nonblocking call still in flight (MPI_Finalize).
+void drain_requests();
 
 // libfabric's name for an MPI datatype that is one of its contiguous
 // predefined types, and for an MPI operation on such a type.

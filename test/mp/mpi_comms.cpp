@@ -1,7 +1,10 @@
-// Communicators under an offload library: collectives on duplicates,
-// splits and MPI_Comm_create results give the right answers, and creating
-// and freeing communicators many times leaks nothing (file descriptors and
-// mappings of the process stay level). Runs with or without librcoll-mpi.
+// Communicators and requests under an offload library: collectives on
+// duplicates, splits and MPI_Comm_create results give the right answers;
+// creating and freeing communicators many times leaks nothing (file
+// descriptors and mappings of the process stay level); nonblocking
+// collectives overlap with computation and point-to-point traffic and
+// complete through every call of the MPI_Wait and MPI_Test family. Runs with
+// or without librcoll-mpi.
 #include "mpi_harness.hpp"
 
 #include <dirent.h>
@@ -101,6 +104,76 @@ void cycles(const Suite&)
 	       maps_after, maps);
 }
 
+void nonblocking(const Suite& s)
+{
+	const int me = s.rank(), p = s.size();
+	const int last = p - 1;
+	// Three collectives and a ring exchange in flight at once, completed by
+	// one MPI_Waitall.
+	std::vector<double> shared(1000, -1.0);
+	if (me == last)
+		for (size_t i = 0; i < shared.size(); ++i)
+			shared[i] = 0.5 * double(i) + last;
+	std::vector<long long> in(5000), sum(5000, -1), inplace(300);
+	for (size_t i = 0; i < in.size(); ++i)
+		in[i] = 7LL * static_cast<long long>(i) + me;
+	for (size_t i = 0; i < inplace.size(); ++i)
+		inplace[i] = me + 1;
+	MPI_Request req[6];
+	MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req[0]));
+	MPI_CHECK(MPI_Ibcast(shared.data(), 1000, MPI_DOUBLE, last, MPI_COMM_WORLD, &req[1]));
+	MPI_CHECK(MPI_Iallreduce(in.data(), sum.data(), 5000, MPI_LONG_LONG, MPI_SUM,
+				 MPI_COMM_WORLD, &req[2]));
+	MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, inplace.data(), 300, MPI_LONG_LONG, MPI_MAX,
+				 MPI_COMM_WORLD, &req[3]));
+	int from_left = -1, mine = me;
+	MPI_CHECK(MPI_Irecv(&from_left, 1, MPI_INT, (me + p - 1) % p, 5, MPI_COMM_WORLD, &req[4]));
+	MPI_CHECK(MPI_Isend(&mine, 1, MPI_INT, (me + 1) % p, 5, MPI_COMM_WORLD, &req[5]));
+	volatile double work = 0;
+	for (int i = 0; i < 100000; ++i)
+		work = work + i * 1e-9;
+	MPI_CHECK(MPI_Waitall(6, req, MPI_STATUSES_IGNORE));
+	for (size_t i = 0; i < shared.size(); ++i)
+		expect(shared[i] == 0.5 * double(i) + last, "MPI_Ibcast [%zu] = %g", i, shared[i]);
+	for (size_t i = 0; i < sum.size(); ++i) {
+		const long long want = 7LL * static_cast<long long>(i) * p + 1LL * p * (p - 1) / 2;
+		expect(sum[i] == want, "MPI_Iallreduce [%zu] = %lld, want %lld", i, sum[i], want);
+	}
+	for (long long v : inplace)
+		expect(v == p, "MPI_Iallreduce in place: %lld, want %d", v, p);
+	expect(from_left == (me + p - 1) % p, "ring exchange beside the collectives: %d",
+	       from_left);
+
+	// MPI_Test until done; MPI_Wait; MPI_Waitany and MPI_Waitsome over two.
+	long long x = me, total = -1;
+	MPI_Request one;
+	MPI_CHECK(MPI_Iallreduce(&x, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD, &one));
+	int flag = 0;
+	for (long polls = 0; !flag; ++polls) {
+		MPI_CHECK(MPI_Test(&one, &flag, MPI_STATUS_IGNORE));
+		expect(polls < 100000000, "MPI_Test never reported the MPI_Iallreduce done");
+	}
+	expect(total == 1LL * p * (p - 1) / 2, "MPI_Iallreduce by MPI_Test: %lld", total);
+	MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &one));
+	MPI_CHECK(MPI_Wait(&one, MPI_STATUS_IGNORE));
+	expect(one == MPI_REQUEST_NULL, "MPI_Wait left the request active");
+	MPI_Request two[2];
+	long long a = 1, b = 2, ra = 0, rb = 0;
+	MPI_CHECK(MPI_Iallreduce(&a, &ra, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD, &two[0]));
+	MPI_CHECK(MPI_Iallreduce(&b, &rb, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD, &two[1]));
+	int index = -1, done = 0;
+	MPI_CHECK(MPI_Waitany(2, two, &index, MPI_STATUS_IGNORE));
+	expect(index == 0 || index == 1, "MPI_Waitany index %d", index);
+	done++;
+	while (done < 2) {
+		int count = 0, which[2];
+		MPI_CHECK(MPI_Waitsome(2, two, &count, which, MPI_STATUSES_IGNORE));
+		expect(count != MPI_UNDEFINED, "MPI_Waitsome found nothing active");
+		done += count;
+	}
+	expect(ra == p && rb == 2LL * p, "MPI_Waitany/MPI_Waitsome results %lld %lld", ra, rb);
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -108,6 +181,10 @@ int main(int argc, char** argv)
 	Suite suite("mpi_comms", &argc, &argv);
 	suite.run("derived", "MPI_Comm_dup, _split, _create and _split_type, and MPI_COMM_WORLD",
 		  [&] { derived(suite); });
+	suite.run("nonblocking",
+		  "MPI_Ibarrier, MPI_Ibcast, MPI_Iallreduce (in place too) beside point-to-point "
+		  "and computation, completed by MPI_Waitall, _Test, _Wait, _Waitany and _Waitsome",
+		  [&] { nonblocking(suite); });
 	suite.run("cycles",
 		  "1000 MPI_Comm_dup/free cycles with collectives leak no descriptor or "
 		  "mapping",

@@ -1,0 +1,217 @@
+// Nonblocking offloaded calls. Each is an MPI generalized request
+// (MPI_Grequest_start), which only its creator can complete: the MPI_Wait
+// and MPI_Test family are replaced so that, while nonblocking calls are in
+// flight, they first drive rcoll and complete the requests whose operations
+// finished, then ask the MPI (which also progresses its own requests). A
+// wait is a loop of such tests.
+#include "offload.hpp"
+
+#include <rdma/fi_errno.h>
+
+#include <cstdio>
+#include <list>
+#include <vector>
+
+namespace rcoll::mpi {
+namespace {
+
+struct Pending {
+	Operation op;
+	MPI_Request request = MPI_REQUEST_NULL;
+	MPI_Comm comm = MPI_COMM_NULL;
+	const char* what = "";
+	bool completed = false; // MPI_Grequest_complete called
+};
+
+// In flight or not yet freed by the MPI. std::list: an element's address
+// (rcoll's operation context) stays put.
+std::list<Pending>& pending()
+{
+	static std::list<Pending> list;
+	return list;
+}
+
+int query(void* extra, MPI_Status* status)
+{
+	auto* p = static_cast<Pending*>(extra);
+	MPI_Status_set_elements(status, MPI_BYTE, 0);
+	MPI_Status_set_cancelled(status, 0);
+	status->MPI_SOURCE = MPI_UNDEFINED;
+	status->MPI_TAG = MPI_UNDEFINED;
+	status->MPI_ERROR = p->op.error ? MPI_ERR_OTHER : MPI_SUCCESS;
+	return status->MPI_ERROR;
+}
+
+int release(void* extra)
+{
+	auto* p = static_cast<Pending*>(extra);
+	pending().remove_if([p](const Pending& each) { return &each == p; });
+	return MPI_SUCCESS;
+}
+
+int cancel(void*, int) { return MPI_SUCCESS; } // rcoll cannot cancel a collective
+
+void complete(Pending& p)
+{
+	if (p.op.error)
+		std::fprintf(stderr, "rcoll-mpi: %s on rcoll failed: %s\n", p.what,
+			     p.op.error_text.c_str());
+	p.completed = true;
+	// The MPI may free the request (and so `p`) right here: a request the
+	// application freed before it completed.
+	PMPI_Grequest_complete(p.request);
+}
+
+bool in_flight()
+{
+	for (const Pending& p : pending())
+		if (!p.completed)
+			return true;
+	return false;
+}
+
+} // namespace
+
+Operation* start_request(MPI_Comm comm, const char* what, MPI_Request* request)
+{
+	Pending& p = pending().emplace_back();
+	p.comm = comm;
+	p.what = what;
+	if (PMPI_Grequest_start(query, release, cancel, &p, &p.request) != MPI_SUCCESS) {
+		pending().pop_back();
+		return nullptr;
+	}
+	*request = p.request;
+	return &p.op;
+}
+
+int refuse_request(Operation* op, long rc)
+{
+	for (Pending& p : pending()) {
+		if (&p.op != op)
+			continue;
+		p.op.done = true;
+		p.op.error = int(rc < 0 ? -rc : rc);
+		p.op.error_text = fi_strerror(p.op.error);
+		complete(p);
+		PMPI_Comm_call_errhandler(p.comm, MPI_ERR_OTHER);
+		break;
+	}
+	return MPI_ERR_OTHER;
+}
+
+void poll_requests()
+{
+	if (!in_flight())
+		return;
+	std::string error;
+	const bool healthy = offload_endpoint().poll(error);
+	std::vector<Pending*> finished;
+	for (Pending& p : pending()) {
+		if (p.completed)
+			continue;
+		if (!healthy && !p.op.done) {
+			p.op.done = true;
+			p.op.error = FI_EIO;
+			p.op.error_text = error;
+		}
+		if (p.op.done)
+			finished.push_back(&p);
+	}
+	// Apart from the walk: completing may free a request and its entry.
+	for (Pending* p : finished)
+		complete(*p);
+}
+
+void drain_requests()
+{
+	while (in_flight())
+		poll_requests();
+}
+
+} // namespace rcoll::mpi
+
+using namespace rcoll::mpi;
+
+extern "C" {
+
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status)
+{
+	poll_requests();
+	return PMPI_Test(request, flag, status);
+}
+
+int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[])
+{
+	poll_requests();
+	return PMPI_Testall(count, requests, flag, statuses);
+}
+
+int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status)
+{
+	poll_requests();
+	return PMPI_Testany(count, requests, index, flag, status);
+}
+
+int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+		 MPI_Status statuses[])
+{
+	poll_requests();
+	return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+}
+
+// While none of ours is in flight, the MPI's own wait (which may block
+// efficiently); else a loop of tests.
+int MPI_Wait(MPI_Request* request, MPI_Status* status)
+{
+	for (;;) {
+		poll_requests();
+		if (!in_flight())
+			return PMPI_Wait(request, status);
+		int flag = 0;
+		const int rc = PMPI_Test(request, &flag, status);
+		if (rc != MPI_SUCCESS || flag)
+			return rc;
+	}
+}
+
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
+{
+	for (;;) {
+		poll_requests();
+		if (!in_flight())
+			return PMPI_Waitall(count, requests, statuses);
+		int flag = 0;
+		const int rc = PMPI_Testall(count, requests, &flag, statuses);
+		if (rc != MPI_SUCCESS || flag)
+			return rc;
+	}
+}
+
+int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status)
+{
+	for (;;) {
+		poll_requests();
+		if (!in_flight())
+			return PMPI_Waitany(count, requests, index, status);
+		int flag = 0;
+		const int rc = PMPI_Testany(count, requests, index, &flag, status);
+		if (rc != MPI_SUCCESS || flag)
+			return rc;
+	}
+}
+
+int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+		 MPI_Status statuses[])
+{
+	for (;;) {
+		poll_requests();
+		if (!in_flight())
+			return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+		const int rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
+		if (rc != MPI_SUCCESS || *outcount != 0)
+			return rc;
+	}
+}
+
+} // extern "C"
