@@ -190,9 +190,7 @@ fi_addr_t address_of(const CommGroup& g, int root)
 
 using namespace rcoll::mpi;
 
-extern "C" {
-
-int MPI_Init(int* argc, char*** argv)
+RCOLL_MPI_ENTRY int MPI_Init(int* argc, char*** argv)
 {
 	const int rc = PMPI_Init(argc, argv);
 	if (rc == MPI_SUCCESS)
@@ -200,7 +198,7 @@ int MPI_Init(int* argc, char*** argv)
 	return rc;
 }
 
-int MPI_Init_thread(int* argc, char*** argv, int required, int* provided)
+RCOLL_MPI_ENTRY int MPI_Init_thread(int* argc, char*** argv, int required, int* provided)
 {
 	const int rc = PMPI_Init_thread(argc, argv, required, provided);
 	if (rc == MPI_SUCCESS)
@@ -208,7 +206,7 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided)
 	return rc;
 }
 
-int MPI_Finalize(void)
+RCOLL_MPI_ENTRY int MPI_Finalize(void)
 {
 	State& s = state();
 	if (s.verbose) {
@@ -235,7 +233,7 @@ int MPI_Finalize(void)
 	return PMPI_Finalize();
 }
 
-int MPI_Barrier(MPI_Comm comm)
+RCOLL_MPI_ENTRY int MPI_Barrier(MPI_Comm comm)
 {
 	const Route r = route(true, comm);
 	if (!r.group)
@@ -245,7 +243,7 @@ int MPI_Barrier(MPI_Comm comm)
 	return finish(comm, rc, op, "MPI_Barrier");
 }
 
-int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm)
+RCOLL_MPI_ENTRY int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm)
 {
 	const auto dtype = offloadable(type, count, kBcast);
 	const Route r = route(dtype.has_value(), comm);
@@ -258,7 +256,7 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm com
 	return finish(comm, rc, op, "MPI_Bcast");
 }
 
-int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op mpi_op,
+RCOLL_MPI_ENTRY int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op mpi_op,
 		  MPI_Comm comm)
 {
 	const auto dtype = offloadable(type, count, kAllreduce);
@@ -274,7 +272,7 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype ty
 	return finish(comm, rc, op, "MPI_Allreduce");
 }
 
-int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op mpi_op,
+RCOLL_MPI_ENTRY int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op mpi_op,
 	       int root, MPI_Comm comm)
 {
 	const auto dtype = offloadable(type, count, kReduce);
@@ -291,7 +289,7 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
 	return finish(comm, rc, op, "MPI_Reduce");
 }
 
-int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
 		  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
 	const bool in_place = sendbuf == MPI_IN_PLACE;
@@ -320,7 +318,7 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 // Nonblocking: the same decisions; the request completes through the MPI's
 // wait and test calls (requests.cpp).
 
-int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request)
+RCOLL_MPI_ENTRY int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request)
 {
 	const Route r = route(true, comm);
 	if (!r.group)
@@ -335,7 +333,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request)
 	return MPI_SUCCESS;
 }
 
-int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm,
+RCOLL_MPI_ENTRY int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm,
 	       MPI_Request* request)
 {
 	const auto dtype = offloadable(type, count, kBcast);
@@ -354,7 +352,7 @@ int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm co
 	return MPI_SUCCESS;
 }
 
-int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
+RCOLL_MPI_ENTRY int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
 		   MPI_Op mpi_op, MPI_Comm comm, MPI_Request* request)
 {
 	const auto dtype = offloadable(type, count, kAllreduce);
@@ -377,4 +375,3 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t
 	return MPI_SUCCESS;
 }
 
-} // extern "C"

@@ -26,6 +26,11 @@
 #include <string>
 #include <vector>
 
+// The MPI_ entry points the library defines: exported whatever the MPI's
+// header says (Open MPI's marks them visible, MPICH's does not), everything
+// else stays hidden.
+#define RCOLL_MPI_ENTRY extern "C" __attribute__((visibility("default")))
+
 namespace rcoll::mpi {
 
 // fi_close on destruction.

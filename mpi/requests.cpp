@@ -133,27 +133,25 @@ void drain_requests()
 
 using namespace rcoll::mpi;
 
-extern "C" {
-
-int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status)
+RCOLL_MPI_ENTRY int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status)
 {
 	poll_requests();
 	return PMPI_Test(request, flag, status);
 }
 
-int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[])
+RCOLL_MPI_ENTRY int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[])
 {
 	poll_requests();
 	return PMPI_Testall(count, requests, flag, statuses);
 }
 
-int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status)
+RCOLL_MPI_ENTRY int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status)
 {
 	poll_requests();
 	return PMPI_Testany(count, requests, index, flag, status);
 }
 
-int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+RCOLL_MPI_ENTRY int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
 		 MPI_Status statuses[])
 {
 	poll_requests();
@@ -162,7 +160,7 @@ int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices
 
 // While none of ours is in flight, the MPI's own wait (which may block
 // efficiently); else a loop of tests.
-int MPI_Wait(MPI_Request* request, MPI_Status* status)
+RCOLL_MPI_ENTRY int MPI_Wait(MPI_Request* request, MPI_Status* status)
 {
 	for (;;) {
 		poll_requests();
@@ -175,7 +173,7 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status)
 	}
 }
 
-int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
+RCOLL_MPI_ENTRY int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 {
 	for (;;) {
 		poll_requests();
@@ -188,7 +186,7 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 	}
 }
 
-int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status)
+RCOLL_MPI_ENTRY int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status)
 {
 	for (;;) {
 		poll_requests();
@@ -201,7 +199,7 @@ int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* statu
 	}
 }
 
-int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+RCOLL_MPI_ENTRY int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
 		 MPI_Status statuses[])
 {
 	for (;;) {
@@ -214,4 +212,3 @@ int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices
 	}
 }
 
-} // extern "C"

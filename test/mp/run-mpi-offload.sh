@@ -1,7 +1,9 @@
 #!/bin/bash
 # librcoll-mpi under Open MPI: the MPI correctness programs run with the
 # offload library preloaded, over Open MPI's shared-memory and tcp paths, at
-# 2, 3 and 4 ranks. Every check must pass, every rank must have offloaded
+# 2, 3 and 4 ranks; then, where an OFI MPICH is built on this machine
+# (scripts/upstream.sh mpich), the same library built from the same sources
+# by MPICH's compiler wrapper, under MPICH at 2 and 4 ranks. Every check must pass, every rank must have offloaded
 # (the library says so with RCOLL_MPI_VERBOSE=1), and so must a share of
 # the calls: a library that handed everything back to the MPI would pass
 # the checks too.
@@ -52,5 +54,46 @@ for btl in self,vader self,tcp; do
         done
     done
 done
+# MPICH: its own traffic over rcoll too (FI_PROVIDER hides every other
+# provider from libfabric, the library's endpoint included), without its
+# OFI active messages, which need FI_MULTI_RECV.
+here=$(cd "$(dirname "$0")" && pwd)
+if prefix=$("$here/../../scripts/upstream.sh" --cached mpich); then
+    mpich_library=$builddir/mpi/librcoll-mpi-mpich.so
+    flags="-DMPICH_SKIP_MPICXX=1 -std=c++20 -O2 -Wall -Wextra"
+    if ! "$prefix/bin/mpicxx" $flags -fPIC -fvisibility=hidden -shared -o "$mpich_library" \
+            "$here"/../../mpi/{endpoint,mapping,interpose,requests}.cpp -lfabric; then
+        fail "librcoll-mpi: MPICH's mpicxx could not build it"
+    else
+        for program in mpi_coll mpi_comms; do
+            "$prefix/bin/mpicxx" $flags -o "$builddir/test/mp/$program-mpich" "$here/$program.cpp" ||
+                fail "$program: MPICH's mpicxx could not build it"
+        done
+        for np in 2 4; do
+            for program in mpi_coll mpi_comms; do
+                what="$program with librcoll-mpi under MPICH (np=$np)"
+                output=$(FI_PROVIDER=rcoll MPIR_CVAR_CH4_OFI_ENABLE_AM=0 LD_PRELOAD="$mpich_library" \
+                    timeout -k 10 "$job_limit" "$prefix/bin/mpiexec" -n "$np" \
+                    "$builddir/test/mp/$program-mpich" 2>&1)
+                status=$?
+                checks=$(printf '%s\n' "$output" | grep -E '^(PASS|FAIL) ')
+                [ -n "$checks" ] && printf '%s\n' "$checks" | sed -e "s/^\(PASS\|FAIL\) /\1 [librcoll-mpi, MPICH] /"
+                passed=$((passed + $(printf '%s\n' "$checks" | grep -c '^PASS ')))
+                failed=$((failed + $(printf '%s\n' "$checks" | grep -c '^FAIL ')))
+                offloaded=$(printf '%s\n' "$output" | sed -n 's/^rcoll-mpi: \([0-9]*\) collective calls offloaded.*/\1/p')
+                if [ "$status" -ne 0 ] || ! printf '%s\n' "$output" | grep -q "^# $program finished"; then
+                    fail "$what: mpiexec exited with status $status"
+                    printf '%s\n' "$output" | grep -v -E '^(PASS|FAIL) ' | tail -n 12 | sed -e 's/^/    | /'
+                elif [ "${offloaded:-0}" -lt 100 ]; then
+                    fail "$what: only ${offloaded:-0} calls offloaded ($(printf '%s\n' "$output" | grep '^rcoll-mpi' | head -2))"
+                else
+                    pass "$what: $offloaded calls offloaded"
+                fi
+            done
+        done
+    fi
+else
+    echo "SKIP librcoll-mpi under MPICH: no OFI MPICH built here (scripts/upstream.sh mpich builds it)"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
