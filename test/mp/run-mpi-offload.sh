@@ -20,6 +20,27 @@ failed=0
 pass() { passed=$((passed + 1)); echo "PASS $*"; }
 fail() { failed=$((failed + 1)); echo "FAIL $*"; }
 
+# judge STATUS PROGRAM WHAT LABEL: counts the program's own checks (in
+# $output) and whether the job ran to its end and offloaded.
+judge() {
+    local status=$1 program=$2 what=$3 label=$4 checks offloaded
+    checks=$(printf '%s\n' "$output" | grep -E '^(PASS|FAIL) ')
+    [ -n "$checks" ] && printf '%s\n' "$checks" | sed -e "s/^\(PASS\|FAIL\) /\1 [librcoll-mpi, $label] /"
+    passed=$((passed + $(printf '%s\n' "$checks" | grep -c '^PASS ')))
+    failed=$((failed + $(printf '%s\n' "$checks" | grep -c '^FAIL ')))
+    offloaded=$(printf '%s\n' "$output" | sed -n 's/^rcoll-mpi: \([0-9]*\) collective calls offloaded.*/\1/p')
+    if [ "$status" -ne 0 ] || ! printf '%s\n' "$output" | grep -q "^# $program finished"; then
+        fail "$what: the job exited with status $status"
+        printf '%s\n' "$output" | grep -v -E '^(PASS|FAIL) ' | tail -n 12 | sed -e 's/^/    | /'
+    elif ! printf '%s\n' "$output" | grep -q "collectives offloaded to rcoll"; then
+        fail "$what: the library did not offload ($(printf '%s\n' "$output" | grep '^rcoll-mpi' | head -3))"
+    elif [ "${offloaded:-0}" -lt 100 ]; then
+        fail "$what: only ${offloaded:-0} calls offloaded"
+    else
+        pass "$what: $offloaded calls offloaded"
+    fi
+}
+
 if [ ! -f "$library" ] || ! command -v mpirun >/dev/null; then
     fail "run-mpi-offload: $library or mpirun missing (no MPI compiler at configure time?)"
     echo "$passed passed, $failed failed"
@@ -35,22 +56,7 @@ for btl in self,vader self,tcp; do
                 --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo \
                 -x LD_PRELOAD="$library" -x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE \
                 "$builddir/test/mp/$program" 2>&1)
-            status=$?
-            checks=$(printf '%s\n' "$output" | grep -E '^(PASS|FAIL) ')
-            [ -n "$checks" ] && printf '%s\n' "$checks" | sed -e "s/^\(PASS\|FAIL\) /\1 [librcoll-mpi, btl $btl] /"
-            passed=$((passed + $(printf '%s\n' "$checks" | grep -c '^PASS ')))
-            failed=$((failed + $(printf '%s\n' "$checks" | grep -c '^FAIL ')))
-            offloaded=$(printf '%s\n' "$output" | sed -n 's/^rcoll-mpi: \([0-9]*\) collective calls offloaded.*/\1/p')
-            if [ "$status" -ne 0 ] || ! printf '%s\n' "$output" | grep -q "^# $program finished"; then
-                fail "$what: mpirun exited with status $status"
-                printf '%s\n' "$output" | grep -v -E '^(PASS|FAIL) ' | tail -n 12 | sed -e 's/^/    | /'
-            elif ! printf '%s\n' "$output" | grep -q "collectives offloaded to rcoll"; then
-                fail "$what: the library did not offload ($(printf '%s\n' "$output" | grep '^rcoll-mpi' | head -3))"
-            elif [ "${offloaded:-0}" -lt 100 ]; then
-                fail "$what: only ${offloaded:-0} calls offloaded"
-            else
-                pass "$what: $offloaded calls offloaded"
-            fi
+            judge $? "$program" "$what" "btl $btl"
         done
     done
 done
@@ -75,20 +81,7 @@ if prefix=$("$here/../../scripts/upstream.sh" --cached mpich); then
                 output=$(FI_PROVIDER=rcoll MPIR_CVAR_CH4_OFI_ENABLE_AM=0 LD_PRELOAD="$mpich_library" \
                     timeout -k 10 "$job_limit" "$prefix/bin/mpiexec" -n "$np" \
                     "$builddir/test/mp/$program-mpich" 2>&1)
-                status=$?
-                checks=$(printf '%s\n' "$output" | grep -E '^(PASS|FAIL) ')
-                [ -n "$checks" ] && printf '%s\n' "$checks" | sed -e "s/^\(PASS\|FAIL\) /\1 [librcoll-mpi, MPICH] /"
-                passed=$((passed + $(printf '%s\n' "$checks" | grep -c '^PASS ')))
-                failed=$((failed + $(printf '%s\n' "$checks" | grep -c '^FAIL ')))
-                offloaded=$(printf '%s\n' "$output" | sed -n 's/^rcoll-mpi: \([0-9]*\) collective calls offloaded.*/\1/p')
-                if [ "$status" -ne 0 ] || ! printf '%s\n' "$output" | grep -q "^# $program finished"; then
-                    fail "$what: mpiexec exited with status $status"
-                    printf '%s\n' "$output" | grep -v -E '^(PASS|FAIL) ' | tail -n 12 | sed -e 's/^/    | /'
-                elif [ "${offloaded:-0}" -lt 100 ]; then
-                    fail "$what: only ${offloaded:-0} calls offloaded ($(printf '%s\n' "$output" | grep '^rcoll-mpi' | head -2))"
-                else
-                    pass "$what: $offloaded calls offloaded"
-                fi
+                judge $? "$program" "$what" MPICH
             done
         done
     fi
