@@ -133,16 +133,22 @@ CommGroup* group_of(MPI_Comm comm, int& error)
 	return raw;
 }
 
-// A contiguous predefined type, in a call of `kind` under its size limit:
-// its libfabric name, else nullopt.
-std::optional<fi_datatype> offloadable(MPI_Datatype type, int count, Kind kind)
+// The layout of a call of `kind` whose signature libfabric has, under the
+// kind's size limit; else nullopt (the call goes to the MPI). A function of
+// the type signature alone, as every rank's decision must be.
+std::optional<Layout> offloadable(MPI_Datatype type, int count, Kind kind)
 {
-	const std::optional<fi_datatype> dtype = count >= 0 ? datatype_of(type) : std::nullopt;
-	int type_size = 0;
-	if (!dtype || PMPI_Type_size(type, &type_size) != MPI_SUCCESS ||
-	    size_t(count) * size_t(type_size) > state().limit[kind])
+	std::optional<Layout> l = layout_of(type, count);
+	if (l && l->elements * l->basic_size > state().limit[kind])
 		return std::nullopt;
-	return dtype;
+	return l;
+}
+
+int rank_in(MPI_Comm comm)
+{
+	int rank = 0;
+	PMPI_Comm_rank(comm, &rank);
+	return rank;
 }
 
 // Waits for an operation rcoll accepted (rc == 0); an error goes to the
@@ -243,135 +249,184 @@ RCOLL_MPI_ENTRY int MPI_Barrier(MPI_Comm comm)
 	return finish(comm, rc, op, "MPI_Barrier");
 }
 
-RCOLL_MPI_ENTRY int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm)
+RCOLL_MPI_ENTRY int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root,
+			      MPI_Comm comm)
 {
-	const auto dtype = offloadable(type, count, kBcast);
-	const Route r = route(dtype.has_value(), comm);
+	const auto l = offloadable(type, count, kBcast);
+	const Route r = route(l.has_value(), comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Bcast(buffer, count, type, root, comm) : r.error;
+	Staging staging;
+	const bool is_root = rank_in(comm) == root;
+	void* data = is_root ? const_cast<void*>(staging.gather(buffer, count, type, *l))
+			     : staging.result(buffer, *l);
 	Operation op;
-	const long rc = fi_broadcast(state().endpoint.ep(), buffer, size_t(count), nullptr,
-				     r.group->coll_addr, address_of(*r.group, root), *dtype, 0,
+	const long rc = fi_broadcast(state().endpoint.ep(), data, l->elements, nullptr,
+				     r.group->coll_addr, address_of(*r.group, root), l->dtype, 0,
 				     &op.context);
-	return finish(comm, rc, op, "MPI_Bcast");
+	const int err = finish(comm, rc, op, "MPI_Bcast");
+	if (err == MPI_SUCCESS && !is_root)
+		staging.scatter(buffer, count, type, *l);
+	return err;
 }
 
-RCOLL_MPI_ENTRY int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op mpi_op,
-		  MPI_Comm comm)
+RCOLL_MPI_ENTRY int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count,
+				  MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm)
 {
-	const auto dtype = offloadable(type, count, kAllreduce);
+	const auto l = offloadable(type, count, kAllreduce);
 	const auto op_code = op_of(mpi_op);
-	const Route r = route(dtype && op_code, comm);
+	const Route r = route(l && op_code, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Allreduce(sendbuf, recvbuf, count, type, mpi_op, comm)
 				  : r.error;
-	const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+	Staging staging;
+	const void* input =
+		staging.gather(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count, type, *l);
+	void* result = staging.result(recvbuf, *l);
 	Operation op;
-	const long rc = fi_allreduce(state().endpoint.ep(), input, size_t(count), nullptr, recvbuf,
-				     nullptr, r.group->coll_addr, *dtype, *op_code, 0, &op.context);
-	return finish(comm, rc, op, "MPI_Allreduce");
+	const long rc = fi_allreduce(state().endpoint.ep(), input, l->elements, nullptr, result,
+				     nullptr, r.group->coll_addr, l->dtype, *op_code, 0, &op.context);
+	const int err = finish(comm, rc, op, "MPI_Allreduce");
+	if (err == MPI_SUCCESS)
+		staging.scatter(recvbuf, count, type, *l);
+	return err;
 }
 
-RCOLL_MPI_ENTRY int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op mpi_op,
-	       int root, MPI_Comm comm)
+RCOLL_MPI_ENTRY int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
+			       MPI_Op mpi_op, int root, MPI_Comm comm)
 {
-	const auto dtype = offloadable(type, count, kReduce);
+	const auto l = offloadable(type, count, kReduce);
 	const auto op_code = op_of(mpi_op);
-	const Route r = route(dtype && op_code, comm);
+	const Route r = route(l && op_code, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Reduce(sendbuf, recvbuf, count, type, mpi_op, root, comm)
 				  : r.error;
-	const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+	Staging staging;
+	const bool is_root = rank_in(comm) == root;
+	const void* input =
+		staging.gather(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count, type, *l);
+	void* result = is_root ? staging.result(recvbuf, *l) : nullptr;
 	Operation op;
-	const long rc = fi_reduce(state().endpoint.ep(), input, size_t(count), nullptr, recvbuf,
-				  nullptr, r.group->coll_addr, address_of(*r.group, root), *dtype,
+	const long rc = fi_reduce(state().endpoint.ep(), input, l->elements, nullptr, result,
+				  nullptr, r.group->coll_addr, address_of(*r.group, root), l->dtype,
 				  *op_code, 0, &op.context);
-	return finish(comm, rc, op, "MPI_Reduce");
+	const int err = finish(comm, rc, op, "MPI_Reduce");
+	if (err == MPI_SUCCESS && is_root)
+		staging.scatter(recvbuf, count, type, *l);
+	return err;
 }
 
-RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-		  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+				  void* recvbuf, int recvcount, MPI_Datatype recvtype,
+				  MPI_Comm comm)
 {
+	int size = 0;
+	PMPI_Comm_size(comm, &size);
 	const bool in_place = sendbuf == MPI_IN_PLACE;
-	const auto dtype = offloadable(recvtype, recvcount, kAllgather);
-	const bool same = in_place || (sendtype == recvtype && sendcount == recvcount);
-	const Route r = route(dtype && same, comm);
+	// One rank's block, and the whole result, by signature.
+	const auto block = offloadable(recvtype, recvcount, kAllgather);
+	const auto sent = in_place ? block : layout_of(sendtype, sendcount);
+	const auto all = layout_of(recvtype, recvcount * size);
+	const bool same = block && sent && all && sent->dtype == block->dtype &&
+			  sent->elements == block->elements;
+	const Route r = route(same, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf,
 						   recvcount, recvtype, comm)
 				  : r.error;
-	const void* input = sendbuf;
+	Staging staging;
+	const void* input;
 	if (in_place) {
 		// This rank's block is already in place in the result.
-		int rank = 0, type_size = 0;
-		PMPI_Comm_rank(comm, &rank);
-		PMPI_Type_size(recvtype, &type_size);
-		input = static_cast<const char*>(recvbuf) +
-			size_t(rank) * size_t(recvcount) * size_t(type_size);
+		MPI_Aint lb = 0, extent = 0;
+		PMPI_Type_get_extent(recvtype, &lb, &extent);
+		const void* mine = static_cast<const char*>(recvbuf) +
+				   rank_in(comm) * MPI_Aint(recvcount) * extent;
+		input = staging.gather(mine, recvcount, recvtype, *block);
+	} else {
+		input = staging.gather(sendbuf, sendcount, sendtype, *sent);
 	}
+	void* result = staging.result(recvbuf, *all);
 	Operation op;
-	const long rc = fi_allgather(state().endpoint.ep(), input, size_t(recvcount), nullptr,
-				     recvbuf, nullptr, r.group->coll_addr, *dtype, 0, &op.context);
-	return finish(comm, rc, op, "MPI_Allgather");
+	const long rc = fi_allgather(state().endpoint.ep(), input, block->elements, nullptr,
+				     result, nullptr, r.group->coll_addr, block->dtype, 0,
+				     &op.context);
+	const int err = finish(comm, rc, op, "MPI_Allgather");
+	if (err == MPI_SUCCESS)
+		staging.scatter(recvbuf, recvcount * size, recvtype, *all);
+	return err;
 }
 
 // Nonblocking: the same decisions; the request completes through the MPI's
-// wait and test calls (requests.cpp).
+// wait and test calls (requests.cpp), which copy a staged result back.
 
 RCOLL_MPI_ENTRY int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request)
 {
 	const Route r = route(true, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Ibarrier(comm, request) : r.error;
-	Operation* op = start_request(comm, "MPI_Ibarrier", request);
-	if (!op)
+	Nonblocking* call = start_request(comm, "MPI_Ibarrier", request);
+	if (!call)
 		return MPI_ERR_INTERN;
-	const long rc = fi_barrier(state().endpoint.ep(), r.group->coll_addr, &op->context);
+	const long rc = fi_barrier(state().endpoint.ep(), r.group->coll_addr, &call->op.context);
 	if (rc)
-		return refuse_request(op, rc);
+		return refuse_request(call, rc);
 	state().offloaded++;
 	return MPI_SUCCESS;
 }
 
-RCOLL_MPI_ENTRY int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm,
-	       MPI_Request* request)
+RCOLL_MPI_ENTRY int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root,
+			       MPI_Comm comm, MPI_Request* request)
 {
-	const auto dtype = offloadable(type, count, kBcast);
-	const Route r = route(dtype.has_value(), comm);
+	const auto l = offloadable(type, count, kBcast);
+	const Route r = route(l.has_value(), comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Ibcast(buffer, count, type, root, comm, request) : r.error;
-	Operation* op = start_request(comm, "MPI_Ibcast", request);
-	if (!op)
+	Nonblocking* call = start_request(comm, "MPI_Ibcast", request);
+	if (!call)
 		return MPI_ERR_INTERN;
-	const long rc = fi_broadcast(state().endpoint.ep(), buffer, size_t(count), nullptr,
-				     r.group->coll_addr, address_of(*r.group, root), *dtype, 0,
-				     &op->context);
+	const bool is_root = rank_in(comm) == root;
+	void* data = is_root ? const_cast<void*>(call->staging.gather(buffer, count, type, *l))
+			     : call->staging.result(buffer, *l);
+	if (!is_root && !l->dense)
+		call->after = [call, buffer, count, type, layout = *l] {
+			call->staging.scatter(buffer, count, type, layout);
+		};
+	const long rc = fi_broadcast(state().endpoint.ep(), data, l->elements, nullptr,
+				     r.group->coll_addr, address_of(*r.group, root), l->dtype, 0,
+				     &call->op.context);
 	if (rc)
-		return refuse_request(op, rc);
+		return refuse_request(call, rc);
 	state().offloaded++;
 	return MPI_SUCCESS;
 }
 
-RCOLL_MPI_ENTRY int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
-		   MPI_Op mpi_op, MPI_Comm comm, MPI_Request* request)
+RCOLL_MPI_ENTRY int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count,
+				   MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
+				   MPI_Request* request)
 {
-	const auto dtype = offloadable(type, count, kAllreduce);
+	const auto l = offloadable(type, count, kAllreduce);
 	const auto op_code = op_of(mpi_op);
-	const Route r = route(dtype && op_code, comm);
+	const Route r = route(l && op_code, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Iallreduce(sendbuf, recvbuf, count, type, mpi_op, comm,
 						    request)
 				  : r.error;
-	Operation* op = start_request(comm, "MPI_Iallreduce", request);
-	if (!op)
+	Nonblocking* call = start_request(comm, "MPI_Iallreduce", request);
+	if (!call)
 		return MPI_ERR_INTERN;
-	const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-	const long rc = fi_allreduce(state().endpoint.ep(), input, size_t(count), nullptr, recvbuf,
-				     nullptr, r.group->coll_addr, *dtype, *op_code, 0,
-				     &op->context);
+	const void* input = call->staging.gather(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
+						 count, type, *l);
+	void* result = call->staging.result(recvbuf, *l);
+	if (!l->dense)
+		call->after = [call, recvbuf, count, type, layout = *l] {
+			call->staging.scatter(recvbuf, count, type, layout);
+		};
+	const long rc = fi_allreduce(state().endpoint.ep(), input, l->elements, nullptr, result,
+				     nullptr, r.group->coll_addr, l->dtype, *op_code, 0,
+				     &call->op.context);
 	if (rc)
-		return refuse_request(op, rc);
+		return refuse_request(call, rc);
 	state().offloaded++;
 	return MPI_SUCCESS;
 }
-

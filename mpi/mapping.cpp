@@ -98,3 +98,89 @@ std::optional<fi_op> op_of(MPI_Op op)
 }
 
 } // namespace rcoll::mpi
+
+namespace rcoll::mpi {
+
+namespace {
+
+// The predefined types `type` is made of (MPI_Type_get_envelope and
+// _get_contents, recursively); false when a level cannot be read.
+bool collect_basic_types(MPI_Datatype type, std::vector<MPI_Datatype>& out, int depth = 0)
+{
+	int integers = 0, addresses = 0, datatypes = 0, combiner = 0;
+	if (depth > 32 ||
+	    PMPI_Type_get_envelope(type, &integers, &addresses, &datatypes, &combiner) != MPI_SUCCESS)
+		return false;
+	if (combiner == MPI_COMBINER_NAMED) {
+		out.push_back(type);
+		return true;
+	}
+	std::vector<int> ints(size_t(integers) + 1);
+	std::vector<MPI_Aint> addrs(size_t(addresses) + 1);
+	std::vector<MPI_Datatype> types(size_t(datatypes) + 1);
+	if (PMPI_Type_get_contents(type, integers, addresses, datatypes, ints.data(), addrs.data(),
+				   types.data()) != MPI_SUCCESS)
+		return false;
+	bool ok = true;
+	for (int i = 0; i < datatypes; i++) {
+		ok = ok && collect_basic_types(types[size_t(i)], out, depth + 1);
+		int ni = 0, na = 0, nd = 0, c = 0;
+		PMPI_Type_get_envelope(types[size_t(i)], &ni, &na, &nd, &c);
+		if (c != MPI_COMBINER_NAMED)
+			PMPI_Type_free(&types[size_t(i)]);
+	}
+	return ok;
+}
+
+} // namespace
+
+std::optional<Layout> layout_of(MPI_Datatype type, int count)
+{
+	if (count < 0)
+		return std::nullopt;
+	std::vector<MPI_Datatype> basics;
+	if (!collect_basic_types(type, basics) || basics.empty())
+		return std::nullopt;
+	for (MPI_Datatype b : basics)
+		if (b != basics.front())
+			return std::nullopt; // a signature of mixed types: not one fi_datatype
+	const std::optional<fi_datatype> dtype = datatype_of(basics.front());
+	int size = 0, basic_size = 0;
+	if (!dtype || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
+	    PMPI_Type_size(basics.front(), &basic_size) != MPI_SUCCESS || basic_size <= 0)
+		return std::nullopt;
+	Layout l;
+	l.dtype = *dtype;
+	l.basic = basics.front();
+	l.basic_size = size_t(basic_size);
+	l.elements = size_t(count) * size_t(size) / size_t(basic_size);
+	l.dense = basics.size() == 1 && basics.front() == type;
+	return l;
+}
+
+const void* Staging::gather(const void* buf, int count, MPI_Datatype type, const Layout& l)
+{
+	if (l.dense)
+		return buf;
+	in_.resize(l.elements * l.basic_size);
+	PMPI_Sendrecv(buf, count, type, 0, 0, in_.data(), int(l.elements), l.basic, 0, 0,
+		      MPI_COMM_SELF, MPI_STATUS_IGNORE);
+	return in_.data();
+}
+
+void* Staging::result(void* buf, const Layout& l)
+{
+	if (l.dense)
+		return buf;
+	out_.resize(l.elements * l.basic_size);
+	return out_.data();
+}
+
+void Staging::scatter(void* buf, int count, MPI_Datatype type, const Layout& l)
+{
+	if (!l.dense)
+		PMPI_Sendrecv(out_.data(), int(l.elements), l.basic, 0, 0, buf, count, type, 0, 0,
+			      MPI_COMM_SELF, MPI_STATUS_IGNORE);
+}
+
+} // namespace rcoll::mpi

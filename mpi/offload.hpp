@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -92,22 +93,61 @@ private:
 // The endpoint of this process (interpose.cpp).
 Endpoint& offload_endpoint();
 
-// A nonblocking call (requests.cpp): the operation to hand rcoll as its
-// context, tied to a generalized request of the MPI's that completes once
-// rcoll reports the operation done, while the application waits or tests.
-// nullptr when the MPI refused the request (`*request` is then untouched).
-Operation* start_request(MPI_Comm comm, const char* what, MPI_Request* request);
-// rcoll refused the operation (`rc` < 0): the request completes with an
-// error now. Returns the MPI error code for the call.
-int refuse_request(Operation* op, long rc);
-// Completes every request whose operation finished (drives rcoll first).
-void poll_requests();
-// Waits for every nonblocking call still in flight (MPI_Finalize).
-void drain_requests();
-
 // libfabric's name for an MPI datatype that is one of its contiguous
 // predefined types, and for an MPI operation on such a type.
 std::optional<fi_datatype> datatype_of(MPI_Datatype type);
 std::optional<fi_op> op_of(MPI_Op op);
+
+// What `count` elements of `type` carry, by type signature (mapping.cpp):
+// `elements` of one predefined type libfabric has. Every rank of a call
+// passes the same signature, though not always the same datatype (a derived
+// type on one rank, its element type on another): deciding from the
+// signature, all ranks decide alike. `dense`: the buffer holds exactly
+// those elements in order (a predefined type); else they travel through a
+// contiguous copy the MPI makes (Staging).
+struct Layout {
+	fi_datatype dtype{};
+	MPI_Datatype basic = MPI_DATATYPE_NULL;
+	size_t basic_size = 0;
+	size_t elements = 0;
+	bool dense = false;
+};
+std::optional<Layout> layout_of(MPI_Datatype type, int count);
+
+// The contiguous copies of one call's input and result, when its layout is
+// not dense (a send-receive to MPI_COMM_SELF converts, so the MPI's own
+// datatype engine does the packing).
+class Staging {
+public:
+	// The input as contiguous elements (`buf` itself when dense).
+	const void* gather(const void* buf, int count, MPI_Datatype type, const Layout& l);
+	// Where rcoll writes the result (`buf` itself when dense).
+	void* result(void* buf, const Layout& l);
+	// The result into `buf`'s layout (nothing when dense).
+	void scatter(void* buf, int count, MPI_Datatype type, const Layout& l);
+
+private:
+	std::vector<std::byte> in_, out_;
+};
+
+// A nonblocking call (requests.cpp): the operation to hand rcoll as its
+// context, the copies its buffers travel through, and what to do once it
+// completed (copy a result back), tied to a generalized request of the
+// MPI's that completes once rcoll reports the operation done, while the
+// application waits or tests.
+struct Nonblocking {
+	Operation op;
+	Staging staging;
+	std::function<void()> after; // on success, before the request completes
+};
+// nullptr when the MPI refused the request (`*request` is then untouched).
+Nonblocking* start_request(MPI_Comm comm, const char* what, MPI_Request* request);
+// rcoll refused the operation (`rc` < 0): the request completes with an
+// error now. Returns the MPI error code for the call.
+int refuse_request(Nonblocking* call, long rc);
+// Completes every request whose operation finished (drives rcoll first).
+void poll_requests();
+// Waits for every nonblocking call still in flight (MPI_Finalize).
+void drain_requests();
 
 } // namespace rcoll::mpi

@@ -16,7 +16,7 @@ namespace rcoll::mpi {
 namespace {
 
 struct Pending {
-	Operation op;
+	Nonblocking call;
 	MPI_Request request = MPI_REQUEST_NULL;
 	MPI_Comm comm = MPI_COMM_NULL;
 	const char* what = "";
@@ -38,7 +38,7 @@ int query(void* extra, MPI_Status* status)
 	MPI_Status_set_cancelled(status, 0);
 	status->MPI_SOURCE = MPI_UNDEFINED;
 	status->MPI_TAG = MPI_UNDEFINED;
-	status->MPI_ERROR = p->op.error ? MPI_ERR_OTHER : MPI_SUCCESS;
+	status->MPI_ERROR = p->call.op.error ? MPI_ERR_OTHER : MPI_SUCCESS;
 	return status->MPI_ERROR;
 }
 
@@ -53,9 +53,11 @@ int cancel(void*, int) { return MPI_SUCCESS; } // rcoll cannot cancel a collecti
 
 void complete(Pending& p)
 {
-	if (p.op.error)
+	if (p.call.op.error)
 		std::fprintf(stderr, "rcoll-mpi: %s on rcoll failed: %s\n", p.what,
-			     p.op.error_text.c_str());
+			     p.call.op.error_text.c_str());
+	else if (p.call.after)
+		p.call.after();
 	p.completed = true;
 	// The MPI may free the request (and so `p`) right here: a request the
 	// application freed before it completed.
@@ -72,7 +74,7 @@ bool in_flight()
 
 } // namespace
 
-Operation* start_request(MPI_Comm comm, const char* what, MPI_Request* request)
+Nonblocking* start_request(MPI_Comm comm, const char* what, MPI_Request* request)
 {
 	Pending& p = pending().emplace_back();
 	p.comm = comm;
@@ -82,17 +84,17 @@ Operation* start_request(MPI_Comm comm, const char* what, MPI_Request* request)
 		return nullptr;
 	}
 	*request = p.request;
-	return &p.op;
+	return &p.call;
 }
 
-int refuse_request(Operation* op, long rc)
+int refuse_request(Nonblocking* call, long rc)
 {
 	for (Pending& p : pending()) {
-		if (&p.op != op)
+		if (&p.call != call)
 			continue;
-		p.op.done = true;
-		p.op.error = int(rc < 0 ? -rc : rc);
-		p.op.error_text = fi_strerror(p.op.error);
+		p.call.op.done = true;
+		p.call.op.error = int(rc < 0 ? -rc : rc);
+		p.call.op.error_text = fi_strerror(p.call.op.error);
 		complete(p);
 		PMPI_Comm_call_errhandler(p.comm, MPI_ERR_OTHER);
 		break;
@@ -110,12 +112,12 @@ void poll_requests()
 	for (Pending& p : pending()) {
 		if (p.completed)
 			continue;
-		if (!healthy && !p.op.done) {
-			p.op.done = true;
-			p.op.error = FI_EIO;
-			p.op.error_text = error;
+		if (!healthy && !p.call.op.done) {
+			p.call.op.done = true;
+			p.call.op.error = FI_EIO;
+			p.call.op.error_text = error;
 		}
-		if (p.op.done)
+		if (p.call.op.done)
 			finished.push_back(&p);
 	}
 	// Apart from the walk: completing may free a request and its entry.
