@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -176,6 +177,45 @@ Test(local_collectives, mixed_calls_under_random_interleavings)
 			check_results(g, calls);
 		}
 	}
+}
+
+// Broadcasts from the root's buffer in one copy (the reader stands in for
+// cross-memory attach: every member is in this process), mixed with the
+// slotted calls; and a reader that fails fails the call and the group.
+Test(local_collectives, single_copy_broadcasts)
+{
+	const std::vector<Call> script = {
+		{Collective::broadcast, 1, 5000}, {Collective::allreduce, 0, 300},
+		{Collective::broadcast, 0, 9000}, {Collective::barrier, 0, 0},
+		{Collective::broadcast, 2, 4097}, {Collective::broadcast, 2, 100}};
+	for (unsigned seed = 1; seed <= 30; seed++) {
+		Group g(3);
+		for (Member& m : g.members)
+			m.calls->enable_single_copy(
+				[](uint32_t, uint64_t address, void* target, size_t length) {
+					std::memcpy(target, reinterpret_cast<const void*>(address),
+						    length);
+					return 0;
+				},
+				4096 * 8);
+		run(g, script, seed);
+		check_results(g, script);
+	}
+	Group g(2);
+	for (Member& m : g.members)
+		m.calls->enable_single_copy(
+			[](uint32_t, uint64_t, void*, size_t) { return -ESRCH; }, 64);
+	cr_assert_eq(g.members[0].calls->post(
+			     request(Collective::broadcast, 0, 100, g.members[0], 0, 0)),
+		     Errc::ok);
+	cr_assert_eq(g.members[1].calls->post(
+			     request(Collective::broadcast, 0, 100, g.members[1], 0, 1)),
+		     Errc::ok);
+	g.members[1].calls->progress();
+	engine::Completion c;
+	cr_assert(g.members[1].calls->next_completion(c));
+	cr_assert_eq(c.status, Errc::io_error, "a failed read completed with %d", int(c.status));
+	cr_assert(g.members[1].calls->failed());
 }
 
 // A barrier: nobody completes call n before every member posted it.

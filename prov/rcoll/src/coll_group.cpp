@@ -97,7 +97,8 @@ uint64_t Collectives::config_fingerprint() const
 	     {&c.coll_tune, &c.coll_alpha_us, &c.coll_beta_us_per_byte, &c.coll_gamma_us_per_byte})
 		h = fnv1a(fnv1a(h, s->data(), s->size()), "|", 1);
 	// Members must agree on which calls take the shared-memory path.
-	for (size_t v : {size_t(c.coll_shm), c.coll_shm_bcast_max, c.coll_shm_reduce_max})
+	for (size_t v : {size_t(c.coll_shm), c.coll_shm_bcast_max, c.coll_shm_reduce_max,
+			 c.coll_shm_single_copy_min})
 		h = fnv1a(h, &v, sizeof(v));
 	return h;
 }
@@ -267,13 +268,14 @@ void Collectives::maybe_finish_join(CollGroup& g)
 	// Whether the group's calls may go straight through shared memory:
 	// every member says whether it maps all the others, and the join waits
 	// until the members this one maps have said it.
-	const std::optional<bool> shm = g.transport->shm_path_agreed();
-	if (!shm)
+	const auto agreed = g.transport->shm_path_agreed();
+	if (!agreed)
 		return;
-	if (*shm && config().coll_shm) {
+	if (agreed->shm && config().coll_shm) {
 		try {
-			g.shm = g.transport->local_collectives(config().coll_shm_bcast_max,
-							       config().coll_shm_reduce_max);
+			g.shm = g.transport->local_collectives(*agreed, config().coll_shm_bcast_max,
+							       config().coll_shm_reduce_max,
+							       config().coll_shm_single_copy_min);
 		} catch (const std::bad_alloc&) {
 			return finish_join(g, -FI_ENOMEM);
 		}

@@ -534,40 +534,64 @@ bool CollTransport::reaches_all_on_host() const
 	return true;
 }
 
-std::optional<bool> CollTransport::shm_path_agreed()
+std::optional<CollTransport::ShmAgreement> CollTransport::shm_path_agreed()
 {
-	local::Published* own = scratch_file_.published();
+	using local::Published;
+	Published* own = scratch_file_.published();
 	if (!offer_local_ || !own)
-		return false; // nobody maps an anonymous scratch: they say so too
-	bool maps_all = true;
-	for (uint32_t rank = 0; rank < members_.size(); rank++)
-		maps_all &= rank == rank_ || members_[rank].mapping != nullptr;
-	own->verdict.store(maps_all ? local::Published::maps_all : local::Published::does_not,
-			   std::memory_order_release);
+		return ShmAgreement{}; // nobody maps an anonymous scratch: they say so too
+	bool maps_all = true, reads_all = config().coll_cma;
+	for (uint32_t rank = 0; rank < members_.size(); rank++) {
+		if (rank == rank_)
+			continue;
+		maps_all &= members_[rank].mapping != nullptr;
+		reads_all &= maps_all && members_[rank].mapping->can_write_memory();
+	}
+	uint32_t verdict = Published::said;
+	if (maps_all)
+		verdict |= Published::maps_all;
+	if (reads_all)
+		verdict |= Published::reads_all;
+	own->verdict.store(verdict, std::memory_order_release);
 	if (!maps_all)
-		return false;
+		return ShmAgreement{};
+	ShmAgreement agreed{true, reads_all};
 	for (uint32_t rank = 0; rank < members_.size(); rank++) {
 		if (rank == rank_)
 			continue;
 		const uint32_t verdict = members_[rank].mapping->published()->verdict.load(
 			std::memory_order_acquire);
-		if (verdict == local::Published::unknown)
+		if (verdict == Published::unknown)
 			return std::nullopt;
-		if (verdict != local::Published::maps_all)
-			return false;
+		agreed.shm &= (verdict & Published::maps_all) != 0;
+		agreed.single_copy &= (verdict & Published::reads_all) != 0;
 	}
-	return true;
+	agreed.single_copy &= agreed.shm;
+	return agreed;
 }
 
-std::unique_ptr<local::LocalCollectives> CollTransport::local_collectives(size_t broadcast_max,
-									  size_t reduction_max)
+std::unique_ptr<local::LocalCollectives>
+CollTransport::local_collectives(const ShmAgreement& agreed, size_t broadcast_max,
+				 size_t reduction_max, size_t single_copy_min)
 {
 	std::vector<const local::Published*> areas(members_.size());
 	for (uint32_t rank = 0; rank < members_.size(); rank++)
 		areas[rank] = rank == rank_ ? scratch_file_.published()
 					    : members_[rank].mapping->published();
-	return std::make_unique<local::LocalCollectives>(
+	auto shm = std::make_unique<local::LocalCollectives>(
 		std::move(areas), *scratch_file_.published(), rank_, broadcast_max, reduction_max);
+	if (agreed.single_copy)
+		shm->enable_single_copy(
+			[this](uint32_t member, uint64_t address, void* target, size_t length) {
+				Member& m = members_[member];
+				// A pid reused since could not be read from by mistake:
+				// the pidfd says whether it is still that process.
+				if (!m.mapping || (m.process && m.process->exited()))
+					return -ESRCH;
+				return m.mapping->read_memory(address, target, length);
+			},
+			single_copy_min);
+	return shm;
 }
 
 bool CollTransport::has_member(const Peer* peer) const

@@ -84,13 +84,20 @@ public:
 	// same way, unless their own kernel rules differ.
 	bool reaches_all_on_host() const;
 	// Whether every member maps every member's file, so that calls can run
-	// straight through shared memory (local_collectives.hpp). Each
-	// member publishes whether it maps all the others; all members then see
-	// the same answer. nullopt: a member this one maps has not said yet.
-	std::optional<bool> shm_path_agreed();
+	// straight through shared memory (local_collectives.hpp), and may read
+	// every member's memory, so that large broadcasts go in one copy. Each
+	// member publishes what it can; all members then see the same answer.
+	// nullopt: a member this one maps has not said yet.
+	struct ShmAgreement {
+		bool shm = false;
+		bool single_copy = false;
+	};
+	std::optional<ShmAgreement> shm_path_agreed();
 	// The shared-memory collectives over the members' published areas.
-	std::unique_ptr<local::LocalCollectives> local_collectives(size_t broadcast_max,
-								   size_t reduction_max);
+	std::unique_ptr<local::LocalCollectives> local_collectives(const ShmAgreement& agreed,
+								   size_t broadcast_max,
+								   size_t reduction_max,
+								   size_t single_copy_min);
 
 	// engine::Transport
 	std::span<std::byte> scratch() noexcept override;

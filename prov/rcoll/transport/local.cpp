@@ -209,6 +209,7 @@ int ScratchFile::create(size_t scratch_bytes, bool shared, uint64_t owner) noexc
 	control->ended.store(0, std::memory_order_relaxed);
 	control->doorbell.init();
 	control->published.arrived.store(0, std::memory_order_relaxed);
+	control->published.finished.store(0, std::memory_order_relaxed);
 	control->published.verdict.store(Published::unknown, std::memory_order_relaxed);
 	control->published.stopped.store(0, std::memory_order_relaxed);
 	scratch_ = static_cast<std::byte*>(base) + kScratchOffset;
@@ -339,6 +340,27 @@ int PeerMapping::write_memory(uint64_t remote_address, const void* source, size_
 		if (n == 0)
 			return -EIO;
 		from += n;
+		remote_address += uint64_t(n);
+		length -= size_t(n);
+	}
+	return 0;
+}
+
+int PeerMapping::read_memory(uint64_t remote_address, void* target, size_t length) noexcept
+{
+	auto* to = static_cast<char*>(target);
+	while (length) {
+		iovec local_iov{to, length};
+		iovec remote_iov{reinterpret_cast<void*>(remote_address), length};
+		ssize_t n = ::process_vm_readv(pid_, &local_iov, 1, &remote_iov, 1, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		to += n;
 		remote_address += uint64_t(n);
 		length -= size_t(n);
 	}

@@ -71,13 +71,16 @@ struct Doorbell {
 // through shared memory (local_collectives.hpp): its sequence flag, alone
 // on its cache line, single writer (the owner), and two slots for inline
 // payloads, used in turn. The verdict says whether the owner maps every
-// other member's file (0 until it knows); `stopped`, that the owner failed
-// the group.
+// other member's file and may read every member's memory (0 until it
+// knows); `stopped`, that the owner failed the group.
 struct Published {
 	static constexpr size_t kSlotBytes = 16384;
-	enum Verdict : uint32_t { unknown = 0, maps_all = 1, does_not = 2 };
+	enum Verdict : uint32_t { unknown = 0, said = 1, maps_all = 2, reads_all = 4 };
 
 	alignas(64) std::atomic<uint64_t> arrived;
+	// Single-copy broadcasts: the chunk the owner is done reading from the
+	// root's memory (the root's buffer stays the root's until all are).
+	alignas(64) std::atomic<uint64_t> finished;
 	alignas(64) std::atomic<uint32_t> verdict;
 	std::atomic<uint32_t> stopped;
 	alignas(64) std::byte slots[2][kSlotBytes];
@@ -152,6 +155,8 @@ public:
 	// 0 or -errno; the bytes are in place when it returns. The caller
 	// checks first that the process still lives (ProcessWatch).
 	int write_memory(uint64_t remote_address, const void* source, size_t length) noexcept;
+	// The same the other way: copies the owner's memory into this process.
+	int read_memory(uint64_t remote_address, void* target, size_t length) noexcept;
 	bool has_room() const noexcept { return doorbell_ && doorbell_->has_room(); }
 	// What the owner publishes (read only here: the owner is its one writer).
 	const Published* published() const noexcept { return published_; }

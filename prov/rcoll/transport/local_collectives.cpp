@@ -50,8 +50,10 @@ Errc LocalCollectives::post(const engine::Request& req) noexcept
 	// A payload larger than a slot goes in slot-sized chunks, each with a
 	// sequence number of its own: members pipeline them through the two
 	// slots (one copies chunk j out while another copies j + 1 in).
-	call.chunks = std::max<size_t>(1, (call.bytes + Published::kSlotBytes - 1) /
-						  Published::kSlotBytes);
+	call.single_copy = req.coll == Collective::broadcast && call.bytes >= single_copy_min_;
+	call.chunks = call.single_copy ? 1
+				       : std::max<size_t>(1, (call.bytes + Published::kSlotBytes -
+							      1) / Published::kSlotBytes);
 	call.sequence = next_sequence_;
 	try {
 		queue_.push_back(call);
@@ -84,9 +86,15 @@ size_t LocalCollectives::progress() noexcept
 		if (!done)
 			break;
 		steps++;
-		if (!finish(call, Errc::ok))
+		const Errc status = call.status;
+		if (!finish(call, status))
 			break; // no memory for the completion: it is kept and tried again
 		queue_.pop_front();
+		if (status != Errc::ok) {
+			// This member cannot take part any more: the group fails.
+			fail(status);
+			break;
+		}
 	}
 	activity_ += steps;
 	return steps;
@@ -118,8 +126,56 @@ const std::byte* LocalCollectives::slot_of(uint32_t member, uint64_t sequence) c
 	return members_[member]->slots[sequence & 1];
 }
 
+void LocalCollectives::enable_single_copy(MemoryReader reader, size_t min_bytes)
+{
+	reader_ = std::move(reader);
+	single_copy_min_ = reader_ ? min_bytes : SIZE_MAX;
+}
+
+// One copy per member out of the root's buffer: the root publishes its
+// address in its slot and waits until every member says it finished
+// reading; the others copy and say so.
+bool LocalCollectives::step_single_copy(Call& call) noexcept
+{
+	const engine::Request& r = call.req;
+	const uint64_t n = call.sequence;
+	const bool root = r.root == rank_;
+	if (!call.published) {
+		if (root) {
+			// The slot's header: where the bytes are, and how many.
+			if (n > 2 && !all_arrived(n - 1))
+				return false;
+			const uint64_t header[2] = {reinterpret_cast<uint64_t>(r.output),
+						    uint64_t(call.bytes)};
+			std::memcpy(own_.slots[n & 1], header, sizeof(header));
+		}
+		own_.arrived.store(n, std::memory_order_release);
+		call.published = true;
+	}
+	if (root) {
+		for (uint32_t m = 0; m < members_.size(); m++)
+			if (m != rank_ && members_[m]->finished.load(std::memory_order_acquire) < n)
+				return false;
+		return true;
+	}
+	if (!arrived(r.root, n))
+		return false;
+	uint64_t header[2];
+	std::memcpy(header, slot_of(r.root, n), sizeof(header));
+	// A root that names another length is not in this call: fail it rather
+	// than read what it says.
+	const int err = header[1] != call.bytes ? -EPROTO
+						: reader_(r.root, header[0], r.output, call.bytes);
+	own_.finished.store(n, std::memory_order_release);
+	if (err)
+		call.status = Errc::io_error;
+	return true;
+}
+
 bool LocalCollectives::step(Call& call) noexcept
 {
+	if (call.single_copy)
+		return step_single_copy(call);
 	while (call.next_chunk < call.chunks) {
 		if (!step_chunk(call))
 			return false;

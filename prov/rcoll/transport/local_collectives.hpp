@@ -31,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace rcoll::local {
@@ -44,6 +45,16 @@ public:
 	// algorithms, which split the work, are faster).
 	LocalCollectives(std::vector<const Published*> members, Published& own, uint32_t rank,
 			 size_t broadcast_max, size_t reduction_max);
+
+	// Copies `length` bytes at `address` in member `member`'s memory into
+	// `target`: 0 or -errno (cross-memory attach, process_vm_readv).
+	using MemoryReader =
+		std::function<int(uint32_t member, uint64_t address, void* target, size_t length)>;
+	// Broadcasts of at least `min_bytes` then go in one copy by each
+	// member straight out of the root's buffer, as MPI's shared-memory
+	// transports do above a size (the two copies through the slots cost
+	// more there); every member must be given the same `min_bytes`.
+	void enable_single_copy(MemoryReader reader, size_t min_bytes);
 
 	// Whether `req` runs here: barrier always; broadcast, allreduce and
 	// reduce up to their size limits. A function of the call's arguments
@@ -75,7 +86,10 @@ private:
 		size_t next_chunk = 0;
 		engine::ReduceKernel kernel = nullptr;
 		bool published = false; // the next chunk is published
+		bool single_copy = false;
+		engine::Errc status = engine::Errc::ok; // how it ended
 	};
+	bool step_single_copy(Call& call) noexcept;
 	bool step(Call& call) noexcept; // true: done
 	bool step_chunk(Call& call) noexcept;
 	bool arrived(uint32_t member, uint64_t sequence) const noexcept;
@@ -89,6 +103,8 @@ private:
 	uint32_t rank_;
 	size_t broadcast_max_;
 	size_t reduction_max_;
+	MemoryReader reader_;
+	size_t single_copy_min_ = SIZE_MAX;
 	uint64_t next_sequence_ = 1;
 	uint64_t activity_ = 0;
 	engine::Errc failed_ = engine::Errc::ok;
