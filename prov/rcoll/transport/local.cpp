@@ -325,13 +325,16 @@ bool PeerMapping::target_ended() const noexcept
 	return control && control->ended.load(std::memory_order_acquire) != 0;
 }
 
-int PeerMapping::write_memory(uint64_t remote_address, const void* source, size_t length) noexcept
+namespace {
+
+// process_vm_writev or _readv until all `length` bytes moved.
+int cross_memory(pid_t pid, bool write, uint64_t remote_address, char* local, size_t length)
 {
-	auto* from = static_cast<const char*>(source);
 	while (length) {
-		iovec local_iov{const_cast<char*>(from), length};
+		iovec local_iov{local, length};
 		iovec remote_iov{reinterpret_cast<void*>(remote_address), length};
-		ssize_t n = ::process_vm_writev(pid_, &local_iov, 1, &remote_iov, 1, 0);
+		ssize_t n = write ? ::process_vm_writev(pid, &local_iov, 1, &remote_iov, 1, 0)
+				  : ::process_vm_readv(pid, &local_iov, 1, &remote_iov, 1, 0);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -339,32 +342,24 @@ int PeerMapping::write_memory(uint64_t remote_address, const void* source, size_
 		}
 		if (n == 0)
 			return -EIO;
-		from += n;
+		local += n;
 		remote_address += uint64_t(n);
 		length -= size_t(n);
 	}
 	return 0;
 }
 
+} // namespace
+
+int PeerMapping::write_memory(uint64_t remote_address, const void* source, size_t length) noexcept
+{
+	return cross_memory(pid_, true, remote_address,
+			    const_cast<char*>(static_cast<const char*>(source)), length);
+}
+
 int PeerMapping::read_memory(uint64_t remote_address, void* target, size_t length) noexcept
 {
-	auto* to = static_cast<char*>(target);
-	while (length) {
-		iovec local_iov{to, length};
-		iovec remote_iov{reinterpret_cast<void*>(remote_address), length};
-		ssize_t n = ::process_vm_readv(pid_, &local_iov, 1, &remote_iov, 1, 0);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		to += n;
-		remote_address += uint64_t(n);
-		length -= size_t(n);
-	}
-	return 0;
+	return cross_memory(pid_, false, remote_address, static_cast<char*>(target), length);
 }
 
 ProcessWatch::~ProcessWatch()
