@@ -56,10 +56,10 @@ int64_t operand(size_t call, uint32_t rank, size_t i)
 }
 
 engine::Request request(Collective coll, uint32_t root, size_t count, Member& m, size_t call,
-			uint32_t rank)
+			uint32_t rank, uint32_t size = 1)
 {
 	m.inputs.emplace_back(count);
-	m.outputs.emplace_back(count, -1);
+	m.outputs.emplace_back(coll == Collective::allgather ? count * size : count, -1);
 	for (size_t i = 0; i < count; i++)
 		m.inputs.back()[i] = operand(call, rank, i);
 	if (coll == Collective::broadcast && rank == root)
@@ -94,7 +94,7 @@ void run(Group& g, const std::vector<Call>& script, unsigned seed, size_t window
 		Member& m = g.members[r];
 		if (m.posted < script.size() && m.posted - m.completed < window && rng() % 2) {
 			const Call& c = script[m.posted];
-			engine::Request req = request(c.coll, c.root, c.count, m, m.posted, r);
+			engine::Request req = request(c.coll, c.root, c.count, m, m.posted, r, p);
 			cr_assert(m.calls->takes(req));
 			cr_assert_eq(m.calls->post(req), Errc::ok);
 			m.posted++;
@@ -124,6 +124,16 @@ void check_results(const Group& g, const std::vector<Call>& script)
 			cr_assert_eq(m.completion_order[k], k + 1,
 				     "member %u completed out of order", r);
 			const Call& c = script[k];
+			if (c.coll == Collective::allgather) {
+				for (uint32_t s = 0; s < p; s++)
+					for (size_t i = 0; i < c.count; i++)
+						cr_assert_eq(m.outputs[k][s * c.count + i],
+							     operand(k, s, i),
+							     "member %u, allgather call %zu, block "
+							     "%u [%zu]",
+							     r, k, s, i);
+				continue;
+			}
 			for (size_t i = 0; i < c.count; i++) {
 				int64_t want = -1;
 				if (c.coll == Collective::broadcast)
@@ -164,7 +174,11 @@ Test(local_collectives, mixed_calls_under_random_interleavings)
 		{Collective::allreduce, 0, 4097},
 		{Collective::reduce, 1, 6000},
 		{Collective::broadcast, 0, 2048 * 3},
-		{Collective::barrier, 0, 0}};
+		{Collective::barrier, 0, 0},
+		// Allgather blocks, one of them over a slot.
+		{Collective::allgather, 0, 1},
+		{Collective::allgather, 0, 3000},
+		{Collective::allgather, 0, 7}};
 	for (uint32_t p : {1u, 2u, 3u, 4u, 8u}) {
 		for (unsigned seed = 1; seed <= 40; seed++) {
 			std::vector<Call> calls;

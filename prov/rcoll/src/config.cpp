@@ -69,8 +69,8 @@ const Param params[] = {
 	 "through the core, and ptrace permissions stay as they are)"},
 	{"coll_shm", &Config::coll_shm,
 	 "Groups whose members all run on one host (and map each other's scratch) run barrier, "
-	 "broadcast, allreduce and reduce straight through shared memory: each member publishes "
-	 "its part beside a flag the others poll (0: through the engine)"},
+	 "broadcast, allreduce, reduce and allgather straight through shared memory: each member "
+	 "publishes its part beside a flag the others poll (0: through the engine)"},
 	{"coll_shm_bcast_max", &Config::coll_shm_bcast_max,
 	 "Largest broadcast, in bytes, that takes the shared-memory path"},
 	{"coll_shm_single_copy_min", &Config::coll_shm_single_copy_min,
@@ -78,8 +78,8 @@ const Param params[] = {
 	 "the root's buffer by cross-memory attach (where every member may), rather than through "
 	 "the shared slots"},
 	{"coll_shm_reduce_max", &Config::coll_shm_reduce_max,
-	 "Largest allreduce or reduce, in bytes, that takes the shared-memory path (every member "
-	 "reduces the whole payload there)"},
+	 "Largest allreduce or reduce, and largest allgather block, in bytes, that takes the "
+	 "shared-memory path (every member reads every member's part there)"},
 	{"coll_early_max", &Config::coll_early_max,
 	 "Join records one peer may send for groups this endpoint has not joined yet; a peer "
 	 "that sends more fails"},

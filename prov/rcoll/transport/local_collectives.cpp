@@ -20,7 +20,8 @@ bool LocalCollectives::takes(const engine::Request& req) const noexcept
 	case Collective::barrier: return true;
 	case Collective::broadcast:
 	case Collective::allreduce:
-	case Collective::reduce: break;
+	case Collective::reduce:
+	case Collective::allgather: break;
 	default: return false;
 	}
 	if (req.root >= members_.size() || req.algorithm != engine::Algorithm::automatic)
@@ -29,7 +30,7 @@ bool LocalCollectives::takes(const engine::Request& req) const noexcept
 	const size_t limit = req.coll == Collective::broadcast ? broadcast_max_ : reduction_max_;
 	if (!size || req.count > limit / size)
 		return false;
-	return req.coll == Collective::broadcast ||
+	return !engine::is_reduction(req.coll) ||
 	       engine::reduction_kernel(req.dtype, req.op) != nullptr;
 }
 
@@ -45,7 +46,8 @@ Errc LocalCollectives::post(const engine::Request& req) noexcept
 	if (engine::is_reduction(req.coll))
 		call.kernel = engine::reduction_kernel(req.dtype, req.op);
 	if ((call.bytes && !req.output && (req.coll != Collective::reduce || req.root == rank_)) ||
-	    (call.bytes && engine::is_reduction(req.coll) && !req.input))
+	    (call.bytes && (engine::is_reduction(req.coll) || req.coll == Collective::allgather) &&
+	     !req.input))
 		return Errc::invalid_argument;
 	// A payload larger than a slot goes in slot-sized chunks, each with a
 	// sequence number of its own: members pipeline them through the two
@@ -195,8 +197,9 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 	const size_t bytes = std::min(Published::kSlotBytes, call.bytes - offset);
 	const bool root = r.root == rank_;
 	if (!call.published) {
-		const bool contributes =
-			engine::is_reduction(r.coll) || (r.coll == Collective::broadcast && root);
+		const bool contributes = engine::is_reduction(r.coll) ||
+					 r.coll == Collective::allgather ||
+					 (r.coll == Collective::broadcast && root);
 		if (contributes && bytes) {
 			// Slot n % 2 last held chunk n - 2: every member must be past
 			// it, which it says by arriving at n - 1.
@@ -236,6 +239,14 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 			call.kernel(out, out, slot_of(m, n), count);
 		return true;
 	}
+	case Collective::allgather:
+		// Every member's block, this one's included, from the slots.
+		if (!all_arrived(n))
+			return false;
+		for (uint32_t m = 0; m < members_.size(); m++)
+			std::memcpy(static_cast<std::byte*>(r.output) + m * call.bytes + offset,
+				    slot_of(m, n), bytes);
+		return true;
 	default: return true; // takes() admits nothing else
 	}
 }

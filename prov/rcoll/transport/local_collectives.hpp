@@ -19,6 +19,7 @@
 //   allreduce  everyone publishes; everyone waits for every flag and
 //              reduces the slots in rank order (identical bits everywhere)
 //   reduce     the same, the root alone reducing
+//   allgather  everyone publishes its block; everyone copies every block
 //
 // Nothing here knows of libfabric; the glue decides whether a group's
 // members all take this path (all of them map every member's file).
@@ -56,8 +57,9 @@ public:
 	// more there); every member must be given the same `min_bytes`.
 	void enable_single_copy(MemoryReader reader, size_t min_bytes);
 
-	// Whether `req` runs here: barrier always; broadcast, allreduce and
-	// reduce up to their size limits. A function of the call's arguments
+	// Whether `req` runs here: barrier always; broadcast, allreduce,
+	// reduce and allgather up to their size limits (allgather: one block,
+	// against the reductions' limit, since every member copies every block). A function of the call's arguments
 	// alone, so every member decides alike.
 	bool takes(const engine::Request& req) const noexcept;
 	// Queues a call `takes()` accepted and runs what it can at once.
