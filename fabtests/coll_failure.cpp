@@ -4,7 +4,10 @@
 // gave up on it: everyone gets an error, nobody hangs.
 #include "coll_cases.hpp"
 
+#include <dirent.h>
 #include <unistd.h>
+
+#include <climits>
 
 namespace fabtests::coll {
 
@@ -24,6 +27,38 @@ constexpr int kErrorsSeenSignal = 2;
 // this bound (rcoll sees a killed peer's connections reset within
 // milliseconds, when the CQ is read).
 constexpr seconds kFailureBound{10};
+
+// Memory files (memfd) this process holds open: a provider that shares
+// memory with members on its host keeps one per group.
+size_t open_memory_files()
+{
+	size_t n = 0;
+	DIR* dir = opendir("/proc/self/fd");
+	if (!dir)
+		return 0;
+	while (const dirent* e = readdir(dir)) {
+		char path[64], target[PATH_MAX];
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		const ssize_t len = readlink(path, target, sizeof(target) - 1);
+		n += len > 0 && std::string_view(target, size_t(len)).starts_with("/memfd:");
+	}
+	closedir(dir);
+	return n;
+}
+
+// A failed group, once closed, must give back what it holds: where the
+// provider kept a memory file for it, the count of open files drops.
+void expect_failed_group_released(CollEndpoint& ep, size_t files_before_close, const char* what)
+{
+	if (files_before_close == 0)
+		return; // nothing shared through memory files on this rank
+	const Deadline deadline(kFailureBound);
+	while (open_memory_files() >= files_before_close && !deadline.expired())
+		ep.progress();
+	expect(open_memory_files() < files_before_close,
+	       "%s: %zu memory files still open %lld s after its close, as before it", what,
+	       files_before_close, static_cast<long long>(kFailureBound.count()));
+}
 
 void run_rank_killed(Bootstrap& boot, const TestOptions& options)
 {
@@ -90,7 +125,9 @@ void run_rank_killed(Bootstrap& boot, const TestOptions& options)
 		expect(rc != -FI_EAGAIN,
 		       "a barrier on the broken group keeps returning -FI_EAGAIN");
 	}
+	const size_t files = open_memory_files();
 	expect(full->close() == 0, "fi_close of the broken group failed");
+	expect_failed_group_released(ep, files, "the broken group");
 
 	alongside.wait(ep);
 	alongside.verify();
@@ -166,7 +203,9 @@ void run_member_too_late(Bootstrap& boot, const TestOptions& options)
 		expect(rc != -FI_EAGAIN,
 		       "rank %d: fi_barrier on the failed group keeps returning -FI_EAGAIN", me);
 	}
+	const size_t files = open_memory_files();
 	expect(group->close() == 0, "fi_close of the failed group failed");
+	expect_failed_group_released(ep, files, "the failed group");
 
 	// The connections the failed group shares still carry a new group.
 	sync.wait();

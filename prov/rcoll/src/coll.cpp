@@ -106,16 +106,15 @@ void Collectives::progress()
 			if (g->group->outstanding())
 				check_timeout(*g, now);
 		}
-		if (g->closed && !g->failure) {
+		if (g->closed && !g->failure)
 			retire(*g);
-			if (release_if_retired(*g))
-				continue; // `g` is gone
-		}
 		if (g->failure) {
 			g->transport
 				->retry_stop_marks(); // also after fail(): members wait for them
 			check_quiet(*g, now());
 		}
+		if (g->closed)
+			release_if_done(*g); // may free `g`
 	}
 }
 

@@ -122,11 +122,19 @@ private:
 	void on_retire_notice(Peer& peer, uint64_t join_id, uint32_t rank);
 	// Sends this member's retire notice once the closed group is quiescent.
 	void retire(CollGroup& g);
-	// A control record (stop or retire notice) to every live member.
+	// A control record (stop or retire notice) to every live member, or
+	// to one.
 	void send_to_members(const CollGroup& g, std::span<const std::byte> notice);
-	// Frees the group's slot once every member retired; true when it did
-	// (`g` is gone then).
-	bool release_if_retired(CollGroup& g);
+	void send_to_member(const CollGroup& g, uint32_t rank, std::span<const std::byte> notice);
+	// Every member confirmed that nothing more of it arrives (failing).
+	bool members_quiet(const CollGroup& g) const;
+	// Frees a closed group's slot once nothing of its members can arrive
+	// any more (every member retired, or confirmed it stopped); true when
+	// it did (`g` is gone then).
+	bool release_if_done(CollGroup& g);
+	// How long a failing group waits for its members to confirm they
+	// stopped writing.
+	static std::chrono::milliseconds quiet_bound();
 	engine::GroupConfig group_config() const;
 	uint64_t config_fingerprint() const;
 

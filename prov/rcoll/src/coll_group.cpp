@@ -326,7 +326,8 @@ void Collectives::accept_record(CollGroup& g, uint64_t peer_key, const proto::Jo
 {
 	auto refuse = [&](const char* why) {
 		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: bad join record: %s\n", why);
-		finish_join(g, -FI_EINVAL);
+		if (g.state == CollGroup::State::joining)
+			begin_failure(g, FI_EINVAL);
 	};
 	if (rec.size != g.size || rec.rank >= g.size || g.member_keys[rec.rank] != peer_key)
 		return refuse("member list differs");
@@ -359,6 +360,8 @@ void Collectives::finish_join(CollGroup& g, int err)
 			g.group = std::move(group);
 	}
 	if (err) {
+		if (!g.failure)
+			return begin_failure(g, -err); // which comes back here
 		g.state = CollGroup::State::failed;
 		fi_eq_err_entry e{};
 		e.fid = &g.shell.fid.fid;
@@ -404,25 +407,69 @@ void Collectives::retire(CollGroup& g)
 
 void Collectives::send_to_members(const CollGroup& g, std::span<const std::byte> notice)
 {
+	for (uint32_t r = 0; r < g.size; r++)
+		if (r != g.rank)
+			send_to_member(g, r, notice);
+}
+
+void Collectives::send_to_member(const CollGroup& g, uint32_t rank,
+				 std::span<const std::byte> notice)
+{
+	if (g.peers[rank]->state == Peer::State::failed)
+		return;
 	proto::MsgHeader h;
 	h.opcode = proto::Opcode::Eager;
 	h.flags = proto::kFlagCollective | proto::kFlagTagged;
 	h.tag = g.join_id;
 	h.size = notice.size();
-	for (uint32_t r = 0; r < g.size; r++)
-		if (r != g.rank && g.peers[r]->state != Peer::State::failed)
-			ep_.send_control(*g.peers[r], h, notice.data(), notice.size());
+	ep_.send_control(*g.peers[rank], h, notice.data(), notice.size());
 }
 
-bool Collectives::release_if_retired(CollGroup& g)
+// Freeing the slot is safe once nothing of any member can arrive at it
+// through the core: an arrival names the slot, and a write the scratch
+// registration. What members on this host write lands in our scratch file
+// through their own mappings, which outlive ours, and no call buffer of
+// ours is exposed once the group is idle or its operations ended. So a
+// member counts once it retired or sent its stop notice (behind its last
+// write on the connection), or once its connection failed. A failed group
+// waits for that however long it takes: a member that wakes late still
+// writes into the slot before it reads our notice, and the slot must not
+// belong to another group by then.
+bool Collectives::release_if_done(CollGroup& g)
 {
-	if (!g.retire_sent)
+	if (!g.closed)
+		return false;
+	const std::vector<bool>& said = g.failure ? g.quiet : g.retired;
+	bool done = g.failure ? g.transport->failed() && !g.transport->stop_marks_pending()
+			      : g.retire_sent;
+	done = done && !said.empty() && !g.transport->writes_in_flight();
+	for (uint32_t r = 0; done && r < g.size; r++)
+		done = said[r] || g.peers[r]->state == Peer::State::failed;
+	if (done)
+		slots_[g.transport->slot()].reset();
+	return done;
+}
+
+// Nothing of any member can still arrive: not through its connection (it
+// sent its stop notice behind its writes, or the connection is gone), and
+// not through this host's memory (it rang its stop mark, or its process is
+// gone), since a broken connection does not stop a live member's memory
+// writes into our call buffers.
+bool Collectives::members_quiet(const CollGroup& g) const
+{
+	if (g.quiet.empty() || g.transport->writes_in_flight())
 		return false;
 	for (uint32_t r = 0; r < g.size; r++)
-		if (!g.retired[r] && g.peers[r]->state != Peer::State::failed)
+		if (!(g.quiet[r] || g.peers[r]->state == Peer::State::failed) ||
+		    g.transport->may_write_memory(r))
 			return false;
-	slots_[g.transport->slot()].reset();
 	return true;
+}
+
+std::chrono::milliseconds Collectives::quiet_bound()
+{
+	return std::chrono::milliseconds(config().coll_timeout_ms ? config().coll_timeout_ms
+								  : 10000);
 }
 
 // A member that died without its connection failing (a host gone silent:
@@ -469,8 +516,15 @@ void Collectives::begin_failure(CollGroup& g, int err)
 		return;
 	g.failure = err;
 	g.failing_since = CoarseClock::now();
+	g.quiet.assign(g.size, false);
+	g.quiet[g.rank] = true;
+	std::byte notice[proto::StopNotice::kWireSize];
+	proto::encode_stop_notice({g.rank}, notice);
 	if (g.state == CollGroup::State::joining) {
+		// Members that finished their join may write already: they
+		// learn it too, and say when they stopped.
 		g.transport->fail(err);
+		send_to_members(g, notice);
 		finish_join(g, -err);
 		return;
 	}
@@ -479,11 +533,7 @@ void Collectives::begin_failure(CollGroup& g, int err)
 	// run through shared memory: they end at once (progress reports them).
 	if (g.shm)
 		g.shm->fail(engine::Errc::io_error);
-	g.quiet.assign(g.size, false);
-	g.quiet[g.rank] = true;
-	std::byte notice[proto::StopNotice::kWireSize];
-	proto::encode_stop_notice({g.rank}, notice);
-	send_to_members(g, notice);
+	send_to_members(g, notice); // behind our last write
 	check_quiet(g, g.failing_since);
 }
 
@@ -491,17 +541,8 @@ void Collectives::check_quiet(CollGroup& g, CoarseClock::time_point now)
 {
 	if (!g.failure || g.transport->failed() || g.quiet.empty())
 		return;
-	// A member is quiet once nothing of it can still arrive: not through its
-	// connection (it sent its notice behind its writes, or the connection is
-	// gone), and not through this host's memory (it rang its stop mark, or
-	// its process is gone), since a broken connection does not stop a live
-	// member's memory writes.
-	bool all = g.transport->writes_in_flight() == 0;
-	for (uint32_t r = 0; all && r < g.size; r++)
-		all = (g.quiet[r] || g.peers[r]->state == Peer::State::failed) &&
-		      !g.transport->may_write_memory(r);
-	const size_t bound_ms = config().coll_timeout_ms ? config().coll_timeout_ms : 10000;
-	if (!all && now - g.failing_since < std::chrono::milliseconds(bound_ms))
+	const bool all = members_quiet(g);
+	if (!all && now - g.failing_since < quiet_bound())
 		return;
 	if (!all)
 		RCOLL_WARN(FI_LOG_EP_DATA,
@@ -517,9 +558,18 @@ void Collectives::on_stop_notice(Peer& peer, uint64_t join_id, uint32_t rank)
 		if (!g || g->join_id != join_id || rank >= g->size ||
 		    g->member_keys[rank] != peer.key)
 			continue;
+		const bool failed_before = g->failure != 0;
 		begin_failure(*g, FI_EIO); // a member failed the group: so do we
-		if (!g->quiet.empty())
+		if (!g->quiet.empty() && !g->quiet[rank]) {
 			g->quiet[rank] = true;
+			// Our notice may have reached it before it had the group
+			// (then it was dropped): it waits for one to free its slot.
+			if (failed_before && rank != g->rank) {
+				std::byte notice[proto::StopNotice::kWireSize];
+				proto::encode_stop_notice({g->rank}, notice);
+				send_to_member(*g, rank, notice);
+			}
+		}
 		check_quiet(*g, CoarseClock::now());
 		return;
 	}
@@ -532,7 +582,7 @@ void Collectives::on_retire_notice(Peer& peer, uint64_t join_id, uint32_t rank)
 		    g->member_keys[rank] != peer.key)
 			continue;
 		g->retired[rank] = true;
-		release_if_retired(*g);
+		release_if_done(*g);
 		return;
 	}
 }
@@ -545,7 +595,7 @@ void Collectives::on_peer_failed(Peer& peer)
 		// A retired group has nothing left to fail: a dead member writes
 		// nothing more either.
 		if (g->retire_sent) {
-			release_if_retired(*g);
+			release_if_done(*g);
 			continue;
 		}
 		begin_failure(*g, FI_EIO);

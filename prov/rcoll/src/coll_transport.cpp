@@ -493,6 +493,14 @@ void CollTransport::retry_stop_marks()
 			m.stop_pending = false;
 }
 
+bool CollTransport::stop_marks_pending() const
+{
+	for (const Member& m : members_)
+		if (m.stop_pending)
+			return true;
+	return false;
+}
+
 void CollTransport::on_rung(uint32_t value)
 {
 	const uint32_t rank = value & kMarkRank;

@@ -126,6 +126,8 @@ public:
 	// Rings the stop marks that found a full doorbell; from the glue's
 	// progress while the group fails.
 	void retry_stop_marks();
+	// A stop mark still waits for room in a member's doorbell.
+	bool stop_marks_pending() const;
 	void fail(int err);
 	bool failed() const { return failed_ != 0; }
 	// fi_errno of the first write the core failed (0: none): the group must
