@@ -8,6 +8,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace rcoll::mpi {
@@ -103,41 +104,155 @@ std::string Endpoint::open()
 	return "";
 }
 
-bool Endpoint::poll(std::string& error)
+void Operation::end(int err, std::string text)
 {
+	error = err;
+	error_text = std::move(text);
+	done.store(true, std::memory_order_release);
+}
+
+CommGroup::~CommGroup()
+{
+	// A call that completed may leave writes of rcoll's behind it for a
+	// moment: fi_close says so with -FI_EBUSY, and the group must be
+	// closed, or it is never retired.
+	if (mc)
+		while (fi_close(&mc->fid) == -FI_EBUSY)
+			offload_endpoint().poll();
+}
+
+void Endpoint::poll()
+{
+	if (broken_.load(std::memory_order_acquire))
+		return;
 	fi_cq_entry entries[16];
 	const ssize_t n = fi_cq_read(cq_.get(), entries, 16);
 	for (ssize_t i = 0; i < n; i++)
-		static_cast<Operation*>(entries[i].op_context)->done = true;
+		static_cast<Operation*>(entries[i].op_context)
+			->done.store(true, std::memory_order_release);
 	if (n == -FI_EAVAIL) {
 		fi_cq_err_entry e{};
 		if (fi_cq_readerr(cq_.get(), &e, 0) == 1 && e.op_context) {
-			auto* op = static_cast<Operation*>(e.op_context);
-			op->done = true;
-			op->error = e.err ? e.err : FI_EIO;
-			op->error_text = fi_strerror(op->error);
+			const int err = e.err ? e.err : FI_EIO;
+			static_cast<Operation*>(e.op_context)->end(err, fi_strerror(err));
 		}
 	} else if (n < 0 && n != -FI_EAGAIN) {
-		error = fabric_error("fi_cq_read", n);
-		return false;
+		std::lock_guard guard(broken_lock_);
+		if (!broken_.load(std::memory_order_relaxed)) {
+			broken_text_ = fabric_error("fi_cq_read", n);
+			broken_.store(true, std::memory_order_release);
+		}
 	}
-	return true;
+}
+
+void Endpoint::abort_if_broken()
+{
+	if (!broken_.load(std::memory_order_acquire))
+		return;
+	std::fprintf(stderr, "rcoll-mpi: the rcoll endpoint failed (%s); ending the job\n",
+		     broken_text_.c_str());
+	PMPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+void Endpoint::advance()
+{
+	poll();
+	if (joins_pending_.load(std::memory_order_acquire) == 0)
+		return;
+	std::lock_guard guard(lock_);
+	read_join_events();
 }
 
 bool Endpoint::wait(Operation& op)
 {
-	while (!op.done) {
-		std::string error;
-		if (!poll(error)) {
-			op.error = FI_EIO;
-			op.error_text = error;
-			return false;
-		}
+	while (!op.done.load(std::memory_order_acquire)) {
+		advance();
+		abort_if_broken();
 	}
 	return op.error == 0;
 }
 
-std::unique_ptr<CommGroup> Endpoint::join(MPI_Comm comm, std::string& error)
+void Endpoint::read_join_events()
+{
+	for (;;) {
+		uint32_t event = 0;
+		fi_eq_err_entry entry{}; // an fi_eq_entry, or the error entry
+		ssize_t got = fi_eq_read(eq_.get(), &event, &entry, sizeof(fi_eq_entry), 0);
+		if (got == -FI_EAVAIL)
+			got = fi_eq_readerr(eq_.get(), &entry, 0) > 0 ? 1 : 0;
+		else if (got > 0 && event != FI_JOIN_COMPLETE)
+			continue;
+		if (got <= 0)
+			break;
+		auto* g = static_cast<CommGroup*>(entry.context);
+		auto it = std::find_if(joining_.begin(), joining_.end(),
+				       [g](const auto& each) { return each.get() == g; });
+		if (it == joining_.end())
+			continue;
+		const std::shared_ptr<CommGroup> held = *it;
+		joining_.erase(it);
+		joins_pending_.fetch_sub(1, std::memory_order_release);
+		if (entry.err)
+			g->failure = fabric_error("fi_join_collective completed", entry.err);
+		else
+			g->coll_addr = fi_mc_addr(g->mc);
+		g->joined = true;
+		post_queued(*g);
+	}
+}
+
+// Under lock_, once joined: the held-back calls, in their order; -FI_EAGAIN
+// leaves the rest for the next round.
+void Endpoint::post_queued(CommGroup& g)
+{
+	while (!g.queued.empty()) {
+		CommGroup::Queued& q = g.queued.front();
+		if (!g.failure.empty()) {
+			q.op->end(FI_EIO, g.failure);
+		} else {
+			const long rc = q.post(g.coll_addr, &q.op->context);
+			if (rc == -FI_EAGAIN)
+				return;
+			if (rc)
+				q.op->end(int(-rc), fi_strerror(int(-rc)));
+		}
+		g.queued.pop_front();
+	}
+	if (g.failure.empty())
+		g.ready.store(true, std::memory_order_release);
+}
+
+bool Endpoint::await_ready(CommGroup& g)
+{
+	while (!g.ready.load(std::memory_order_acquire)) {
+		poll();
+		abort_if_broken();
+		std::lock_guard guard(lock_);
+		read_join_events();
+		if (g.joined) {
+			post_queued(g);
+			if (!g.failure.empty())
+				return false;
+		}
+	}
+	return true;
+}
+
+long Endpoint::submit(CommGroup& g, Operation& op, Post post)
+{
+	if (!g.ready.load(std::memory_order_acquire)) {
+		std::lock_guard guard(lock_);
+		if (!g.ready.load(std::memory_order_relaxed)) {
+			if (g.joined && !g.failure.empty())
+				return -FI_EIO;
+			g.queued.push_back({&op, std::move(post)});
+			return 0;
+		}
+	}
+	return post(g.coll_addr, &op.context);
+}
+
+std::shared_ptr<CommGroup> Endpoint::join(MPI_Comm comm, std::string& error)
 {
 	int size = 0;
 	PMPI_Comm_size(comm, &size);
@@ -151,7 +266,7 @@ std::unique_ptr<CommGroup> Endpoint::join(MPI_Comm comm, std::string& error)
 	PMPI_Group_free(&group);
 	PMPI_Group_free(&world);
 
-	auto g = std::make_unique<CommGroup>();
+	auto g = std::make_shared<CommGroup>();
 	for (int w : world_ranks) {
 		if (w < 0 || size_t(w) >= world_.size()) {
 			error = "a member is not in MPI_COMM_WORLD";
@@ -180,37 +295,21 @@ std::unique_ptr<CommGroup> Endpoint::join(MPI_Comm comm, std::string& error)
 		error = fabric_error("fi_av_set_addr", rc);
 		return nullptr;
 	}
-	fid_mc* mc = nullptr;
-	if ((rc = fi_join_collective(ep_.get(), set_addr, set, 0, &mc, g.get()))) {
+	std::lock_guard guard(lock_);
+	if ((rc = fi_join_collective(ep_.get(), set_addr, set, 0, &g->mc, g.get()))) {
 		error = fabric_error("fi_join_collective", rc);
 		return nullptr;
 	}
-	g->mc.reset(mc);
-	// FI_JOIN_COMPLETE for this group, progressing meanwhile (the other
-	// members' join records arrive through the CQ's progress).
-	for (;;) {
-		uint32_t event = 0;
-		fi_eq_entry entry{};
-		const ssize_t got = fi_eq_read(eq_.get(), &event, &entry, sizeof entry, 0);
-		if (got > 0 && event == FI_JOIN_COMPLETE && entry.fid == &mc->fid)
-			break;
-		if (got == -FI_EAVAIL) {
-			fi_eq_err_entry e{};
-			fi_eq_readerr(eq_.get(), &e, 0);
-			if (e.fid == &mc->fid) {
-				error = fabric_error("fi_join_collective completed", e.err ? e.err : FI_EIO);
-				return nullptr;
-			}
-		}
-		if (!poll(error))
-			return nullptr;
-	}
-	g->coll_addr = fi_mc_addr(mc);
+	// FI_JOIN_COMPLETE arrives while rcoll progresses (the other members'
+	// join records come through it): read_join_events().
+	joining_.push_back(g);
+	joins_pending_.fetch_add(1, std::memory_order_release);
 	return g;
 }
 
 void Endpoint::close()
 {
+	joining_.clear();
 	ep_.reset();
 	eq_.reset();
 	cq_.reset();

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstring>
 
 namespace rcoll::mpi {
 
@@ -134,7 +135,7 @@ bool collect_basic_types(MPI_Datatype type, std::vector<MPI_Datatype>& out, int 
 
 } // namespace
 
-std::optional<Layout> layout_of(MPI_Datatype type, int count)
+std::optional<Layout> layout_of(MPI_Datatype type, long long count)
 {
 	if (count < 0)
 		return std::nullopt;
@@ -155,6 +156,10 @@ std::optional<Layout> layout_of(MPI_Datatype type, int count)
 	l.basic_size = size_t(basic_size);
 	l.elements = size_t(count) * size_t(size) / size_t(basic_size);
 	l.dense = basics.size() == 1 && basics.front() == type;
+	// The staging copies count in int. The limit holds whether this rank's
+	// layout is dense or not: every rank must decide alike.
+	if (l.elements > size_t(INT_MAX))
+		return std::nullopt;
 	return l;
 }
 
@@ -164,7 +169,17 @@ const void* Staging::gather(const void* buf, int count, MPI_Datatype type, const
 		return buf;
 	in_.resize(l.elements * l.basic_size);
 	PMPI_Sendrecv(buf, count, type, 0, 0, in_.data(), int(l.elements), l.basic, 0, 0,
-		      MPI_COMM_SELF, MPI_STATUS_IGNORE);
+		      staging_comm(), MPI_STATUS_IGNORE);
+	return in_.data();
+}
+
+const void* Staging::copy(const void* buf, int count, MPI_Datatype type, const Layout& l)
+{
+	if (!l.dense)
+		return gather(buf, count, type, l);
+	in_.resize(l.elements * l.basic_size);
+	if (!in_.empty())
+		std::memcpy(in_.data(), buf, in_.size());
 	return in_.data();
 }
 
@@ -180,7 +195,7 @@ void Staging::scatter(void* buf, int count, MPI_Datatype type, const Layout& l)
 {
 	if (!l.dense)
 		PMPI_Sendrecv(out_.data(), int(l.elements), l.basic, 0, 0, buf, count, type, 0, 0,
-			      MPI_COMM_SELF, MPI_STATUS_IGNORE);
+			      staging_comm(), MPI_STATUS_IGNORE);
 }
 
 } // namespace rcoll::mpi

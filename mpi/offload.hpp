@@ -12,6 +12,8 @@
 //   interpose.cpp     the MPI_ entry points and the communicator cache
 //   requests.cpp      nonblocking calls: generalized requests, and the
 //                     MPI_Wait and MPI_Test family that completes them
+//   progress.cpp      the thread that keeps nonblocking calls moving while
+//                     the application is elsewhere
 #pragma once
 
 #include <mpi.h>
@@ -19,10 +21,13 @@
 #include <rdma/fi_collective.h>
 #include <rdma/fi_domain.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,20 +50,39 @@ struct FidDeleter {
 template <class T>
 using FidPtr = std::unique_ptr<T, FidDeleter<T>>;
 
-// One operation handed to rcoll: its context, and how it ended.
+// One operation handed to rcoll: its context, and how it ended. `done` is
+// set by whichever thread reads the completion, after the error fields.
 struct Operation {
 	fi_context2 context{}; // first: rcoll may own it while the call runs
-	bool done = false;
+	std::atomic<bool> done = false;
 	int error = 0; // fi_errno of an error completion
 	std::string error_text;
+	void end(int err, std::string text);
 };
 
-// A communicator's rcoll group.
+// Posts a call to rcoll once its group's address is known: returns what the
+// fi_ call returned.
+using Post = std::function<long(fi_addr_t coll_addr, void* context)>;
+
+// A communicator's rcoll group. The join runs in the background: calls
+// made before it completed wait in `queued`, posted in their order once it
+// did, so that every member posts the group's calls in one order.
 struct CommGroup {
+	~CommGroup();
 	FidPtr<fid_av_set> set;
-	FidPtr<fid_mc> mc;
+	fid_mc* mc = nullptr; // closed by the destructor, once rcoll lets go
 	fi_addr_t coll_addr = FI_ADDR_NOTAVAIL;
 	std::vector<fi_addr_t> members; // world address of each communicator rank
+	// Joined and nothing queued: calls post directly, without the lock.
+	std::atomic<bool> ready = false;
+	// Under the endpoint's lock until `ready`:
+	bool joined = false;
+	std::string failure; // why the join failed; calls then fail too
+	struct Queued {
+		Operation* op;
+		Post post;
+	};
+	std::deque<Queued> queued;
 };
 
 class Endpoint {
@@ -67,20 +91,32 @@ public:
 	// collective call). An error text when this rank cannot offload.
 	std::string open();
 	bool is_open() const { return ep_ != nullptr; }
-	// Joins a group of the communicator's members (collective over it).
-	// nullptr, with `error` set, when the join failed.
-	std::unique_ptr<CommGroup> join(MPI_Comm comm, std::string& error);
-	// Progresses until `op` completes; false when the endpoint failed
-	// otherwise (the text in op.error_text).
+	// Starts joining a group of the communicator's members; it completes
+	// in the background (advance()). nullptr, with `error` set, when
+	// rcoll refused it.
+	std::shared_ptr<CommGroup> join(MPI_Comm comm, std::string& error);
+	// Blocks until the group joined and its queued calls are posted; false
+	// (with the reason in g.failure) when the join failed.
+	bool await_ready(CommGroup& g);
+	// Posts now when the group is ready, else queues the call (0 then).
+	long submit(CommGroup& g, Operation& op, Post post);
+	// Progresses until `op` completes: true when it succeeded.
 	bool wait(Operation& op);
-	// Reads the completions there are (which drives rcoll's progress);
-	// false, with `error` set, when the CQ failed.
-	bool poll(std::string& error);
+	// Drives rcoll: reads the completions there are. Any thread.
+	void poll();
+	// poll(), then finishes joins and posts the calls they held back.
+	void advance();
+	// After fi_cq_read itself failed (rcoll may still own every context
+	// in flight: nothing can be completed or freed), ends the job.
+	void abort_if_broken();
 	fid_ep* ep() const { return ep_.get(); }
 	// Closes everything; groups must be gone.
 	void close();
 
 private:
+	// Under lock_: join completions, and the queues they release.
+	void read_join_events();
+	void post_queued(CommGroup& g);
 	FidPtr<fid_fabric> fabric_;
 	FidPtr<fid_domain> domain_;
 	FidPtr<fid_av> av_;
@@ -88,6 +124,12 @@ private:
 	FidPtr<fid_eq> eq_;
 	FidPtr<fid_ep> ep_;
 	std::vector<fi_addr_t> world_; // by world rank
+	std::mutex lock_;
+	std::vector<std::shared_ptr<CommGroup>> joining_; // under lock_
+	std::atomic<size_t> joins_pending_ = 0;
+	std::atomic<bool> broken_ = false; // fi_cq_read failed
+	std::mutex broken_lock_;           // for broken_text_, set once
+	std::string broken_text_;
 };
 
 // The endpoint of this process (interpose.cpp).
@@ -112,7 +154,8 @@ struct Layout {
 	size_t elements = 0;
 	bool dense = false;
 };
-std::optional<Layout> layout_of(MPI_Datatype type, int count);
+// nullopt also above INT_MAX elements.
+std::optional<Layout> layout_of(MPI_Datatype type, long long count);
 
 // The contiguous copies of one call's input and result, when its layout is
 // not dense (a send-receive to MPI_COMM_SELF converts, so the MPI's own
@@ -121,6 +164,8 @@ class Staging {
 public:
 	// The input as contiguous elements (`buf` itself when dense).
 	const void* gather(const void* buf, int count, MPI_Datatype type, const Layout& l);
+	// The same, always in a copy: for input that the result overwrites.
+	const void* copy(const void* buf, int count, MPI_Datatype type, const Layout& l);
 	// Where rcoll writes the result (`buf` itself when dense).
 	void* result(void* buf, const Layout& l);
 	// The result into `buf`'s layout (nothing when dense).
@@ -134,20 +179,34 @@ private:
 // context, the copies its buffers travel through, and what to do once it
 // completed (copy a result back), tied to a generalized request of the
 // MPI's that completes once rcoll reports the operation done, while the
-// application waits or tests.
+// application waits or tests. It keeps its group alive.
 struct Nonblocking {
 	Operation op;
 	Staging staging;
 	std::function<void()> after; // on success, before the request completes
 };
 // nullptr when the MPI refused the request (`*request` is then untouched).
-Nonblocking* start_request(MPI_Comm comm, const char* what, MPI_Request* request);
-// rcoll refused the operation (`rc` < 0): the request completes with an
-// error now. Returns the MPI error code for the call.
-int refuse_request(Nonblocking* call, long rc);
+Nonblocking* start_request(std::shared_ptr<CommGroup> group, MPI_Comm comm, const char* what,
+			   MPI_Request* request);
+// rcoll refused the operation (`rc` < 0): the request is completed and
+// freed now (`*request` becomes MPI_REQUEST_NULL). Returns the MPI error
+// code for the call.
+int refuse_request(Nonblocking* call, long rc, MPI_Request* request);
 // Completes every request whose operation finished (drives rcoll first).
 void poll_requests();
+// Nonblocking calls started and not yet completed.
+bool requests_in_flight();
 // Waits for every nonblocking call still in flight (MPI_Finalize).
 void drain_requests();
+
+// While nonblocking calls are in flight, a thread drives rcoll every
+// RCOLL_MPI_PROGRESS_US, so that they move on while the application blocks
+// in a call rcoll does not see (progress.cpp).
+void start_progress_thread();
+void stop_progress_thread();
+
+// The communicator the staging copies go through: a private duplicate of
+// MPI_COMM_SELF, so that no receive of the application's can match them.
+MPI_Comm staging_comm();
 
 } // namespace rcoll::mpi

@@ -3,7 +3,8 @@
 // and MPI_Test family are replaced so that, while nonblocking calls are in
 // flight, they first drive rcoll and complete the requests whose operations
 // finished, then ask the MPI (which also progresses its own requests). A
-// wait is a loop of such tests.
+// wait is a loop of such tests. Meanwhile the progress thread keeps them
+// moving (progress.cpp).
 #include "offload.hpp"
 
 #include <rdma/fi_errno.h>
@@ -17,6 +18,7 @@ namespace {
 
 struct Pending {
 	Nonblocking call;
+	std::shared_ptr<CommGroup> group; // closed once its last call is done
 	MPI_Request request = MPI_REQUEST_NULL;
 	MPI_Comm comm = MPI_COMM_NULL;
 	const char* what = "";
@@ -51,6 +53,9 @@ int release(void* extra)
 
 int cancel(void*, int) { return MPI_SUCCESS; } // rcoll cannot cancel a collective
 
+// Requests started and not yet completed; read by the progress thread.
+std::atomic<size_t> in_flight_count = 0;
+
 void complete(Pending& p)
 {
 	if (p.call.op.error)
@@ -59,24 +64,21 @@ void complete(Pending& p)
 	else if (p.call.after)
 		p.call.after();
 	p.completed = true;
+	in_flight_count.fetch_sub(1, std::memory_order_relaxed);
 	// The MPI may free the request (and so `p`) right here: a request the
 	// application freed before it completed.
 	PMPI_Grequest_complete(p.request);
 }
 
-bool in_flight()
-{
-	for (const Pending& p : pending())
-		if (!p.completed)
-			return true;
-	return false;
-}
-
 } // namespace
 
-Nonblocking* start_request(MPI_Comm comm, const char* what, MPI_Request* request)
+bool requests_in_flight() { return in_flight_count.load(std::memory_order_relaxed) != 0; }
+
+Nonblocking* start_request(std::shared_ptr<CommGroup> group, MPI_Comm comm, const char* what,
+			   MPI_Request* request)
 {
 	Pending& p = pending().emplace_back();
+	p.group = std::move(group);
 	p.comm = comm;
 	p.what = what;
 	if (PMPI_Grequest_start(query, release, cancel, &p, &p.request) != MPI_SUCCESS) {
@@ -84,19 +86,25 @@ Nonblocking* start_request(MPI_Comm comm, const char* what, MPI_Request* request
 		return nullptr;
 	}
 	*request = p.request;
+	in_flight_count.fetch_add(1, std::memory_order_relaxed);
+	start_progress_thread();
 	return &p.call;
 }
 
-int refuse_request(Nonblocking* call, long rc)
+int refuse_request(Nonblocking* call, long rc, MPI_Request* request)
 {
 	for (Pending& p : pending()) {
 		if (&p.call != call)
 			continue;
-		p.call.op.done = true;
-		p.call.op.error = int(rc < 0 ? -rc : rc);
-		p.call.op.error_text = fi_strerror(p.call.op.error);
+		const MPI_Comm comm = p.comm;
+		const int err = int(rc < 0 ? -rc : rc);
+		p.call.op.end(err, fi_strerror(err));
 		complete(p);
-		PMPI_Comm_call_errhandler(p.comm, MPI_ERR_OTHER);
+		// The application gets an error code, not a request: free it
+		// (and so its entry) here.
+		PMPI_Request_free(request);
+		*request = MPI_REQUEST_NULL;
+		PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
 		break;
 	}
 	return MPI_ERR_OTHER;
@@ -104,22 +112,15 @@ int refuse_request(Nonblocking* call, long rc)
 
 void poll_requests()
 {
-	if (!in_flight())
+	if (!requests_in_flight())
 		return;
-	std::string error;
-	const bool healthy = offload_endpoint().poll(error);
+	Endpoint& endpoint = offload_endpoint();
+	endpoint.advance();
+	endpoint.abort_if_broken();
 	std::vector<Pending*> finished;
-	for (Pending& p : pending()) {
-		if (p.completed)
-			continue;
-		if (!healthy && !p.call.op.done) {
-			p.call.op.done = true;
-			p.call.op.error = FI_EIO;
-			p.call.op.error_text = error;
-		}
-		if (p.call.op.done)
+	for (Pending& p : pending())
+		if (!p.completed && p.call.op.done.load(std::memory_order_acquire))
 			finished.push_back(&p);
-	}
 	// Apart from the walk: completing may free a request and its entry.
 	for (Pending* p : finished)
 		complete(*p);
@@ -127,7 +128,7 @@ void poll_requests()
 
 void drain_requests()
 {
-	while (in_flight())
+	while (requests_in_flight())
 		poll_requests();
 }
 
@@ -166,7 +167,7 @@ RCOLL_MPI_ENTRY int MPI_Wait(MPI_Request* request, MPI_Status* status)
 {
 	for (;;) {
 		poll_requests();
-		if (!in_flight())
+		if (!requests_in_flight())
 			return PMPI_Wait(request, status);
 		int flag = 0;
 		const int rc = PMPI_Test(request, &flag, status);
@@ -179,7 +180,7 @@ RCOLL_MPI_ENTRY int MPI_Waitall(int count, MPI_Request requests[], MPI_Status st
 {
 	for (;;) {
 		poll_requests();
-		if (!in_flight())
+		if (!requests_in_flight())
 			return PMPI_Waitall(count, requests, statuses);
 		int flag = 0;
 		const int rc = PMPI_Testall(count, requests, &flag, statuses);
@@ -192,7 +193,7 @@ RCOLL_MPI_ENTRY int MPI_Waitany(int count, MPI_Request requests[], int* index, M
 {
 	for (;;) {
 		poll_requests();
-		if (!in_flight())
+		if (!requests_in_flight())
 			return PMPI_Waitany(count, requests, index, status);
 		int flag = 0;
 		const int rc = PMPI_Testany(count, requests, index, &flag, status);
@@ -206,7 +207,7 @@ RCOLL_MPI_ENTRY int MPI_Waitsome(int incount, MPI_Request requests[], int* outco
 {
 	for (;;) {
 		poll_requests();
-		if (!in_flight())
+		if (!requests_in_flight())
 			return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
 		const int rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
 		if (rc != MPI_SUCCESS || *outcount != 0)

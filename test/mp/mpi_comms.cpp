@@ -13,6 +13,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -178,6 +179,95 @@ void nonblocking(const Suite& s)
 	expect(ra == p && rb == 2LL * p, "MPI_Waitany/MPI_Waitsome results %lld %lld", ra, rb);
 }
 
+// Nonblocking collectives move on while a member blocks in a call of the
+// MPI's own transport, which an offload library does not see.
+void progress(const Suite& s)
+{
+	const int me = s.rank(), p = s.size();
+	// A new communicator's first call is nonblocking, and rank 0 reaches
+	// it only after a message rank 1 sends after its own: the library
+	// must not wait for the group's members inside MPI_Ibarrier.
+	MPI_Comm fresh;
+	MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &fresh));
+	MPI_Request req;
+	int token = 0;
+	if (me == 0) {
+		MPI_CHECK(MPI_Recv(&token, 1, MPI_INT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+		MPI_CHECK(MPI_Ibarrier(fresh, &req));
+	} else {
+		MPI_CHECK(MPI_Ibarrier(fresh, &req));
+		if (me == 1)
+			MPI_CHECK(MPI_Send(&me, 1, MPI_INT, 0, 7, MPI_COMM_WORLD));
+	}
+	MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+
+	// Rank 0 starts a call, then blocks in MPI_Recv until every other
+	// rank finished it: calls that need several steps of rank 0 (chunks
+	// of a broadcast, a reduction's rounds) finish only if something
+	// drives rank 0's part meanwhile.
+	for (const int count : {1, 40 << 10, 1 << 20}) {
+		const size_t n = static_cast<size_t>(count);
+		std::vector<unsigned char> data(n, 0);
+		std::vector<int> in(n / 4 + 1, me + 1), sum(in.size(), 0);
+		if (me == 0)
+			for (size_t i = 0; i < n; ++i)
+				data[i] = static_cast<unsigned char>(i * 7 + 3);
+		MPI_Request calls[2];
+		MPI_CHECK(MPI_Ibcast(data.data(), count, MPI_UNSIGNED_CHAR, 0, fresh, &calls[0]));
+		MPI_CHECK(MPI_Iallreduce(in.data(), sum.data(), static_cast<int>(in.size()),
+					 MPI_INT, MPI_SUM, fresh, &calls[1]));
+		if (me == 0) {
+			for (int r = 1; r < p; ++r)
+				MPI_CHECK(MPI_Recv(&token, 1, MPI_INT, MPI_ANY_SOURCE, 8,
+						   MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+			MPI_CHECK(MPI_Waitall(2, calls, MPI_STATUSES_IGNORE));
+		} else {
+			MPI_CHECK(MPI_Waitall(2, calls, MPI_STATUSES_IGNORE));
+			MPI_CHECK(MPI_Send(&me, 1, MPI_INT, 0, 8, MPI_COMM_WORLD));
+			for (size_t i = 0; i < n; ++i)
+				if (data[i] != static_cast<unsigned char>(i * 7 + 3))
+					expect(false,
+					       "ibcast of %d bytes while the root blocks in "
+					       "MPI_Recv: byte %zu is %d",
+					       count, i, data[i]);
+		}
+		for (size_t i = 0; i < sum.size(); ++i)
+			if (sum[i] != p * (p + 1) / 2)
+				expect(false,
+				       "iallreduce of %zu ints while rank 0 blocks in MPI_Recv: "
+				       "[%zu] = %d",
+				       sum.size(), i, sum[i]);
+	}
+	MPI_CHECK(MPI_Comm_free(&fresh));
+
+	// A communicator freed while its call is in flight: the call finishes,
+	// and the communicator's group is released once it did.
+	auto freed_early = [&](int key) {
+		MPI_Comm c;
+		MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+		long long mine = key + me, total = 0;
+		MPI_CHECK(MPI_Iallreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, c, &req));
+		MPI_CHECK(MPI_Comm_free(&c));
+		MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+		const long long want = 1LL * key * p + 1LL * p * (p - 1) / 2;
+		expect(total == want, "iallreduce on a freed communicator: %lld, want %lld", total,
+		       want);
+	};
+	for (int i = 0; i < 20; ++i)
+		freed_early(i);
+	const size_t fds = count_entries("/proc/self/fd"), maps = count_mappings();
+	for (int i = 0; i < 300; ++i)
+		freed_early(i);
+	MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+	const size_t fds_after = count_entries("/proc/self/fd"), maps_after = count_mappings();
+	expect(fds_after <= fds + 4,
+	       "300 communicators freed with a call in flight: %zu open descriptors, were %zu",
+	       fds_after, fds);
+	expect(maps_after <= maps + 8,
+	       "300 communicators freed with a call in flight: %zu mappings, were %zu", maps_after,
+	       maps);
+}
+
 // Ranks describe the same data with different datatypes of one type
 // signature, as MPI allows: an offload library that decided from the
 // datatype rather than the signature would send the ranks different ways
@@ -247,6 +337,90 @@ void signatures(const Suite& s)
 	MPI_CHECK(MPI_Type_free(&pair));
 }
 
+// The collectives of one block per rank (reduce_scatter_block, alltoall,
+// gather, scatter), in place and with ranks describing their blocks by
+// different datatypes of one signature: three ints, or an int and a pair.
+void blocks(const Suite& s)
+{
+	const int me = s.rank(), p = s.size();
+	const size_t np = static_cast<size_t>(p);
+	MPI_Datatype pair;
+	MPI_CHECK(MPI_Type_contiguous(2, MPI_INT, &pair));
+	MPI_CHECK(MPI_Type_commit(&pair));
+	// Block b of rank r: {100 r + 10 b, 100 r + 10 b + 1, ...}, 4 ints.
+	auto value = [](int r, int b, int i) { return 100 * r + 10 * b + i; };
+	auto fill_blocks = [&](std::vector<int>& v, int r) {
+		v.resize(4 * np);
+		for (int b = 0; b < p; ++b)
+			for (int i = 0; i < 4; ++i)
+				v[4 * static_cast<size_t>(b) + static_cast<size_t>(i)] =
+					value(r, b, i);
+	};
+	// A block as 4 ints on even ranks, as 2 pairs on odd ones.
+	const MPI_Datatype type = me % 2 ? pair : MPI_INT;
+	const int count = me % 2 ? 2 : 4;
+
+	for (const bool in_place : {false, true}) {
+		const char* how = in_place ? " in place" : "";
+		std::vector<int> in, out(4 * np, -1);
+		fill_blocks(in, me);
+		if (in_place)
+			out = in;
+		MPI_CHECK(MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : in.data(), out.data(),
+						   count, type, MPI_SUM, MPI_COMM_WORLD));
+		for (int i = 0; i < 4; ++i) {
+			int want = 0;
+			for (int r = 0; r < p; ++r)
+				want += value(r, me, i);
+			expect(out[static_cast<size_t>(i)] == want,
+			       "reduce_scatter_block%s [%d] = %d, want %d", how, i,
+			       out[static_cast<size_t>(i)], want);
+		}
+
+		out.assign(4 * np, -1);
+		if (in_place)
+			out = in;
+		MPI_CHECK(MPI_Alltoall(in_place ? MPI_IN_PLACE : in.data(), count, type, out.data(),
+				       count, type, MPI_COMM_WORLD));
+		for (int r = 0; r < p; ++r)
+			for (int i = 0; i < 4; ++i)
+				expect(out[4 * static_cast<size_t>(r) + static_cast<size_t>(i)] ==
+					       value(r, me, i),
+				       "alltoall%s: block from rank %d [%d]", how, r, i);
+
+		for (int root = 0; root < p; ++root) {
+			// Gather: rank r sends its block r.
+			std::vector<int> mine(in.begin() + 4 * me, in.begin() + 4 * me + 4);
+			std::vector<int> all(4 * np, -1);
+			const bool root_in_place = in_place && me == root;
+			if (root_in_place)
+				std::copy(mine.begin(), mine.end(), all.begin() + 4 * me);
+			MPI_CHECK(MPI_Gather(root_in_place ? MPI_IN_PLACE : mine.data(), count,
+					     type, all.data(), count, type, root, MPI_COMM_WORLD));
+			if (me == root)
+				for (int r = 0; r < p; ++r)
+					for (int i = 0; i < 4; ++i)
+						expect(all[4 * static_cast<size_t>(r) +
+							   static_cast<size_t>(i)] ==
+							       value(r, r, i),
+						       "gather%s to root %d: block of rank %d [%d]",
+						       how, root, r, i);
+			// Scatter: the root's block b goes to rank b.
+			std::vector<int> got(4, -1);
+			if (root_in_place)
+				got.assign(in.begin() + 4 * me, in.begin() + 4 * me + 4);
+			MPI_CHECK(MPI_Scatter(in.data(), count, type,
+					      root_in_place ? MPI_IN_PLACE : got.data(), count,
+					      type, root, MPI_COMM_WORLD));
+			for (int i = 0; i < 4; ++i)
+				expect(got[static_cast<size_t>(i)] == value(root, me, i),
+				       "scatter%s from root %d [%d] = %d", how, root, i,
+				       got[static_cast<size_t>(i)]);
+		}
+	}
+	MPI_CHECK(MPI_Type_free(&pair));
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -258,10 +432,19 @@ int main(int argc, char** argv)
 		  "MPI_Ibarrier, MPI_Ibcast, MPI_Iallreduce (in place too) beside point-to-point "
 		  "and computation, completed by MPI_Waitall, _Test, _Wait, _Waitany and _Waitsome",
 		  [&] { nonblocking(suite); });
+	suite.run("progress",
+		  "a new communicator's first call nonblocking while a member waits in MPI_Recv; "
+		  "1 B-1 MiB MPI_Ibcast and MPI_Iallreduce finish while rank 0 blocks in MPI_Recv; "
+		  "300 communicators freed with a call in flight leak nothing",
+		  [&] { progress(suite); });
 	suite.run("signatures",
 		  "allreduce, bcast and allgather where ranks pass different datatypes of one "
 		  "type signature (contiguous and vector types against their element type)",
 		  [&] { signatures(suite); });
+	suite.run("blocks",
+		  "reduce_scatter_block, alltoall, gather and scatter from every root, in place "
+		  "and not, with ranks passing ints or pairs of ints for one block",
+		  [&] { blocks(suite); });
 	suite.run("cycles",
 		  "1000 MPI_Comm_dup/free cycles with collectives leak no descriptor or "
 		  "mapping",

@@ -68,7 +68,7 @@ if prefix=$("$here/../../scripts/upstream.sh" --cached mpich); then
     mpich_library=$builddir/mpi/librcoll-mpi-mpich.so
     flags="-DMPICH_SKIP_MPICXX=1 -std=c++20 -O2 -Wall -Wextra"
     if ! "$prefix/bin/mpicxx" $flags -fPIC -fvisibility=hidden -shared -o "$mpich_library" \
-            "$here"/../../mpi/{endpoint,mapping,interpose,requests}.cpp -lfabric; then
+            "$here"/../../mpi/{endpoint,mapping,interpose,requests,progress}.cpp -lfabric -pthread; then
         fail "librcoll-mpi: MPICH's mpicxx could not build it"
     else
         for program in mpi_coll mpi_comms; do
