@@ -362,6 +362,14 @@ AvSetPtr make_shape_set(CollEndpoint& ep, Shape shape, std::span<const fi_addr_t
 Group::Group(CollEndpoint& ep, AvSetPtr set, std::vector<int> members,
 	     std::span<const fi_addr_t> world, int world_rank, std::string label,
 	     std::chrono::milliseconds budget)
+	: Group(ep, std::move(set), std::move(members), world, world_rank, std::move(label),
+		Deferred{})
+{
+	wait_joined(ep, budget);
+}
+
+Group::Group(CollEndpoint& ep, AvSetPtr set, std::vector<int> members,
+	     std::span<const fi_addr_t> world, int world_rank, std::string label, Deferred)
 	: members_(std::move(members)), set_(std::move(set)), label_(std::move(label))
 {
 	for (size_t i = 0; i < members_.size(); ++i) {
@@ -377,6 +385,11 @@ Group::Group(CollEndpoint& ep, AvSetPtr set, std::vector<int> members,
 	// The join context is this object: the FI_JOIN_COMPLETE must carry it.
 	FT_CHECK(fi_join_collective(ep.ep(), set_addr, set_.get(), 0, &mc, this));
 	mc_.reset(mc);
+}
+
+void Group::wait_joined(CollEndpoint& ep, std::chrono::milliseconds budget)
+{
+	fid_mc* mc = mc_.get();
 	const JoinEvent event = ep.wait_join(mc, label_, budget);
 	expect(event.error == 0, "%s: fi_join_collective completed with error %d (%s)",
 	       label_.c_str(), event.error, fi_strerror(event.error));

@@ -214,6 +214,12 @@ public:
 	Group(CollEndpoint& ep, AvSetPtr set, std::vector<int> members,
 	      std::span<const fi_addr_t> world, int world_rank, std::string label,
 	      std::chrono::milliseconds budget = kDefaultWait);
+	// Joins without waiting: wait_joined() does, so that several joins
+	// can be in flight.
+	struct Deferred {};
+	Group(CollEndpoint& ep, AvSetPtr set, std::vector<int> members,
+	      std::span<const fi_addr_t> world, int world_rank, std::string label, Deferred);
+	void wait_joined(CollEndpoint& ep, std::chrono::milliseconds budget = kDefaultWait);
 	Group(const Group&) = delete;
 	Group& operator=(const Group&) = delete;
 	~Group();

@@ -37,9 +37,9 @@ size_t open_memory_files()
 	if (!dir)
 		return 0;
 	while (const dirent* e = readdir(dir)) {
-		char path[64], target[PATH_MAX];
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-		const ssize_t len = readlink(path, target, sizeof(target) - 1);
+		const std::string path = std::string("/proc/self/fd/") + e->d_name;
+		char target[PATH_MAX];
+		const ssize_t len = readlink(path.c_str(), target, sizeof(target) - 1);
 		n += len > 0 && std::string_view(target, size_t(len)).starts_with("/memfd:");
 	}
 	closedir(dir);

@@ -2,6 +2,8 @@
 // racing the connections they open, and long runs of calls of every size.
 #include "coll_cases.hpp"
 
+#include <cstring>
+
 #include <array>
 #include <deque>
 #include <memory>
@@ -224,6 +226,72 @@ void run_size_ladder(Bootstrap& boot, const TestOptions& options)
 				  calls, iterations));
 }
 
+// Two groups of the same members, told apart by fi_av_set_attr's comm_key:
+// even ranks join and call the first one first, odd ranks the second one
+// first. Matched by join order instead, each rank's first group would meet
+// the others' second and deliver the other call's data.
+void run_comm_keys(Bootstrap& boot, const TestOptions& options)
+{
+	if (options.provider != "rcoll")
+		throw NotApplicable("groups told apart by comm_key are an rcoll feature");
+	CollEndpoint ep({options.provider});
+	const auto world = ep.exchange_addresses(boot);
+	const int me = boot.rank(), n = boot.size();
+	std::vector<int> everyone(static_cast<size_t>(n));
+	for (int r = 0; r < n; ++r)
+		everyone[static_cast<size_t>(r)] = r;
+	auto keyed_set = [&](const char* key) {
+		fi_av_set_attr attr{};
+		attr.count = world.size();
+		attr.start_addr = world.front();
+		attr.end_addr = world.back();
+		attr.stride = 1;
+		attr.comm_key_size = std::strlen(key);
+		attr.comm_key = reinterpret_cast<uint8_t*>(const_cast<char*>(key));
+		fid_av_set* set = nullptr;
+		FT_CHECK(fi_av_set(ep.av(), &attr, &set, nullptr));
+		return AvSetPtr(set);
+	};
+	const char* keys[2] = {"first", "second"};
+	const int order[2] = {me % 2, 1 - me % 2};
+	std::unique_ptr<Group> groups[2];
+	for (int i : order)
+		groups[i] =
+			std::make_unique<Group>(ep, keyed_set(keys[i]), everyone, world, me,
+						strfmt("group \"%s\"", keys[i]), Group::Deferred{});
+	for (int i : order)
+		groups[i]->wait_joined(ep);
+
+	CheckedCall calls[2];
+	for (int round = 0; round < 20; ++round) {
+		for (int i : order) {
+			// Broadcast: its data depends on the seed, so mixed
+			// calls show.
+			calls[i].prepare(*groups[i],
+					 {FI_BROADCAST, 4096, FI_UINT8, FI_SUM, round % n},
+					 make_seed(0xC0FE, static_cast<uint64_t>(round),
+						   static_cast<uint64_t>(i)));
+			calls[i].post(ep);
+		}
+		for (int i : order) {
+			calls[i].wait(ep);
+			calls[i].verify();
+		}
+	}
+	// A second live group of the same members and key is refused.
+	fi_addr_t set_addr = FI_ADDR_NOTAVAIL;
+	AvSetPtr again = keyed_set(keys[0]);
+	FT_CHECK(fi_av_set_addr(again.get(), &set_addr));
+	fid_mc* mc = nullptr;
+	const int rc = fi_join_collective(ep.ep(), set_addr, again.get(), 0, &mc, nullptr);
+	expect(rc == -FI_EALREADY, "a second join with the key of a live group returned %d (%s)",
+	       rc, fi_strerror(-rc));
+
+	ProgressingBarrier(ep, boot, n).wait();
+	summary_note(boot, "two groups of the same members joined and called in opposite "
+			   "orders, 20 verified broadcasts each");
+}
+
 } // namespace
 
 void add_stress_cases(std::vector<CollCase>& cases)
@@ -240,6 +308,11 @@ void add_stress_cases(std::vector<CollCase>& cases)
 			 "simultaneously), each rank then stopping progress until all joined: "
 			 "every join completes",
 			 4, seconds(240), "", run_join_storm});
+	cases.push_back({"comm-keys",
+			 "4 ranks: two groups of the same members with different comm_keys, "
+			 "joined and called in opposite orders on even and odd ranks; a second "
+			 "live group with one key is refused",
+			 4, seconds(120), "", run_comm_keys});
 	cases.push_back({"size-ladder",
 			 "4 ranks: allreduce FI_UINT64 of 8 B, 64 B, ... 4 MiB, 200 verified calls "
 			 "per size (20 with "

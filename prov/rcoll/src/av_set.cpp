@@ -109,8 +109,14 @@ int AvSet::open(AddressVector* av, fi_av_set_attr* attr, fid_av_set** out, void*
 {
 	if (!attr || !out)
 		return -FI_EINVAL;
+	if (attr->comm_key_size > kMaxCommKey || (attr->comm_key_size && !attr->comm_key)) {
+		RCOLL_WARN(FI_LOG_AV, "fi_av_set: comm_key of %zu bytes (at most %zu)\n",
+			   attr->comm_key_size, kMaxCommKey);
+		return -FI_EINVAL;
+	}
 	auto set = std::make_unique<AvSet>();
 	set->av = av;
+	set->comm_key.assign(attr->comm_key, attr->comm_key + attr->comm_key_size);
 	if (attr->flags & FI_UNIVERSE) {
 		for (fi_addr_t a = 0; a < av->slots.size(); a++)
 			if (av->lookup(a))

@@ -179,10 +179,21 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	if (ret)
 		return ret;
 
-	// Members agree on this join by its id: the member list and how many
-	// joins of that same list this endpoint made before.
-	uint32_t ordinal = ordinals_[list_hash]++;
-	g->join_id = fnv1a(list_hash, &ordinal, sizeof(ordinal));
+	// Members agree on this join by its id: the member list and the set's
+	// comm_key, or else how many joins of that same list this endpoint
+	// made before (then members must join in one order).
+	if (!set->comm_key.empty()) {
+		g->join_id = fnv1a(list_hash, set->comm_key.data(), set->comm_key.size());
+		for (const auto& other : slots_)
+			if (other && other->join_id == g->join_id) {
+				RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: a group of these members "
+							   "with this comm_key exists\n");
+				return -FI_EALREADY;
+			}
+	} else {
+		uint32_t ordinal = ordinals_[list_hash]++;
+		g->join_id = fnv1a(list_hash, &ordinal, sizeof(ordinal));
+	}
 	g->join_context = context;
 	g->heard.assign(size, false);
 	g->heard[g->rank] = true;
