@@ -252,7 +252,8 @@ long Endpoint::submit(CommGroup& g, Operation& op, Post post)
 	return post(g.coll_addr, &op.context);
 }
 
-std::shared_ptr<CommGroup> Endpoint::join(MPI_Comm comm, std::string& error)
+std::shared_ptr<CommGroup> Endpoint::join(MPI_Comm comm, std::optional<uint64_t> key,
+					  std::string& error)
 {
 	int size = 0;
 	PMPI_Comm_size(comm, &size);
@@ -278,6 +279,11 @@ std::shared_ptr<CommGroup> Endpoint::join(MPI_Comm comm, std::string& error)
 	attr.count = size_t(size);
 	attr.start_addr = FI_ADDR_NOTAVAIL;
 	attr.end_addr = FI_ADDR_NOTAVAIL;
+	uint64_t key_bytes = key.value_or(0);
+	if (key) {
+		attr.comm_key = reinterpret_cast<uint8_t*>(&key_bytes);
+		attr.comm_key_size = sizeof(key_bytes);
+	}
 	fid_av_set* set = nullptr;
 	long rc = fi_av_set(av_.get(), &attr, &set, nullptr);
 	if (rc) {

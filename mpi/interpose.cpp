@@ -4,12 +4,14 @@
 
 #include <rdma/fi_errno.h>
 
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+#include <mutex>
 #include <set>
 
 namespace rcoll::mpi {
@@ -42,12 +44,14 @@ struct State {
 	size_t limit[kKinds];
 	bool enabled = false; // every rank opened rcoll
 	bool verbose = false; // RCOLL_MPI_VERBOSE=1: say what happened, at init and finalize
+	bool thread_multiple = false;
 	int keyval = MPI_KEYVAL_INVALID;
 	// Each communicator's attribute: a holder of its group, which requests
 	// in flight share. Alive, for MPI_Finalize to close.
-	std::set<std::shared_ptr<CommGroup>*> holders;
+	std::set<std::shared_ptr<CommGroup>*> holders; // under holders_lock
+	std::mutex holders_lock;
 	MPI_Comm staging = MPI_COMM_NULL; // staging_comm()
-	unsigned long long offloaded = 0, handed_back = 0;
+	std::atomic<unsigned long long> offloaded = 0, handed_back = 0;
 	int world_rank = 0;
 };
 
@@ -70,14 +74,18 @@ namespace {
 int delete_group(MPI_Comm, int, void* value, void*)
 {
 	auto* holder = static_cast<std::shared_ptr<CommGroup>*>(value);
-	if (state().holders.erase(holder))
+	std::unique_lock guard(state().holders_lock);
+	if (state().holders.erase(holder)) {
+		guard.unlock(); // the group's close may drive rcoll a while
 		delete holder;
+	}
 	return MPI_SUCCESS;
 }
 
 void start(int provided)
 {
 	State& s = state();
+	s.thread_multiple = provided == MPI_THREAD_MULTIPLE;
 	const char* verbose = std::getenv("RCOLL_MPI_VERBOSE");
 	s.verbose = verbose && std::strcmp(verbose, "0") != 0;
 	PMPI_Comm_rank(MPI_COMM_WORLD, &s.world_rank);
@@ -86,19 +94,13 @@ void start(int provided)
 		s.limit[k] = text ? std::strtoull(text, nullptr, 0) : SIZE_MAX;
 	}
 	std::string why;
-	if (provided == MPI_THREAD_MULTIPLE)
-		// One endpoint serves every thread; concurrent collectives on
-		// different communicators are not offloaded yet.
-		why = "MPI_THREAD_MULTIPLE";
 	int opened = 0;
-	if (why.empty()) {
-		try {
-			why = s.endpoint.open();
-		} catch (const std::exception& e) {
-			why = e.what();
-		}
-		opened = why.empty();
+	try {
+		why = s.endpoint.open();
+	} catch (const std::exception& e) {
+		why = e.what();
 	}
+	opened = why.empty();
 	// Every rank offloads, or none does: the calls must match.
 	int everyone = 0;
 	PMPI_Allreduce(&opened, &everyone, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
@@ -106,6 +108,7 @@ void start(int provided)
 	if (s.enabled) {
 		PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_group, &s.keyval, nullptr);
 		PMPI_Comm_dup(MPI_COMM_SELF, &s.staging);
+		init_comm_keys();
 	} else {
 		s.endpoint.close();
 	}
@@ -136,9 +139,14 @@ std::shared_ptr<CommGroup>* group_of(MPI_Comm comm, int& error)
 	if (inter || size < 2)
 		return nullptr;
 	std::string why;
+	// Threads join in any order: only a communicator with a key can tell
+	// its group from another of the same members then.
+	const std::optional<uint64_t> key = comm_key(comm);
+	if (!key && s.thread_multiple)
+		return nullptr;
 	std::shared_ptr<CommGroup> g;
 	try {
-		g = s.endpoint.join(comm, why);
+		g = s.endpoint.join(comm, key, why);
 	} catch (const std::exception& e) {
 		why = e.what();
 	}
@@ -150,7 +158,10 @@ std::shared_ptr<CommGroup>* group_of(MPI_Comm comm, int& error)
 		return nullptr;
 	}
 	auto* holder = new std::shared_ptr<CommGroup>(std::move(g));
-	s.holders.insert(holder);
+	{
+		std::lock_guard guard(s.holders_lock);
+		s.holders.insert(holder);
+	}
 	PMPI_Comm_set_attr(comm, s.keyval, holder);
 	return holder;
 }
@@ -184,7 +195,7 @@ int finish(MPI_Comm comm, long rc, Operation& op, const char* what)
 {
 	State& s = state();
 	if (rc == 0 && s.endpoint.wait(op)) {
-		s.offloaded++;
+		s.offloaded.fetch_add(1, std::memory_order_relaxed);
 		return MPI_SUCCESS;
 	}
 	const std::string text = rc ? fi_strerror(int(-rc)) : op.error_text;
@@ -219,7 +230,7 @@ Route route(bool mappable, MPI_Comm comm, bool blocking = true)
 		r.error = MPI_ERR_OTHER;
 	}
 	if (r.to_mpi())
-		state().handed_back++;
+		state().handed_back.fetch_add(1, std::memory_order_relaxed);
 	return r;
 }
 
@@ -303,7 +314,8 @@ RCOLL_MPI_ENTRY int MPI_Finalize(void)
 {
 	State& s = state();
 	if (s.verbose) {
-		unsigned long long counts[2] = {s.offloaded, s.handed_back}, totals[2] = {};
+		unsigned long long counts[2] = {s.offloaded.load(), s.handed_back.load()};
+		unsigned long long totals[2] = {};
 		PMPI_Reduce(counts, totals, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 		if (s.world_rank == 0)
 			std::fprintf(stderr,
@@ -322,6 +334,7 @@ RCOLL_MPI_ENTRY int MPI_Finalize(void)
 		s.holders.clear();
 		PMPI_Comm_free_keyval(&s.keyval);
 		PMPI_Comm_free(&s.staging);
+		free_comm_keys();
 		s.endpoint.close();
 		s.enabled = false;
 	}
@@ -465,7 +478,7 @@ RCOLL_MPI_ENTRY int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request)
 						});
 	if (rc)
 		return refuse_request(call, rc, request);
-	state().offloaded++;
+	state().offloaded.fetch_add(1, std::memory_order_relaxed);
 	return MPI_SUCCESS;
 }
 
@@ -497,7 +510,7 @@ RCOLL_MPI_ENTRY int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int r
 		});
 	if (rc)
 		return refuse_request(call, rc, request);
-	state().offloaded++;
+	state().offloaded.fetch_add(1, std::memory_order_relaxed);
 	return MPI_SUCCESS;
 }
 
@@ -532,7 +545,7 @@ RCOLL_MPI_ENTRY int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count
 		});
 	if (rc)
 		return refuse_request(call, rc, request);
-	state().offloaded++;
+	state().offloaded.fetch_add(1, std::memory_order_relaxed);
 	return MPI_SUCCESS;
 }
 

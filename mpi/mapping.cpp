@@ -1,5 +1,6 @@
 #include "offload.hpp"
 
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -163,12 +164,25 @@ std::optional<Layout> layout_of(MPI_Datatype type, long long count)
 	return l;
 }
 
+namespace {
+
+// Each copy's own tag: threads of an MPI_THREAD_MULTIPLE job stage at once
+// on the one communicator, and must not receive each other's data.
+int staging_tag()
+{
+	static std::atomic<unsigned> next = 0;
+	return int(next.fetch_add(1, std::memory_order_relaxed) % 32768); // MPI_TAG_UB >= 32767
+}
+
+} // namespace
+
 const void* Staging::gather(const void* buf, int count, MPI_Datatype type, const Layout& l)
 {
 	if (l.dense)
 		return buf;
 	in_.resize(l.elements * l.basic_size);
-	PMPI_Sendrecv(buf, count, type, 0, 0, in_.data(), int(l.elements), l.basic, 0, 0,
+	const int tag = staging_tag();
+	PMPI_Sendrecv(buf, count, type, 0, tag, in_.data(), int(l.elements), l.basic, 0, tag,
 		      staging_comm(), MPI_STATUS_IGNORE);
 	return in_.data();
 }
@@ -193,9 +207,11 @@ void* Staging::result(void* buf, const Layout& l)
 
 void Staging::scatter(void* buf, int count, MPI_Datatype type, const Layout& l)
 {
-	if (!l.dense)
-		PMPI_Sendrecv(out_.data(), int(l.elements), l.basic, 0, 0, buf, count, type, 0, 0,
-			      staging_comm(), MPI_STATUS_IGNORE);
+	if (l.dense)
+		return;
+	const int tag = staging_tag();
+	PMPI_Sendrecv(out_.data(), int(l.elements), l.basic, 0, tag, buf, count, type, 0, tag,
+		      staging_comm(), MPI_STATUS_IGNORE);
 }
 
 } // namespace rcoll::mpi

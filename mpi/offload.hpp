@@ -14,6 +14,7 @@
 //                     MPI_Wait and MPI_Test family that completes them
 //   progress.cpp      the thread that keeps nonblocking calls moving while
 //                     the application is elsewhere
+//   comm_keys.cpp     keys that tell communicators of one member list apart
 #pragma once
 
 #include <mpi.h>
@@ -91,10 +92,12 @@ public:
 	// collective call). An error text when this rank cannot offload.
 	std::string open();
 	bool is_open() const { return ep_ != nullptr; }
-	// Starts joining a group of the communicator's members; it completes
-	// in the background (advance()). nullptr, with `error` set, when
-	// rcoll refused it.
-	std::shared_ptr<CommGroup> join(MPI_Comm comm, std::string& error);
+	// Starts joining a group of the communicator's members, told apart
+	// from other groups of those members by `key` (else by join order);
+	// it completes in the background (advance()). nullptr, with `error`
+	// set, when rcoll refused it.
+	std::shared_ptr<CommGroup> join(MPI_Comm comm, std::optional<uint64_t> key,
+					std::string& error);
 	// Blocks until the group joined and its queued calls are posted; false
 	// (with the reason in g.failure) when the join failed.
 	bool await_ready(CommGroup& g);
@@ -204,6 +207,13 @@ void drain_requests();
 // in a call rcoll does not see (progress.cpp).
 void start_progress_thread();
 void stop_progress_thread();
+
+// A communicator's key (comm_keys.cpp): the same on all its members,
+// different for every communicator; nullopt for communicators made by calls
+// the library does not see.
+std::optional<uint64_t> comm_key(MPI_Comm comm);
+void init_comm_keys();
+void free_comm_keys();
 
 // The communicator the staging copies go through: a private duplicate of
 // MPI_COMM_SELF, so that no receive of the application's can match them.

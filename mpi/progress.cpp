@@ -9,6 +9,7 @@
 // the MPI_Wait and MPI_Test family (requests.cpp).
 #include "offload.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -22,6 +23,7 @@ struct ProgressThread {
 	// goes (constructed before this, destroyed after).
 	~ProgressThread() { stop_progress_thread(); }
 	std::thread thread;
+	std::atomic<bool> running = false; // started and not stopped
 	std::mutex lock;
 	std::condition_variable wake;
 	bool stopping = false;
@@ -53,28 +55,34 @@ void run(ProgressThread& p)
 
 } // namespace
 
+// Every nonblocking call asks, maybe from several threads at once.
 void start_progress_thread()
 {
 	ProgressThread& p = progress();
-	if (p.thread.joinable())
+	if (p.running.load(std::memory_order_acquire))
+		return;
+	std::lock_guard guard(p.lock);
+	if (p.running.load(std::memory_order_relaxed))
 		return;
 	if (const char* text = std::getenv("RCOLL_MPI_PROGRESS_US"))
 		p.interval = std::chrono::microseconds(std::strtoul(text, nullptr, 0));
 	p.stopping = false;
 	p.thread = std::thread(run, std::ref(p));
+	p.running.store(true, std::memory_order_release);
 }
 
 void stop_progress_thread()
 {
 	ProgressThread& p = progress();
-	if (!p.thread.joinable())
-		return;
 	{
 		std::lock_guard guard(p.lock);
+		if (!p.running.load(std::memory_order_relaxed))
+			return;
 		p.stopping = true;
 	}
 	p.wake.notify_one();
 	p.thread.join();
+	p.running.store(false, std::memory_order_release);
 }
 
 } // namespace rcoll::mpi

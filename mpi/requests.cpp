@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <list>
+#include <mutex>
 #include <vector>
 
 namespace rcoll::mpi {
@@ -22,15 +23,22 @@ struct Pending {
 	MPI_Request request = MPI_REQUEST_NULL;
 	MPI_Comm comm = MPI_COMM_NULL;
 	const char* what = "";
-	bool completed = false; // MPI_Grequest_complete called
+	bool completed = false; // claimed for MPI_Grequest_complete (under the lock)
 };
 
 // In flight or not yet freed by the MPI. std::list: an element's address
-// (rcoll's operation context) stays put.
+// (rcoll's operation context) stays put. Threads of an MPI_THREAD_MULTIPLE
+// job share it.
 std::list<Pending>& pending()
 {
 	static std::list<Pending> list;
 	return list;
+}
+
+std::mutex& pending_lock()
+{
+	static std::mutex lock;
+	return lock;
 }
 
 int query(void* extra, MPI_Status* status)
@@ -47,7 +55,15 @@ int query(void* extra, MPI_Status* status)
 int release(void* extra)
 {
 	auto* p = static_cast<Pending*>(extra);
-	pending().remove_if([p](const Pending& each) { return &each == p; });
+	std::list<Pending> gone; // destroyed unlocked: closing its group drives rcoll
+	{
+		std::lock_guard guard(pending_lock());
+		for (auto it = pending().begin(); it != pending().end(); ++it)
+			if (&*it == p) {
+				gone.splice(gone.end(), pending(), it);
+				break;
+			}
+	}
 	return MPI_SUCCESS;
 }
 
@@ -56,6 +72,7 @@ int cancel(void*, int) { return MPI_SUCCESS; } // rcoll cannot cancel a collecti
 // Requests started and not yet completed; read by the progress thread.
 std::atomic<size_t> in_flight_count = 0;
 
+// `p` was claimed (completed set under the lock).
 void complete(Pending& p)
 {
 	if (p.call.op.error)
@@ -63,7 +80,6 @@ void complete(Pending& p)
 			     p.call.op.error_text.c_str());
 	else if (p.call.after)
 		p.call.after();
-	p.completed = true;
 	in_flight_count.fetch_sub(1, std::memory_order_relaxed);
 	// The MPI may free the request (and so `p`) right here: a request the
 	// application freed before it completed.
@@ -77,12 +93,20 @@ bool requests_in_flight() { return in_flight_count.load(std::memory_order_relaxe
 Nonblocking* start_request(std::shared_ptr<CommGroup> group, MPI_Comm comm, const char* what,
 			   MPI_Request* request)
 {
-	Pending& p = pending().emplace_back();
+	std::list<Pending>::iterator it;
+	{
+		std::lock_guard guard(pending_lock());
+		it = pending().emplace(pending().end());
+	}
+	Pending& p = *it;
 	p.group = std::move(group);
 	p.comm = comm;
 	p.what = what;
 	if (PMPI_Grequest_start(query, release, cancel, &p, &p.request) != MPI_SUCCESS) {
-		pending().pop_back();
+		p.completed = true; // never in flight
+		std::list<Pending> gone;
+		std::lock_guard guard(pending_lock());
+		gone.splice(gone.end(), pending(), it);
 		return nullptr;
 	}
 	*request = p.request;
@@ -93,20 +117,27 @@ Nonblocking* start_request(std::shared_ptr<CommGroup> group, MPI_Comm comm, cons
 
 int refuse_request(Nonblocking* call, long rc, MPI_Request* request)
 {
-	for (Pending& p : pending()) {
-		if (&p.call != call)
-			continue;
-		const MPI_Comm comm = p.comm;
-		const int err = int(rc < 0 ? -rc : rc);
-		p.call.op.end(err, fi_strerror(err));
-		complete(p);
-		// The application gets an error code, not a request: free it
-		// (and so its entry) here.
-		PMPI_Request_free(request);
-		*request = MPI_REQUEST_NULL;
-		PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
-		break;
+	Pending* p = nullptr;
+	{
+		std::lock_guard guard(pending_lock());
+		for (Pending& each : pending())
+			if (&each.call == call && !each.completed) {
+				each.completed = true;
+				p = &each;
+				break;
+			}
 	}
+	if (!p)
+		return MPI_ERR_OTHER;
+	const MPI_Comm comm = p->comm;
+	const int err = int(rc < 0 ? -rc : rc);
+	p->call.op.end(err, fi_strerror(err));
+	complete(*p);
+	// The application gets an error code, not a request: free it (and so
+	// its entry) here.
+	PMPI_Request_free(request);
+	*request = MPI_REQUEST_NULL;
+	PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
 	return MPI_ERR_OTHER;
 }
 
@@ -118,10 +149,15 @@ void poll_requests()
 	endpoint.advance();
 	endpoint.abort_if_broken();
 	std::vector<Pending*> finished;
-	for (Pending& p : pending())
-		if (!p.completed && p.call.op.done.load(std::memory_order_acquire))
-			finished.push_back(&p);
-	// Apart from the walk: completing may free a request and its entry.
+	{
+		std::lock_guard guard(pending_lock());
+		for (Pending& p : pending())
+			if (!p.completed && p.call.op.done.load(std::memory_order_acquire)) {
+				p.completed = true;
+				finished.push_back(&p);
+			}
+	}
+	// Unlocked: completing may free a request and so its entry.
 	for (Pending* p : finished)
 		complete(*p);
 }

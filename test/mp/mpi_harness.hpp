@@ -89,9 +89,20 @@ inline void expect_filled(const uint8_t* data, size_t length, uint64_t source, u
 
 class Suite {
 public:
-	Suite(const char* name, int* argc, char*** argv) : name_(name)
+	// `threads`: the thread level to ask MPI_Init_thread for (the job
+	// ends if the MPI does not provide it); MPI_Init when negative.
+	Suite(const char* name, int* argc, char*** argv, int threads = -1) : name_(name)
 	{
-		MPI_Init(argc, argv);
+		int provided = threads;
+		if (threads < 0)
+			MPI_Init(argc, argv);
+		else
+			MPI_Init_thread(argc, argv, threads, &provided);
+		if (provided != threads) {
+			std::fprintf(stderr, "%s: the MPI provides thread level %d, not %d\n", name,
+				     provided, threads);
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
 		MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 		MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
 		MPI_Comm_size(MPI_COMM_WORLD, &size_);

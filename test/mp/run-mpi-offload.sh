@@ -34,12 +34,19 @@ judge() {
         printf '%s\n' "$output" | grep -v -E '^(PASS|FAIL) ' | tail -n 12 | sed -e 's/^/    | /'
     elif ! printf '%s\n' "$output" | grep -q "collectives offloaded to rcoll"; then
         fail "$what: the library did not offload ($(printf '%s\n' "$output" | grep '^rcoll-mpi' | head -3))"
+    elif [ "$program" = mpi_errors ] && ! printf '%s\n' "$output" | grep -q "MPI_Allreduce on rcoll failed: "; then
+        fail "$what: no rank named rcoll's error"
     elif [ "${offloaded:-0}" -lt 100 ]; then
         fail "$what: only ${offloaded:-0} calls offloaded"
     else
         pass "$what: $offloaded calls offloaded"
     fi
 }
+
+programs="mpi_coll mpi_comms mpi_threads mpi_errors"
+# mpi_errors makes a rank late into a collective on purpose: rcoll's
+# collective timeout is short for it (and at its default elsewhere).
+coll_timeout() { if [ "$1" = mpi_errors ]; then echo 1000; else echo 60000; fi; }
 
 if [ ! -f "$library" ] || ! command -v mpirun >/dev/null; then
     fail "run-mpi-offload: $library or mpirun missing (no MPI compiler at configure time?)"
@@ -49,12 +56,13 @@ fi
 
 for btl in self,vader self,tcp; do
     for np in 2 3 4; do
-        for program in mpi_coll mpi_comms; do
+        for program in $programs; do
             what="$program with librcoll-mpi (np=$np, btl $btl)"
             output=$(timeout -k 10 "$job_limit" mpirun --allow-run-as-root --oversubscribe \
                 --bind-to none -np "$np" --mca pml ob1 --mca btl "$btl" \
                 --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo \
                 -x LD_PRELOAD="$library" -x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE \
+                -x FI_RCOLL_COLL_TIMEOUT_MS="$(coll_timeout "$program")" \
                 "$builddir/test/mp/$program" 2>&1)
             judge $? "$program" "$what" "btl $btl"
         done
@@ -68,17 +76,18 @@ if prefix=$("$here/../../scripts/upstream.sh" --cached mpich); then
     mpich_library=$builddir/mpi/librcoll-mpi-mpich.so
     flags="-DMPICH_SKIP_MPICXX=1 -std=c++20 -O2 -Wall -Wextra"
     if ! "$prefix/bin/mpicxx" $flags -fPIC -fvisibility=hidden -shared -o "$mpich_library" \
-            "$here"/../../mpi/{endpoint,mapping,interpose,requests,progress}.cpp -lfabric -pthread; then
+            "$here"/../../mpi/{endpoint,mapping,interpose,requests,progress,comm_keys}.cpp -lfabric -pthread; then
         fail "librcoll-mpi: MPICH's mpicxx could not build it"
     else
-        for program in mpi_coll mpi_comms; do
-            "$prefix/bin/mpicxx" $flags -o "$builddir/test/mp/$program-mpich" "$here/$program.cpp" ||
+        for program in $programs; do
+            "$prefix/bin/mpicxx" $flags -o "$builddir/test/mp/$program-mpich" "$here/$program.cpp" -pthread ||
                 fail "$program: MPICH's mpicxx could not build it"
         done
         for np in 2 4; do
-            for program in mpi_coll mpi_comms; do
+            for program in $programs; do
                 what="$program with librcoll-mpi under MPICH (np=$np)"
                 output=$(FI_PROVIDER=rcoll MPIR_CVAR_CH4_OFI_ENABLE_AM=0 LD_PRELOAD="$mpich_library" \
+                    FI_RCOLL_COLL_TIMEOUT_MS="$(coll_timeout "$program")" \
                     timeout -k 10 "$job_limit" "$prefix/bin/mpiexec" -n "$np" \
                     "$builddir/test/mp/$program-mpich" 2>&1)
                 judge $? "$program" "$what" MPICH
