@@ -768,14 +768,20 @@ Measured measure(const std::string& provider, int ranks, const std::vector<Point
 	return m;
 }
 
+// The name rcoll_mpi_coll_bench gives the point's collective.
+const char* mpi_name(const Point& point)
+{
+	return point.coll == FI_BARRIER     ? "barrier"
+	       : point.coll == FI_BROADCAST ? "broadcast"
+					    : "allreduce";
+}
+
 // The sizes and collectives of `points` as rcoll_mpi_coll_bench arguments.
 std::string mpi_arguments(const std::vector<Point>& points, const Options& options)
 {
 	std::string colls, sizes;
 	for (const Point& point : points) {
-		const char* name = point.coll == FI_BARRIER     ? "barrier"
-				   : point.coll == FI_BROADCAST ? "broadcast"
-								: "allreduce";
+		const char* name = mpi_name(point);
 		if (colls.find(name) == std::string::npos)
 			colls += std::string(colls.empty() ? "" : ",") + name;
 		const std::string size = std::to_string(point.bytes);
@@ -797,9 +803,7 @@ Measured measure_mpi(const MpiBaseline& baseline, const std::string& command,
 	const auto limit = seconds(120) + options.call_limit * static_cast<int>(points.size()) * 10;
 	const MpiRun run = baseline.run(command, limit);
 	for (size_t k = 0; k < points.size(); ++k) {
-		const char* name = points[k].coll == FI_BARRIER     ? "barrier"
-				   : points[k].coll == FI_BROADCAST ? "broadcast"
-								    : "allreduce";
+		const char* name = mpi_name(points[k]);
 		bool found = false;
 		for (const MpiPoint& r : run.points) {
 			if (r.coll != name || r.bytes != points[k].bytes)

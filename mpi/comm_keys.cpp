@@ -1,15 +1,19 @@
 // Communicator keys. rcoll tells the groups of one member list apart by a
 // key given at fi_av_set, or else by the order of their joins; threads of an
 // MPI_THREAD_MULTIPLE job start the joins of different communicators in any
-// order, so each communicator gets a key that is the same on all its members
-// and differs between communicators. It comes without communication: a
-// communicator made from a parent (dup, split, split_type, create) takes the
-// parent's key mixed with how many communicators were made from that parent
-// before, which is the same on every member because MPI orders the
-// collective calls on one communicator. MPI_COMM_WORLD has a fixed key.
-// Communicators made by calls not seen here (MPI_Comm_create_group, whose
-// calls on one parent are not ordered between groups; MPI_Comm_idup;
-// topologies) have none.
+// order, and so do nonblocking calls on different communicators; so each
+// communicator gets a key that is the same on all its members and differs
+// between communicators. It comes without communication: a communicator made
+// from a parent by a call collective over the parent (dup, split,
+// split_type, create, the topology constructors, an intercommunicator's
+// merge) takes the parent's key mixed with how many communicators were made
+// from that parent before, which is the same on every member because MPI
+// orders the collective calls on one communicator. MPI_COMM_WORLD has a
+// fixed key. Communicators made by calls not seen here have none, and their
+// collectives stay with the MPI: MPI_Comm_create_group (its calls on one
+// parent are not ordered between groups), MPI_Comm_idup (its communicator
+// is not usable at return), intercommunicators made by
+// MPI_Intercomm_create.
 #include "offload.hpp"
 
 namespace rcoll::mpi {
@@ -114,4 +118,50 @@ RCOLL_MPI_ENTRY int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, 
 RCOLL_MPI_ENTRY int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm)
 {
 	return derive(PMPI_Comm_create(comm, group, newcomm), comm, newcomm);
+}
+
+RCOLL_MPI_ENTRY int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[],
+				    int reorder, MPI_Comm* newcomm)
+{
+	return derive(PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm), comm,
+		      newcomm);
+}
+
+RCOLL_MPI_ENTRY int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm)
+{
+	return derive(PMPI_Cart_sub(comm, remain_dims, newcomm), comm, newcomm);
+}
+
+RCOLL_MPI_ENTRY int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[],
+				     const int edges[], int reorder, MPI_Comm* newcomm)
+{
+	return derive(PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm), comm,
+		      newcomm);
+}
+
+RCOLL_MPI_ENTRY int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[],
+					  const int degrees[], const int destinations[],
+					  const int weights[], MPI_Info info, int reorder,
+					  MPI_Comm* newcomm)
+{
+	return derive(PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights,
+					     info, reorder, newcomm),
+		      comm, newcomm);
+}
+
+RCOLL_MPI_ENTRY int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree,
+						   const int sources[], const int sourceweights[],
+						   int outdegree, const int destinations[],
+						   const int destweights[], MPI_Info info,
+						   int reorder, MPI_Comm* newcomm)
+{
+	return derive(PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights,
+						      outdegree, destinations, destweights, info,
+						      reorder, newcomm),
+		      comm, newcomm);
+}
+
+RCOLL_MPI_ENTRY int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newcomm)
+{
+	return derive(PMPI_Intercomm_merge(intercomm, high, newcomm), intercomm, newcomm);
 }

@@ -116,6 +116,12 @@ CommGroup::~CommGroup()
 	// A call that completed may leave writes of rcoll's behind it for a
 	// moment: fi_close says so with -FI_EBUSY, and the group must be
 	// closed, or it is never retired.
+	// After MPI_Finalize closed the endpoint (a request completed but never
+	// freed), rcoll already freed the group and its set.
+	if (!offload_endpoint().is_open()) {
+		(void)set.release();
+		return;
+	}
 	if (mc)
 		while (fi_close(&mc->fid) == -FI_EBUSY)
 			offload_endpoint().poll();
@@ -189,15 +195,26 @@ void Endpoint::read_join_events()
 				       [g](const auto& each) { return each.get() == g; });
 		if (it == joining_.end())
 			continue;
-		const std::shared_ptr<CommGroup> held = *it;
-		joining_.erase(it);
-		joins_pending_.fetch_sub(1, std::memory_order_release);
 		if (entry.err)
 			g->failure = fabric_error("fi_join_collective completed", entry.err);
 		else
 			g->coll_addr = fi_mc_addr(g->mc);
 		g->joined = true;
-		post_queued(*g);
+	}
+	// Joined groups post what they held back; one stays here until all
+	// of it went (-FI_EAGAIN leaves the rest for the next round).
+	std::vector<std::shared_ptr<CommGroup>> done; // released after the walk
+	for (auto it = joining_.begin(); it != joining_.end();) {
+		CommGroup& g = **it;
+		if (g.joined)
+			post_queued(g);
+		if (g.joined && g.queued.empty()) {
+			done.push_back(std::move(*it));
+			it = joining_.erase(it);
+			joins_pending_.fetch_sub(1, std::memory_order_release);
+		} else {
+			++it;
+		}
 	}
 }
 

@@ -44,7 +44,6 @@ struct State {
 	size_t limit[kKinds];
 	bool enabled = false; // every rank opened rcoll
 	bool verbose = false; // RCOLL_MPI_VERBOSE=1: say what happened, at init and finalize
-	bool thread_multiple = false;
 	int keyval = MPI_KEYVAL_INVALID;
 	// Each communicator's attribute: a holder of its group, which requests
 	// in flight share. Alive, for MPI_Finalize to close.
@@ -82,10 +81,9 @@ int delete_group(MPI_Comm, int, void* value, void*)
 	return MPI_SUCCESS;
 }
 
-void start(int provided)
+void start()
 {
 	State& s = state();
-	s.thread_multiple = provided == MPI_THREAD_MULTIPLE;
 	const char* verbose = std::getenv("RCOLL_MPI_VERBOSE");
 	s.verbose = verbose && std::strcmp(verbose, "0") != 0;
 	PMPI_Comm_rank(MPI_COMM_WORLD, &s.world_rank);
@@ -139,10 +137,11 @@ std::shared_ptr<CommGroup>* group_of(MPI_Comm comm, int& error)
 	if (inter || size < 2)
 		return nullptr;
 	std::string why;
-	// Threads join in any order: only a communicator with a key can tell
-	// its group from another of the same members then.
+	// Groups of one member list are told apart by the key: without one,
+	// rcoll would match them by join order, which ranks need not share
+	// (nonblocking calls on two communicators, threads).
 	const std::optional<uint64_t> key = comm_key(comm);
-	if (!key && s.thread_multiple)
+	if (!key)
 		return nullptr;
 	std::shared_ptr<CommGroup> g;
 	try {
@@ -153,6 +152,17 @@ std::shared_ptr<CommGroup>* group_of(MPI_Comm comm, int& error)
 	if (!g) {
 		std::fprintf(stderr, "rcoll-mpi: rank %d: joining a group failed: %s\n",
 			     s.world_rank, why.c_str());
+		// The communicator keeps the failure: its later calls fail too
+		// rather than join again, out of step with the other members.
+		g = std::make_shared<CommGroup>();
+		g->joined = true;
+		g->failure = "joining a group failed: " + why;
+		auto* holder = new std::shared_ptr<CommGroup>(std::move(g));
+		{
+			std::lock_guard guard(s.holders_lock);
+			s.holders.insert(holder);
+		}
+		PMPI_Comm_set_attr(comm, s.keyval, holder);
 		PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
 		error = MPI_ERR_OTHER;
 		return nullptr;
@@ -180,6 +190,12 @@ std::optional<Layout> offloadable(MPI_Datatype type, int count, Kind kind)
 	if (l && !within_limit(*l, kind))
 		return std::nullopt;
 	return l;
+}
+
+bool intra(MPI_Comm comm)
+{
+	int inter = 0;
+	return comm != MPI_COMM_NULL && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter;
 }
 
 int rank_in(MPI_Comm comm)
@@ -298,7 +314,7 @@ RCOLL_MPI_ENTRY int MPI_Init(int* argc, char*** argv)
 {
 	const int rc = PMPI_Init(argc, argv);
 	if (rc == MPI_SUCCESS)
-		start(MPI_THREAD_SINGLE);
+		start();
 	return rc;
 }
 
@@ -306,7 +322,7 @@ RCOLL_MPI_ENTRY int MPI_Init_thread(int* argc, char*** argv, int required, int* 
 {
 	const int rc = PMPI_Init_thread(argc, argv, required, provided);
 	if (rc == MPI_SUCCESS)
-		start(*provided);
+		start();
 	return rc;
 }
 
@@ -613,6 +629,9 @@ RCOLL_MPI_ENTRY int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype 
 			       void* recvbuf, int recvcount, MPI_Datatype recvtype, int root,
 			       MPI_Comm comm)
 {
+	if (!intra(comm)) // root may be MPI_ROOT, the other side's types null
+		return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+				   root, comm);
 	const bool is_root = rank_in(comm) == root;
 	const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
 	const auto rooted = is_root ? blocks_of(recvtype, recvcount, comm, kGather) : std::nullopt;
@@ -642,6 +661,9 @@ RCOLL_MPI_ENTRY int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype
 				void* recvbuf, int recvcount, MPI_Datatype recvtype, int root,
 				MPI_Comm comm)
 {
+	if (!intra(comm))
+		return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+				    root, comm);
 	const bool is_root = rank_in(comm) == root;
 	const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
 	const auto rooted = is_root ? blocks_of(sendtype, sendcount, comm, kScatter) : std::nullopt;

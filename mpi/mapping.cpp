@@ -138,7 +138,7 @@ bool collect_basic_types(MPI_Datatype type, std::vector<MPI_Datatype>& out, int 
 
 std::optional<Layout> layout_of(MPI_Datatype type, long long count)
 {
-	if (count < 0)
+	if (count < 0 || type == MPI_DATATYPE_NULL)
 		return std::nullopt;
 	std::vector<MPI_Datatype> basics;
 	if (!collect_basic_types(type, basics) || basics.empty())

@@ -23,7 +23,11 @@ struct Pending {
 	MPI_Request request = MPI_REQUEST_NULL;
 	MPI_Comm comm = MPI_COMM_NULL;
 	const char* what = "";
-	bool completed = false; // claimed for MPI_Grequest_complete (under the lock)
+	// Under the lock. A request the application frees before it completed
+	// stays: MPICH calls release() at MPI_Request_free, while rcoll still
+	// owns the operation; the entry goes once the operation finished.
+	enum class State { in_flight, completing, completed } state = State::in_flight;
+	bool freed = false; // release() came before completed
 };
 
 // In flight or not yet freed by the MPI. std::list: an element's address
@@ -52,18 +56,26 @@ int query(void* extra, MPI_Status* status)
 	return status->MPI_ERROR;
 }
 
+// Under the lock: moves `p` out of the list into `gone`, which its caller
+// destroys unlocked (closing a group drives rcoll).
+void remove(Pending* p, std::list<Pending>& gone)
+{
+	for (auto it = pending().begin(); it != pending().end(); ++it)
+		if (&*it == p) {
+			gone.splice(gone.end(), pending(), it);
+			return;
+		}
+}
+
 int release(void* extra)
 {
 	auto* p = static_cast<Pending*>(extra);
-	std::list<Pending> gone; // destroyed unlocked: closing its group drives rcoll
-	{
-		std::lock_guard guard(pending_lock());
-		for (auto it = pending().begin(); it != pending().end(); ++it)
-			if (&*it == p) {
-				gone.splice(gone.end(), pending(), it);
-				break;
-			}
-	}
+	std::list<Pending> gone;
+	std::lock_guard guard(pending_lock());
+	if (p->state == Pending::State::completed)
+		remove(p, gone);
+	else
+		p->freed = true;
 	return MPI_SUCCESS;
 }
 
@@ -72,7 +84,7 @@ int cancel(void*, int) { return MPI_SUCCESS; } // rcoll cannot cancel a collecti
 // Requests started and not yet completed; read by the progress thread.
 std::atomic<size_t> in_flight_count = 0;
 
-// `p` was claimed (completed set under the lock).
+// `p` was claimed (state completing, under the lock): its operation ended.
 void complete(Pending& p)
 {
 	if (p.call.op.error)
@@ -81,9 +93,23 @@ void complete(Pending& p)
 	else if (p.call.after)
 		p.call.after();
 	in_flight_count.fetch_sub(1, std::memory_order_relaxed);
-	// The MPI may free the request (and so `p`) right here: a request the
-	// application freed before it completed.
+	{
+		std::list<Pending> gone;
+		std::lock_guard guard(pending_lock());
+		if (p.freed) {
+			// The MPI forgot the request already (MPICH): nothing to
+			// complete there.
+			remove(&p, gone);
+			return;
+		}
+	}
+	// Open MPI may call release() in here, for a request already freed.
 	PMPI_Grequest_complete(p.request);
+	std::list<Pending> gone;
+	std::lock_guard guard(pending_lock());
+	p.state = Pending::State::completed;
+	if (p.freed)
+		remove(&p, gone);
 }
 
 } // namespace
@@ -103,10 +129,9 @@ Nonblocking* start_request(std::shared_ptr<CommGroup> group, MPI_Comm comm, cons
 	p.comm = comm;
 	p.what = what;
 	if (PMPI_Grequest_start(query, release, cancel, &p, &p.request) != MPI_SUCCESS) {
-		p.completed = true; // never in flight
 		std::list<Pending> gone;
 		std::lock_guard guard(pending_lock());
-		gone.splice(gone.end(), pending(), it);
+		remove(&p, gone);
 		return nullptr;
 	}
 	*request = p.request;
@@ -121,8 +146,8 @@ int refuse_request(Nonblocking* call, long rc, MPI_Request* request)
 	{
 		std::lock_guard guard(pending_lock());
 		for (Pending& each : pending())
-			if (&each.call == call && !each.completed) {
-				each.completed = true;
+			if (&each.call == call && each.state == Pending::State::in_flight) {
+				each.state = Pending::State::completing;
 				p = &each;
 				break;
 			}
@@ -152,8 +177,9 @@ void poll_requests()
 	{
 		std::lock_guard guard(pending_lock());
 		for (Pending& p : pending())
-			if (!p.completed && p.call.op.done.load(std::memory_order_acquire)) {
-				p.completed = true;
+			if (p.state == Pending::State::in_flight &&
+			    p.call.op.done.load(std::memory_order_acquire)) {
+				p.state = Pending::State::completing;
 				finished.push_back(&p);
 			}
 	}

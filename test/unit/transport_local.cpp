@@ -485,7 +485,7 @@ Test(transport_local, write_memory_into_parent)
 				     scratch_address(region));
 		if (rc != 0)
 			return "attach: " + std::string(std::strerror(-rc));
-		if (!peer.can_write_memory())
+		if (!peer.cross_memory_allowed())
 			return "process_vm_readv into the parent was refused: this environment "
 			       "forbids "
 			       "cross-memory attach (ptrace rules, seccomp or a missing "

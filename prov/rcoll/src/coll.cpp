@@ -99,8 +99,7 @@ void Collectives::progress()
 		// closed one until it retired: its recycles finish first.
 		const bool failing = g->failure && !g->transport->failed();
 		const bool retiring = g->closed && !g->retire_sent && !g->failure;
-		if (g->group && (g->group->outstanding() || g->transport->writes_in_flight() ||
-				 failing || retiring)) {
+		if (g->group && (engine_busy(*g) || failing || retiring)) {
 			g->group->progress();
 			report_completions(*g, *g->group);
 			if (g->group->outstanding())
@@ -130,10 +129,14 @@ void Collectives::report_completions(const CollGroup& g, Runner& runner)
 	}
 }
 
+bool Collectives::engine_busy(const CollGroup& g)
+{
+	return g.group && (g.group->outstanding() || g.transport->writes_in_flight());
+}
+
 bool Collectives::group_busy(const CollGroup& g)
 {
-	return (g.group && (g.group->outstanding() || g.transport->writes_in_flight())) ||
-	       (g.shm && g.shm->outstanding());
+	return engine_busy(g) || (g.shm && g.shm->outstanding());
 }
 
 bool Collectives::waits_only_on_host() const
@@ -144,12 +147,11 @@ bool Collectives::waits_only_on_host() const
 			continue;
 		if (g->state != CollGroup::State::joined || g->failure)
 			return false;
-		const bool engine_busy =
-			g->group && (g->group->outstanding() || g->transport->writes_in_flight());
-		if (engine_busy &&
+		const bool engine = engine_busy(*g);
+		if (engine &&
 		    (g->transport->writes_in_flight() || !g->transport->reaches_all_on_host()))
 			return false;
-		waiting |= engine_busy || (g->shm && g->shm->outstanding());
+		waiting |= engine || (g->shm && g->shm->outstanding());
 	}
 	return waiting;
 }

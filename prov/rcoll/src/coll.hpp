@@ -104,6 +104,9 @@ public:
 	}
 
 private:
+	// The engine has operations or writes in flight.
+	static bool engine_busy(const CollGroup& g);
+	// ... or the shared-memory path has operations.
 	static bool group_busy(const CollGroup& g);
 	// Hands the finished calls of the engine or the shared-memory path to
 	// the CQ.

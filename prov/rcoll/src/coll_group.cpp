@@ -179,21 +179,15 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	if (ret)
 		return ret;
 
-	// Members agree on this join by its id: the member list and the set's
-	// comm_key, or else how many joins of that same list this endpoint
-	// made before (then members must join in one order).
-	if (!set->comm_key.empty()) {
-		g->join_id = fnv1a(list_hash, set->comm_key.data(), set->comm_key.size());
-		for (const auto& other : slots_)
-			if (other && other->join_id == g->join_id) {
-				RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: a group of these members "
-							   "with this comm_key exists\n");
-				return -FI_EALREADY;
-			}
-	} else {
-		uint32_t ordinal = ordinals_[list_hash]++;
-		g->join_id = fnv1a(list_hash, &ordinal, sizeof(ordinal));
-	}
+	// Members agree on this join by its id: the member list, the set's
+	// comm_key if it has one, and how many joins of that list and key this
+	// endpoint made before (so joins of one list with different keys may
+	// happen in any order).
+	uint64_t id_base = list_hash;
+	if (!set->comm_key.empty())
+		id_base = fnv1a(list_hash, set->comm_key.data(), set->comm_key.size());
+	const uint32_t ordinal = ordinals_[id_base]++;
+	g->join_id = fnv1a(id_base, &ordinal, sizeof(ordinal));
 	g->join_context = context;
 	g->heard.assign(size, false);
 	g->heard[g->rank] = true;
@@ -450,12 +444,15 @@ bool Collectives::release_if_done(CollGroup& g)
 {
 	if (!g.closed)
 		return false;
-	const std::vector<bool>& said = g.failure ? g.quiet : g.retired;
-	bool done = g.failure ? g.transport->failed() && !g.transport->stop_marks_pending()
+	bool done = g.failure ? g.transport->failed() && !g.transport->stop_marks_pending() &&
+					!g.quiet.empty()
 			      : g.retire_sent;
-	done = done && !said.empty() && !g.transport->writes_in_flight();
+	done = done && !g.transport->writes_in_flight();
+	// A retire notice says as much as a stop notice: it too travels
+	// behind the member's last write.
 	for (uint32_t r = 0; done && r < g.size; r++)
-		done = said[r] || g.peers[r]->state == Peer::State::failed;
+		done = g.retired[r] || (g.failure && g.quiet[r]) ||
+		       g.peers[r]->state == Peer::State::failed;
 	if (done)
 		slots_[g.transport->slot()].reset();
 	return done;
@@ -471,7 +468,7 @@ bool Collectives::members_quiet(const CollGroup& g) const
 	if (g.quiet.empty() || g.transport->writes_in_flight())
 		return false;
 	for (uint32_t r = 0; r < g.size; r++)
-		if (!(g.quiet[r] || g.peers[r]->state == Peer::State::failed) ||
+		if (!(g.quiet[r] || g.retired[r] || g.peers[r]->state == Peer::State::failed) ||
 		    g.transport->may_write_memory(r))
 			return false;
 	return true;

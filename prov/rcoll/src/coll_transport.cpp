@@ -295,7 +295,7 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 					       uint64_t addr) noexcept
 {
 	local::PeerMapping& peer = *m.mapping;
-	if (w.target_key && (!config().coll_cma || !peer.can_write_memory()))
+	if (w.target_key && (!config().coll_cma || !peer.cross_memory_allowed()))
 		return std::nullopt;
 	auto imm = w.has_immediate ? std::optional<uint32_t>(w.immediate) : std::nullopt;
 	if (imm && *imm >= kMaxCounters)
@@ -486,10 +486,12 @@ void CollTransport::stop()
 void CollTransport::retry_stop_marks()
 {
 	// A corrupt doorbell will never take the mark: its member is left to
-	// the bounded wait of check_quiet.
+	// the bounded wait of check_quiet. Nor will a dead member's full one:
+	// nobody is left to read it.
 	for (Member& m : members_)
 		if (m.stop_pending &&
-		    m.mapping->ring(kStopMark | rank_) != local::Doorbell::Push::full)
+		    ((m.process && m.process->exited()) ||
+		     m.mapping->ring(kStopMark | rank_) != local::Doorbell::Push::full))
 			m.stop_pending = false;
 }
 
@@ -537,7 +539,7 @@ bool CollTransport::reaches_all_on_host() const
 		return false;
 	for (uint32_t rank = 0; rank < members_.size(); rank++)
 		if (rank != rank_ &&
-		    (!members_[rank].mapping || members_[rank].mapping->memory_writes_refused()))
+		    (!members_[rank].mapping || members_[rank].mapping->cross_memory_refused()))
 			return false;
 	return true;
 }
@@ -553,7 +555,7 @@ std::optional<CollTransport::ShmAgreement> CollTransport::shm_path_agreed()
 		if (rank == rank_)
 			continue;
 		maps_all &= members_[rank].mapping != nullptr;
-		reads_all &= maps_all && members_[rank].mapping->can_write_memory();
+		reads_all &= maps_all && members_[rank].mapping->cross_memory_allowed();
 	}
 	uint32_t verdict = Published::said;
 	if (maps_all)

@@ -305,7 +305,7 @@ int PeerMapping::attach(pid_t pid, int fd, uint64_t nonce, uint64_t owner, size_
 	return 0;
 }
 
-bool PeerMapping::can_write_memory() noexcept
+bool PeerMapping::cross_memory_allowed() noexcept
 {
 	if (memory_writes_ == Writes::untested && base_) {
 		// One harmless read tells whether the kernel lets us write there.

@@ -146,12 +146,13 @@ public:
 	int attach(pid_t pid, int fd, uint64_t nonce, uint64_t owner, size_t scratch_bytes,
 		   uint64_t remote_scratch) noexcept;
 	std::byte* scratch() const noexcept { return scratch_; }
-	// Writes into any of the owner's memory (buffers it registered for one
-	// call) are possible: cross-memory attach is allowed. Tested on the
-	// first call, once the owner had the time to allow it.
-	bool can_write_memory() noexcept;
-	// can_write_memory() was tried and said no.
-	bool memory_writes_refused() const noexcept { return memory_writes_ == Writes::refused; }
+	// Cross-memory attach into the owner's process is allowed (ptrace
+	// rules), so reads and writes of any of its memory (buffers it
+	// registered for one call) are possible. Tested on the first call, once
+	// the owner had the time to allow it.
+	bool cross_memory_allowed() noexcept;
+	// cross_memory_allowed() was tried and said no.
+	bool cross_memory_refused() const noexcept { return memory_writes_ == Writes::refused; }
 	// 0 or -errno; the bytes are in place when it returns. The caller
 	// checks first that the process still lives (ProcessWatch).
 	int write_memory(uint64_t remote_address, const void* source, size_t length) noexcept;
