@@ -53,6 +53,11 @@ Errc LocalCollectives::post(const engine::Request& req) noexcept
 	// sequence number of its own: members pipeline them through the two
 	// slots (one copies chunk j out while another copies j + 1 in).
 	call.single_copy = req.coll == Collective::broadcast && call.bytes >= single_copy_min_;
+	if (engine::is_reduction(req.coll) && req.output) {
+		const auto* in = static_cast<const std::byte*>(req.input);
+		const auto* out = static_cast<const std::byte*>(req.output);
+		call.own_from_input = in + call.bytes <= out || out + call.bytes <= in;
+	}
 	call.chunks = call.single_copy ? 1
 				       : std::max<size_t>(1, (call.bytes + Published::kSlotBytes -
 							      1) / Published::kSlotBytes);
@@ -197,9 +202,11 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 	const size_t bytes = std::min(Published::kSlotBytes, call.bytes - offset);
 	const bool root = r.root == rank_;
 	if (!call.published) {
-		const bool contributes = engine::is_reduction(r.coll) ||
-					 r.coll == Collective::allgather ||
-					 (r.coll == Collective::broadcast && root);
+		// Only the root reads a reduce's slots, its own never.
+		const bool contributes =
+			(r.coll == Collective::reduce && !(root && call.own_from_input)) ||
+			r.coll == Collective::allreduce || r.coll == Collective::allgather ||
+			(r.coll == Collective::broadcast && root);
 		if (contributes && bytes) {
 			// Slot n % 2 last held chunk n - 2: every member must be past
 			// it, which it says by arriving at n - 1.
@@ -231,12 +238,21 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 			return false;
 		if (!bytes)
 			return true;
-		// In rank order, from the slots: every member computes the same
-		// bits, whatever the operation.
+		// In rank order: every member computes the same bits, whatever
+		// the operation. The first step combines two parts straight into
+		// the output (no copy of the first).
 		const size_t count = bytes / engine::datatype_size(r.dtype);
-		std::memcpy(out, slot_of(0, n), bytes);
-		for (uint32_t m = 1; m < members_.size(); m++)
-			call.kernel(out, out, slot_of(m, n), count);
+		auto part = [&](uint32_t m) {
+			return m == rank_ && call.own_from_input
+				       ? static_cast<const std::byte*>(r.input) + offset
+				       : slot_of(m, n);
+		};
+		if (members_.size() == 1)
+			std::memcpy(out, part(0), bytes);
+		else
+			call.kernel(out, part(0), part(1), count);
+		for (uint32_t m = 2; m < members_.size(); m++)
+			call.kernel(out, out, part(m), count);
 		return true;
 	}
 	case Collective::allgather:

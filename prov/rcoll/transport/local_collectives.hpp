@@ -89,6 +89,9 @@ private:
 		engine::ReduceKernel kernel = nullptr;
 		bool published = false; // the next chunk is published
 		bool single_copy = false;
+		// A reduction reads this member's part straight from its input
+		// (not a copy in its slot) unless the input is the output.
+		bool own_from_input = false;
 		engine::Errc status = engine::Errc::ok; // how it ended
 	};
 	bool step_single_copy(Call& call) noexcept;
