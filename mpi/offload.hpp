@@ -1,10 +1,10 @@
 // librcoll-mpi: an MPI's collectives offloaded to rcoll groups, through the
 // PMPI profiling interface every MPI shares (what hcoll and UCC are to Open
 // MPI). Loaded with LD_PRELOAD (or linked before -lmpi), it opens its own
-// rcoll endpoint at MPI_Init, joins one rcoll group per communicator at the
-// communicator's first offloaded collective, and runs the calls it can map
-// onto fi_collective(3) there; everything else goes to the MPI's own PMPI_
-// call.
+// rcoll endpoint at MPI_Init, joins one rcoll group per communicator (in
+// the background, from the communicator's first offloaded collective), and
+// runs the calls it can map onto fi_collective(3) there; everything else
+// goes to the MPI's own PMPI_ call.
 //
 //   offload.hpp       what the parts share
 //   endpoint.cpp      the rcoll endpoint: opening, names, groups, waiting
