@@ -220,6 +220,63 @@ void run_member_too_late(Bootstrap& boot, const TestOptions& options)
 			 rc == 0 ? fi_strerror(barrier.error) : "refused at posting", after));
 }
 
+constexpr int kLateJoiner = 2;
+
+// The others' joins time out while one member has not joined yet; their
+// stop notices reach it before it joins. Its join must then fail too: it
+// has every other member's join record, but those members are gone, and a
+// join that completed would leave its first call waiting out the timeout.
+void run_late_joiner(Bootstrap& boot, const TestOptions& options)
+{
+	if (options.provider != "rcoll")
+		throw NotApplicable("FI_RCOLL_COLL_TIMEOUT_MS is an rcoll parameter");
+	setenv("FI_RCOLL_COLL_TIMEOUT_MS", std::to_string(kCollTimeout.count()).c_str(), 1);
+	CollEndpoint ep({options.provider});
+	const auto world = ep.exchange_addresses(boot);
+	const int me = boot.rank();
+	ProgressingBarrier sync(ep, boot, kLateRanks);
+	sync.wait(); // every endpoint is up
+	if (me == kLateJoiner) {
+		::usleep(static_cast<useconds_t>(
+			std::chrono::microseconds(3 * kCollTimeout).count()));
+		// What the others sent arrives before the join is made.
+		const Deadline settle(milliseconds(500));
+		while (!settle.expired())
+			ep.progress();
+	}
+	AvSetPtr set = av_set_range(ep, world.front(), world.back(), 1, world.size());
+	fi_addr_t set_addr = FI_ADDR_NOTAVAIL;
+	FT_CHECK(fi_av_set_addr(set.get(), &set_addr));
+	fid_mc* raw = nullptr;
+	FT_CHECK(fi_join_collective(ep.ep(), set_addr, set.get(), 0, &raw, nullptr));
+	FidPtr<fid_mc> mc(raw);
+	const auto joined_at = Clock::now();
+	const JoinEvent event = ep.wait_join(raw, "the join", 8 * kCollTimeout);
+	const double after = std::chrono::duration<double>(Clock::now() - joined_at).count();
+	expect(event.error != 0,
+	       me == kLateJoiner
+		       ? "rank %d: the late join completed although the others had failed it"
+		       : "rank %d: the join completed although rank 2 had not joined",
+	       me);
+	if (me == kLateJoiner)
+		expect(after < 0.5 * std::chrono::duration<double>(kCollTimeout).count(),
+		       "rank %d: the late join failed only after %.2f s (its own timeout)", me,
+		       after);
+	mc.reset();
+
+	// A new group of the same members works.
+	sync.wait();
+	Group fresh(ep, av_set_inserted(ep, std::vector<fi_addr_t>{world[0], world[1], world[2]}),
+		    {0, 1, 2}, world, me, "new group after the failed join");
+	CheckedCall checked;
+	run_checked(ep, checked, fresh, {FI_ALLREDUCE, 1000, FI_INT32, FI_SUM},
+		    make_seed(0x1A7E, 7));
+	sync.wait();
+	boot.note(strfmt("rank %d%s: join failed with %s %.2f s after fi_join; a new group "
+			 "verified",
+			 me, me == kLateJoiner ? " (late)" : "", fi_strerror(event.error), after));
+}
+
 } // namespace
 
 void add_failure_cases(std::vector<CollCase>& cases)
@@ -232,6 +289,11 @@ void add_failure_cases(std::vector<CollCase>& cases)
 		 "it "
 		 "posted during the failure succeeds, and that group and a new one keep working",
 		 kRanks, seconds(120), "", run_rank_killed});
+	cases.push_back({"late-joiner",
+			 "3 ranks, FI_RCOLL_COLL_TIMEOUT_MS=1000: two join, the third 3 s later; "
+			 "the two joins time out, the late one fails at once on their stop "
+			 "notices, and a new group works",
+			 kLateRanks, seconds(60), "", run_late_joiner});
 	cases.push_back(
 		{"member-too-late",
 		 "3 ranks, FI_RCOLL_COLL_TIMEOUT_MS=1000: one enters a barrier 3 s after the "

@@ -141,15 +141,22 @@ private:
 	engine::GroupConfig group_config() const;
 	uint64_t config_fingerprint() const;
 
+	// A control record for a join this endpoint has not made yet: a join
+	// record, or a member's stop notice (it failed that join already).
 	struct Early {
 		uint64_t peer_key;
 		proto::JoinRecord record;
+		bool stop = false;
+		uint32_t stop_rank = 0;
 	};
+	// Keeps `e` for the join `join_id`, up to FI_RCOLL_COLL_EARLY_MAX per
+	// peer (a peer that sends more fails).
+	void keep_early(Peer& peer, uint64_t join_id, Early e);
 
 	Endpoint& ep_;
 	std::vector<std::unique_ptr<CollGroup>> slots_;       // index: slot in immediates
 	std::unordered_map<uint64_t, uint32_t> ordinals_;     // joins per member list
-	std::unordered_multimap<uint64_t, Early> early_;      // records ahead of our fi_join
+	std::unordered_multimap<uint64_t, Early> early_;      // ahead of our fi_join
 	std::unordered_map<uint64_t, size_t> early_per_peer_; // of them, by sender key
 	engine::GroupConfig config_;
 };

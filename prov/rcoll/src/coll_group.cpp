@@ -236,7 +236,7 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	slots_[slot] = std::move(g);
 	*mc = &joined.shell.fid;
 
-	// Records that arrived before this call.
+	// Records and stop notices that arrived before this call.
 	auto [first, last] = early_.equal_range(joined.join_id);
 	std::vector<Early> ready;
 	for (auto it = first; it != last; ++it) {
@@ -245,7 +245,16 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	}
 	early_.erase(joined.join_id);
 	for (const Early& e : ready)
-		accept_record(joined, e.peer_key, e.record);
+		if (!e.stop)
+			accept_record(joined, e.peer_key, e.record);
+	// A member that failed this join before we made it: ours fails too,
+	// rather than complete from its record and wait for it in every call.
+	for (const Early& e : ready)
+		if (e.stop && e.stop_rank < joined.size &&
+		    joined.member_keys[e.stop_rank] == e.peer_key) {
+			begin_failure(joined, FI_EIO);
+			joined.quiet[e.stop_rank] = true;
+		}
 	maybe_finish_join(joined);
 	return 0;
 }
@@ -309,20 +318,25 @@ void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
 			return;
 		}
 	}
-	// Kept without ageing (members of a lazily created group may join
-	// minutes apart), but only so many per peer: a record is only worth
-	// keeping for a join this endpoint may still make.
+	keep_early(peer, h.tag, Early{peer.key, join});
+}
+
+// Kept without ageing (members of a lazily created group may join minutes
+// apart), but only so many per peer: a record is only worth keeping for a
+// join this endpoint may still make.
+void Collectives::keep_early(Peer& peer, uint64_t join_id, Early e)
+{
 	size_t& held = early_per_peer_[peer.key];
 	if (held >= config().coll_early_max) {
 		RCOLL_WARN(FI_LOG_EP_CTRL,
-			   "peer %016llx sent %zu join records for joins this endpoint has not "
-			   "made (FI_RCOLL_COLL_EARLY_MAX): failing it\n",
+			   "peer %016llx sent %zu join records or stop notices for joins this "
+			   "endpoint has not made (FI_RCOLL_COLL_EARLY_MAX): failing it\n",
 			   (unsigned long long)peer.key, held + 1);
 		ep_.schedule_failure(peer, -FI_ENOSPC);
 		return;
 	}
 	held++;
-	early_.emplace(h.tag, Early{peer.key, join});
+	early_.emplace(join_id, std::move(e));
 }
 
 // A member's join record: checked against what we know of the group before
@@ -566,21 +580,15 @@ void Collectives::on_stop_notice(Peer& peer, uint64_t join_id, uint32_t rank)
 		if (!g || g->join_id != join_id || rank >= g->size ||
 		    g->member_keys[rank] != peer.key)
 			continue;
-		const bool failed_before = g->failure != 0;
 		begin_failure(*g, FI_EIO); // a member failed the group: so do we
-		if (!g->quiet.empty() && !g->quiet[rank]) {
+		if (!g->quiet.empty())
 			g->quiet[rank] = true;
-			// Our notice may have reached it before it had the group
-			// (then it was dropped): it waits for one to free its slot.
-			if (failed_before && rank != g->rank) {
-				std::byte notice[proto::StopNotice::kWireSize];
-				proto::encode_stop_notice({g->rank}, notice);
-				send_to_member(*g, rank, notice);
-			}
-		}
 		check_quiet(*g, CoarseClock::now());
 		return;
 	}
+	// For a join not made yet: it fails when it is made (each member sends
+	// one notice per group, so none arrives for a group already released).
+	keep_early(peer, join_id, Early{peer.key, {}, true, rank});
 }
 
 void Collectives::on_retire_notice(Peer& peer, uint64_t join_id, uint32_t rank)

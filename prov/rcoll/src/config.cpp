@@ -81,8 +81,8 @@ const Param params[] = {
 	 "Largest allreduce or reduce, and largest allgather block, in bytes, that takes the "
 	 "shared-memory path (every member reads every member's part there)"},
 	{"coll_early_max", &Config::coll_early_max,
-	 "Join records one peer may send for groups this endpoint has not joined yet; a peer "
-	 "that sends more fails"},
+	 "Join records and stop notices one peer may send for groups this endpoint has not "
+	 "joined yet; a peer that sends more fails"},
 	{"coll_alpha_us", &Config::coll_alpha_us,
 	 "Collective cost model: latency of one message, in microseconds"},
 	{"coll_beta_us_per_byte", &Config::coll_beta_us_per_byte,
