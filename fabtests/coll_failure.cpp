@@ -159,6 +159,14 @@ constexpr int kLateRanks = 3;
 constexpr int kLate = 2;
 constexpr milliseconds kCollTimeout{1000};
 
+// The cases below run with a short FI_RCOLL_COLL_TIMEOUT_MS, rcoll's own.
+void shorten_coll_timeout(const TestOptions& options)
+{
+	if (options.provider != "rcoll")
+		throw NotApplicable("FI_RCOLL_COLL_TIMEOUT_MS is an rcoll parameter");
+	setenv("FI_RCOLL_COLL_TIMEOUT_MS", std::to_string(kCollTimeout.count()).c_str(), 1);
+}
+
 // The others time out waiting for the late member and fail the group in two
 // steps; the late member, alive and on this host, cannot confirm it stopped
 // while it computes, so they wait out the bound, then end their calls. When
@@ -167,9 +175,7 @@ constexpr milliseconds kCollTimeout{1000};
 // an error rather than wait for members that left.
 void run_member_too_late(Bootstrap& boot, const TestOptions& options)
 {
-	if (options.provider != "rcoll")
-		throw NotApplicable("FI_RCOLL_COLL_TIMEOUT_MS is an rcoll parameter");
-	setenv("FI_RCOLL_COLL_TIMEOUT_MS", std::to_string(kCollTimeout.count()).c_str(), 1);
+	shorten_coll_timeout(options);
 	CollEndpoint ep({options.provider});
 	const auto world = ep.exchange_addresses(boot);
 	const int me = boot.rank();
@@ -228,9 +234,7 @@ constexpr int kLateJoiner = 2;
 // join that completed would leave its first call waiting out the timeout.
 void run_late_joiner(Bootstrap& boot, const TestOptions& options)
 {
-	if (options.provider != "rcoll")
-		throw NotApplicable("FI_RCOLL_COLL_TIMEOUT_MS is an rcoll parameter");
-	setenv("FI_RCOLL_COLL_TIMEOUT_MS", std::to_string(kCollTimeout.count()).c_str(), 1);
+	shorten_coll_timeout(options);
 	CollEndpoint ep({options.provider});
 	const auto world = ep.exchange_addresses(boot);
 	const int me = boot.rank();
