@@ -245,12 +245,9 @@ bool Endpoint::await_ready(CommGroup& g)
 		poll();
 		abort_if_broken();
 		std::lock_guard guard(lock_);
-		read_join_events();
-		if (g.joined) {
-			post_queued(g);
-			if (!g.failure.empty())
-				return false;
-		}
+		read_join_events(); // which also posts what joined groups held back
+		if (g.joined && !g.failure.empty())
+			return false;
 	}
 	return true;
 }

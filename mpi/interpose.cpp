@@ -275,26 +275,39 @@ std::optional<Blocks> blocks_of(MPI_Datatype type, int count, MPI_Comm comm, Kin
 	return Blocks{*block, *all, int(total)};
 }
 
+bool same_signature(const std::optional<Layout>& a, const Layout& b)
+{
+	return a && a->dtype == b.dtype && a->elements == b.elements;
+}
+
 // Gather and scatter: the rooted side's arguments count only at the root,
 // so each rank decides from the block that counts there (the root's rooted
 // blocks, another rank's own block), which MPI requires to match. The
 // rooted buffer must fit in int, which every rank checks from its block.
-std::optional<Layout> rooted_block(const std::optional<Blocks>& rooted, bool is_root,
-				   const std::optional<Layout>& own, Kind kind, MPI_Comm comm)
+struct RootedCall {
+	std::optional<Blocks> rooted;        // the root's p blocks (at the root)
+	std::optional<Layout> own;           // this rank's block (unless in place)
+	std::optional<Layout> block;         // what the call moves; nullopt: to the MPI
+};
+RootedCall rooted_call(MPI_Datatype rooted_type, int rooted_count, MPI_Datatype own_type,
+		       int own_count, bool is_root, bool in_place, Kind kind, MPI_Comm comm)
 {
-	if (is_root)
-		return rooted ? std::optional(rooted->block) : std::nullopt;
-	int size = 0;
-	PMPI_Comm_size(comm, &size);
-	if (!own || !within_limit(*own, kind) ||
-	    static_cast<long long>(own->elements) * size > INT_MAX)
-		return std::nullopt;
-	return own;
-}
-
-bool same_signature(const std::optional<Layout>& a, const Layout& b)
-{
-	return a && a->dtype == b.dtype && a->elements == b.elements;
+	RootedCall c;
+	c.rooted = is_root ? blocks_of(rooted_type, rooted_count, comm, kind) : std::nullopt;
+	c.own = in_place ? std::nullopt : layout_of(own_type, own_count);
+	if (is_root) {
+		if (c.rooted)
+			c.block = c.rooted->block;
+	} else {
+		int size = 0;
+		PMPI_Comm_size(comm, &size);
+		if (c.own && within_limit(*c.own, kind) &&
+		    static_cast<long long>(c.own->elements) * size <= INT_MAX)
+			c.block = c.own;
+	}
+	if (c.block && !in_place && !same_signature(c.own, *c.block))
+		c.block.reset();
+	return c;
 }
 
 // Where rank `rank`'s block of a buffer of `type` blocks starts.
@@ -634,10 +647,9 @@ RCOLL_MPI_ENTRY int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype 
 				   root, comm);
 	const bool is_root = rank_in(comm) == root;
 	const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
-	const auto rooted = is_root ? blocks_of(recvtype, recvcount, comm, kGather) : std::nullopt;
-	const auto own = in_place ? std::nullopt : layout_of(sendtype, sendcount);
-	const auto block = rooted_block(rooted, is_root, own, kGather, comm);
-	const Route r = route(block && (in_place || same_signature(own, *block)), comm);
+	const auto [rooted, own, block] = rooted_call(recvtype, recvcount, sendtype, sendcount,
+						      is_root, in_place, kGather, comm);
+	const Route r = route(block.has_value(), comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
 						recvtype, root, comm)
@@ -666,10 +678,9 @@ RCOLL_MPI_ENTRY int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype
 				    root, comm);
 	const bool is_root = rank_in(comm) == root;
 	const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
-	const auto rooted = is_root ? blocks_of(sendtype, sendcount, comm, kScatter) : std::nullopt;
-	const auto own = in_place ? std::nullopt : layout_of(recvtype, recvcount);
-	const auto block = rooted_block(rooted, is_root, own, kScatter, comm);
-	const Route r = route(block && (in_place || same_signature(own, *block)), comm);
+	const auto [rooted, own, block] = rooted_call(sendtype, sendcount, recvtype, recvcount,
+						      is_root, in_place, kScatter, comm);
+	const Route r = route(block.has_value(), comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
 						 recvtype, root, comm)
