@@ -125,10 +125,11 @@ private:
 	void on_retire_notice(Peer& peer, uint64_t join_id, uint32_t rank);
 	// Sends this member's retire notice once the closed group is quiescent.
 	void retire(CollGroup& g);
-	// A control record (stop or retire notice) to every live member, or
-	// to one.
+	// A control record (stop or retire notice) to every live member.
 	void send_to_members(const CollGroup& g, std::span<const std::byte> notice);
-	void send_to_member(const CollGroup& g, uint32_t rank, std::span<const std::byte> notice);
+	// Nothing more of member `r` arrives through the core: it retired or
+	// stopped, or its connection is gone.
+	static bool stopped_on_core(const CollGroup& g, uint32_t r);
 	// Every member confirmed that nothing more of it arrives (failing).
 	bool members_quiet(const CollGroup& g) const;
 	// Frees a closed group's slot once nothing of its members can arrive

@@ -426,22 +426,14 @@ void Collectives::retire(CollGroup& g)
 
 void Collectives::send_to_members(const CollGroup& g, std::span<const std::byte> notice)
 {
-	for (uint32_t r = 0; r < g.size; r++)
-		if (r != g.rank)
-			send_to_member(g, r, notice);
-}
-
-void Collectives::send_to_member(const CollGroup& g, uint32_t rank,
-				 std::span<const std::byte> notice)
-{
-	if (g.peers[rank]->state == Peer::State::failed)
-		return;
 	proto::MsgHeader h;
 	h.opcode = proto::Opcode::Eager;
 	h.flags = proto::kFlagCollective | proto::kFlagTagged;
 	h.tag = g.join_id;
 	h.size = notice.size();
-	ep_.send_control(*g.peers[rank], h, notice.data(), notice.size());
+	for (uint32_t r = 0; r < g.size; r++)
+		if (r != g.rank && g.peers[r]->state != Peer::State::failed)
+			ep_.send_control(*g.peers[r], h, notice.data(), notice.size());
 }
 
 // Freeing the slot is safe once nothing of any member can arrive at it
@@ -462,11 +454,8 @@ bool Collectives::release_if_done(CollGroup& g)
 					!g.quiet.empty()
 			      : g.retire_sent;
 	done = done && !g.transport->writes_in_flight();
-	// A retire notice says as much as a stop notice: it too travels
-	// behind the member's last write.
 	for (uint32_t r = 0; done && r < g.size; r++)
-		done = g.retired[r] || (g.failure && g.quiet[r]) ||
-		       g.peers[r]->state == Peer::State::failed;
+		done = stopped_on_core(g, r);
 	if (done)
 		slots_[g.transport->slot()].reset();
 	return done;
@@ -482,10 +471,17 @@ bool Collectives::members_quiet(const CollGroup& g) const
 	if (g.quiet.empty() || g.transport->writes_in_flight())
 		return false;
 	for (uint32_t r = 0; r < g.size; r++)
-		if (!(g.quiet[r] || g.retired[r] || g.peers[r]->state == Peer::State::failed) ||
-		    g.transport->may_write_memory(r))
+		if (!stopped_on_core(g, r) || g.transport->may_write_memory(r))
 			return false;
 	return true;
+}
+
+// A retire notice says as much as a stop notice: each travels behind the
+// member's last write on its connection.
+bool Collectives::stopped_on_core(const CollGroup& g, uint32_t r)
+{
+	return g.retired[r] || (!g.quiet.empty() && g.quiet[r]) ||
+	       g.peers[r]->state == Peer::State::failed;
 }
 
 std::chrono::milliseconds Collectives::quiet_bound()
