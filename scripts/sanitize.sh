@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds rcoll with AddressSanitizer and UBSan in its own tree and runs the
 # unit tests and the multi-process suites that exercise rcoll's own code
-# (point-to-point, hostile peers, collectives) under them; then builds it
+# (the glue over a scripted core, point-to-point, hostile peers, collectives) under them; then builds it
 # with ThreadSanitizer in another and runs the threaded paths (application
 # threads sharing an endpoint, rcoll's progress thread) under it. Any
 # sanitizer report fails the run: ASan and TSan stop at their first error,
@@ -22,10 +22,10 @@ export RCOLL_TEST_QUICK=1
 tests="test/unit/proto_wire test/unit/proto_fifo test/unit/proto_match test/unit/proto_pool
 	test/unit/proto_rendezvous test/unit/transport_local test/unit/engine_patterns
 	test/unit/engine_kernels test/unit/engine_schedule test/unit/engine_selection
-	test/unit/engine_sim test/mp/run-p2p.sh test/mp/run-hostile.sh test/mp/run-coll.sh"
+	test/unit/engine_sim test/glue/glue_test test/mp/run-p2p.sh test/mp/run-hostile.sh test/mp/run-coll.sh"
 make -j2 check TESTS="$(echo $tests)" >"$build/sanitize-check.log" 2>&1
 status=$?
-reports=$(grep -laE 'ERROR: (Address|Leak)Sanitizer|runtime error:' test/unit/*.log test/mp/*.log 2>/dev/null)
+reports=$(grep -laE 'ERROR: (Address|Leak)Sanitizer|runtime error:' test/unit/*.log test/glue/*.log test/mp/*.log 2>/dev/null)
 for log in $tests; do
 	summary=$(grep -aE 'Synthesis: Tested|^[0-9]+ passed, [0-9]+ failed' "$log.log" 2>/dev/null | tail -1)
 	printf 'sanitizers %-34s %s\n' "$log" "${summary:-no result}"

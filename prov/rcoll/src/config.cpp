@@ -18,8 +18,9 @@ struct Param {
 // Defaults come from Config's member initialisers.
 const Param params[] = {
 	{"core", &Config::core,
-	 "Core provider under rcoll: auto (verbs when a device exists, else tcp), verbs, tcp or "
-	 "net"},
+	 "Core provider under rcoll: auto (verbs when a device exists, else tcp), or a core "
+	 "provider's name (verbs, tcp, net, ...) offering MSG endpoints with RMA and a shared "
+	 "receive context"},
 	{"eager_size", &Config::eager_size,
 	 "Largest message payload sent eagerly through bounce buffers; larger ones use rendezvous"},
 	{"rx_posted", &Config::rx_posted,
@@ -158,8 +159,9 @@ Config read_config()
 	clamp("RX_POOL_MAX", c.rx_pool_max, c.rx_posted, size_t(1) << 20);
 	clamp("TX_POOL_SIZE", c.tx_pool_size, 8, size_t(1) << 20);
 	clamp("RMA_CHUNK", c.rma_chunk, 4096, size_t(1) << 31);
-	if (c.core != "auto" && c.core != "verbs" && c.core != "tcp" && c.core != "net") {
-		RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_CORE=%s unknown; using auto\n", c.core.c_str());
+	if (c.core.empty() || c.core == "rcoll") {
+		RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_CORE=%s cannot be a core; using auto\n",
+			   c.core.c_str());
 		c.core = "auto";
 	}
 	if (c.rndv_completion != "imm" && c.rndv_completion != "poll") {

@@ -1,0 +1,422 @@
+// Glue tests: rcoll's libfabric glue (prov/rcoll/src) with every endpoint in
+// this process over the scripted core of fake_core.hpp, which reorders
+// completions, refuses posts, holds transfers and kills peers on command.
+// Each case names a behaviour the multi-process suites can only hope to hit.
+#include "fake_core.hpp"
+
+#include <criterion/criterion.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+void check(long rc, const char* call)
+{
+	cr_assert(rc == 0, "%s: %s (%ld)", call, fi_strerror(int(-rc)), rc);
+}
+#define CHECK(call) check((call), #call)
+
+struct Completion {
+	uint64_t flags = 0;
+	size_t len = 0;
+	uint64_t tag = 0;
+	int err = 0;
+};
+
+struct Node {
+	fid_ep* ep = nullptr;
+	fid_cq* cq = nullptr;
+	fid_av* av = nullptr;
+	std::vector<fi_addr_t> addr;                   // of every node, by index
+	std::map<void*, std::vector<Completion>> done; // by context
+	bool alive = true;
+};
+
+// Endpoints of one rcoll domain over the fake core; node i is owner i there.
+class World {
+public:
+	explicit World(int count)
+	{
+		setenv("FI_PROVIDER_PATH", RCOLL_PROVIDER_DIR ":" FAKE_CORE_DIR, 1);
+		setenv("FI_RCOLL_CORE", "fake", 1);
+		setenv("FI_RCOLL_COLL_LOCAL", "0", 1);
+		setenv("FI_RCOLL_RMA_CHUNK", "4096", 1); // rendezvous in many chunks
+		fi_info* hints = fi_allocinfo();
+		hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV;
+		hints->ep_attr->type = FI_EP_RDM;
+		hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+		hints->fabric_attr->prov_name = strdup("rcoll");
+		CHECK(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info_));
+		fi_freeinfo(hints);
+		CHECK(fi_fabric(info_->fabric_attr, &fabric_, nullptr));
+		CHECK(fi_domain(fabric_, info_, &domain_, nullptr));
+		nodes.resize(count);
+		std::vector<std::vector<uint8_t>> names;
+		for (Node& n : nodes) {
+			CHECK(fi_endpoint(domain_, info_, &n.ep, nullptr));
+			fi_cq_attr cq_attr{};
+			cq_attr.format = FI_CQ_FORMAT_TAGGED;
+			CHECK(fi_cq_open(domain_, &cq_attr, &n.cq, nullptr));
+			fi_av_attr av_attr{};
+			av_attr.type = FI_AV_TABLE;
+			CHECK(fi_av_open(domain_, &av_attr, &n.av, nullptr));
+			CHECK(fi_ep_bind(n.ep, &n.cq->fid, FI_TRANSMIT | FI_RECV));
+			CHECK(fi_ep_bind(n.ep, &n.av->fid, 0));
+			CHECK(fi_enable(n.ep));
+			std::vector<uint8_t> name(256);
+			size_t len = name.size();
+			CHECK(fi_getname(&n.ep->fid, name.data(), &len));
+			name.resize(len);
+			names.push_back(name);
+		}
+		for (Node& n : nodes) {
+			n.addr.resize(count);
+			for (int i = 0; i < count; i++)
+				cr_assert_eq(fi_av_insert(n.av, names[i].data(), 1, &n.addr[i], 0,
+							  nullptr),
+					     1);
+		}
+	}
+
+	~World()
+	{
+		for (Node& n : nodes) {
+			fi_close(&n.ep->fid);
+			fi_close(&n.av->fid);
+			fi_close(&n.cq->fid);
+		}
+		fi_close(&domain_->fid);
+		fi_close(&fabric_->fid);
+		fi_freeinfo(info_);
+	}
+
+	// One progress round on every live node: its completions are recorded.
+	void progress()
+	{
+		for (Node& n : nodes) {
+			if (!n.alive)
+				continue;
+			fi_cq_tagged_entry batch[16];
+			ssize_t got;
+			while ((got = fi_cq_read(n.cq, batch, 16)) > 0)
+				for (ssize_t i = 0; i < got; i++)
+					n.done[batch[i].op_context].push_back(
+						{batch[i].flags, batch[i].len, batch[i].tag, 0});
+			if (got == -FI_EAVAIL) {
+				fi_cq_err_entry err{};
+				if (fi_cq_readerr(n.cq, &err, 0) == 1)
+					n.done[err.op_context].push_back(
+						{err.flags, err.len, err.tag, err.err});
+			}
+		}
+		if (after_progress)
+			after_progress();
+	}
+
+	// Progress until `ready` holds; false when the budget runs out.
+	bool run_until(const std::function<bool()>& ready, std::chrono::milliseconds budget = 10s)
+	{
+		const auto end = std::chrono::steady_clock::now() + budget;
+		while (!ready()) {
+			if (std::chrono::steady_clock::now() > end)
+				return false;
+			progress();
+		}
+		return true;
+	}
+
+	size_t completions(int node, void* context) { return nodes[node].done[context].size(); }
+
+	std::vector<Node> nodes;
+	std::function<void()> after_progress; // runs after every progress round
+
+private:
+	fi_info* info_ = nullptr;
+	fid_fabric* fabric_ = nullptr;
+	fid_domain* domain_ = nullptr;
+};
+
+uint8_t pattern(uint64_t seed, size_t i)
+{
+	return uint8_t((seed * 0x9E3779B97F4A7C15ULL + i * 131 + (i >> 8)) >> 3);
+}
+
+std::vector<uint8_t> payload(uint64_t seed, size_t len)
+{
+	std::vector<uint8_t> v(len);
+	for (size_t i = 0; i < len; i++)
+		v[i] = pattern(seed, i);
+	return v;
+}
+
+// Messages both ways between pairs of nodes: eager and rendezvous sizes,
+// some receives posted before their message arrives and some after, every
+// other one from any source (a rendezvous then reads instead of being
+// written). A send buffer is overwritten as soon as its send completes, as
+// an application may: a send that completes before the core took its data
+// delivers the overwritten bytes. Every message must arrive once, intact,
+// in order; every send must complete once, without error.
+class Exchange {
+public:
+	Exchange(World& w, std::vector<std::pair<int, int>> pairs, int rounds, uint64_t seed)
+		: w_(w)
+	{
+		w_.after_progress = [this] { scribble(); };
+		const size_t sizes[] = {8, 3000, 70000, 100, 200000, 64, 16384, 1 << 20};
+		for (int r = 0; r < rounds; r++)
+			for (size_t s = 0; s < std::size(sizes); s++)
+				for (auto [a, b] : pairs)
+					for (int dir = 0; dir < 2; dir++) {
+						const size_t len =
+							sizes[(s + r) % std::size(sizes)];
+						Message m;
+						m.from = dir ? b : a;
+						m.to = dir ? a : b;
+						m.expect = payload(seed + t_.size(), len);
+						m.out = m.expect;
+						m.in.assign(len + 16, 0xA5);
+						t_.push_back(std::move(m));
+					}
+		// Receives for the first half now, the rest once everything is sent.
+		for (size_t i = 0; i < t_.size() / 2; i++)
+			post_recv(i);
+		for (Message& m : t_) {
+			Node& n = w_.nodes[m.from];
+			ssize_t ret;
+			while ((ret = fi_tsend(n.ep, m.out.data(), m.out.size(), nullptr,
+					       n.addr[m.to], uint64_t(m.from), &m.send_ctx)) ==
+			       -FI_EAGAIN)
+				progress();
+			cr_assert_eq(ret, 0, "fi_tsend: %s", fi_strerror(int(-ret)));
+		}
+		for (size_t i = t_.size() / 2; i < t_.size(); i++)
+			post_recv(i);
+	}
+
+	void progress() { w_.progress(); }
+
+	~Exchange() { w_.after_progress = nullptr; }
+
+	bool sent_from_to(int from, int to)
+	{
+		for (Message& m : t_)
+			if (m.from == from && m.to == to && !w_.completions(m.from, &m.send_ctx))
+				return false;
+		return true;
+	}
+
+	bool finished()
+	{
+		for (Message& m : t_)
+			if (!w_.completions(m.from, &m.send_ctx) ||
+			    !w_.completions(m.to, &m.recv_ctx))
+				return false;
+		return true;
+	}
+
+	bool run_until(const std::function<bool()>& ready, std::chrono::milliseconds budget = 10s)
+	{
+		return w_.run_until(ready, budget);
+	}
+
+	void complete_and_check()
+	{
+		run_until([this] { return finished(); });
+		for (size_t i = 0; i < t_.size(); i++) {
+			Message& m = t_[i];
+			const size_t len = m.expect.size();
+			cr_assert(w_.completions(m.from, &m.send_ctx) &&
+					  w_.completions(m.to, &m.recv_ctx),
+				  "message %zu (%zu B, %d to %d) never completed (send %zu, "
+				  "receive %zu)",
+				  i, len, m.from, m.to, w_.completions(m.from, &m.send_ctx),
+				  w_.completions(m.to, &m.recv_ctx));
+			cr_assert(w_.completions(m.from, &m.send_ctx) == 1,
+				  "message %zu (%zu B, %d to %d): %zu send completions", i, len,
+				  m.from, m.to, w_.completions(m.from, &m.send_ctx));
+			cr_assert_eq(w_.completions(m.to, &m.recv_ctx), 1,
+				     "message %zu: %zu receive completions", i,
+				     w_.completions(m.to, &m.recv_ctx));
+			const Completion& s = w_.nodes[m.from].done[&m.send_ctx][0];
+			const Completion& r = w_.nodes[m.to].done[&m.recv_ctx][0];
+			cr_assert_eq(s.err, 0, "message %zu: send failed: %s", i,
+				     fi_strerror(s.err));
+			cr_assert_eq(r.err, 0, "message %zu: receive failed: %s", i,
+				     fi_strerror(r.err));
+			cr_assert_eq(r.len, len, "message %zu: %zu bytes received of %zu", i, r.len,
+				     len);
+			cr_assert(memcmp(m.in.data(), m.expect.data(), len) == 0,
+				  "message %zu (%zu B, %d to %d): wrong data", i, len, m.from,
+				  m.to);
+			for (size_t g = len; g < m.in.size(); g++)
+				cr_assert_eq(m.in[g], 0xA5, "message %zu: written past its end", i);
+		}
+	}
+
+private:
+	void scribble()
+	{
+		for (Message& m : t_)
+			if (!m.scribbled && w_.completions(m.from, &m.send_ctx)) {
+				std::fill(m.out.begin(), m.out.end(), 0xEE);
+				m.scribbled = true;
+			}
+	}
+
+	struct Message {
+		int from = 0, to = 0;
+		std::vector<uint8_t> expect, out, in;
+		int send_ctx = 0, recv_ctx = 0;
+		bool scribbled = false;
+	};
+
+	void post_recv(size_t i)
+	{
+		Message& m = t_[i];
+		Node& n = w_.nodes[m.to];
+		const fi_addr_t src = i % 2 ? FI_ADDR_UNSPEC : n.addr[m.from];
+		ssize_t ret;
+		while ((ret = fi_trecv(n.ep, m.in.data(), m.expect.size(), nullptr, src,
+				       uint64_t(m.from), 0, &m.recv_ctx)) == -FI_EAGAIN)
+			progress();
+		cr_assert_eq(ret, 0, "fi_trecv: %s", fi_strerror(int(-ret)));
+	}
+
+	World& w_;
+	std::vector<Message> t_;
+};
+
+void exchange(World& w, int a, int b, int rounds, uint64_t seed)
+{
+	Exchange(w, {{a, b}}, rounds, seed).complete_and_check();
+}
+
+} // namespace
+
+TestSuite(glue, .timeout = 60);
+
+// Completions come back in another order than their operations were
+// posted: node 0's traffic to node 1 waits on the wire while its traffic to
+// node 2 completes, and each delivery round reports its completions in
+// reverse. Each operation must still finish once, after all of its parts,
+// and no buffer may be reused while the core still has to take its data.
+Test(glue, completions_out_of_order)
+{
+	World w(3);
+	bool hold = true;
+	fake_core::plan().reverse_completions = true;
+	fake_core::plan().deliver = [&](const fake_core::Transfer& t) {
+		return hold && t.from == 0 && t.to == 1 ? fake_core::Verdict::Hold
+							: fake_core::Verdict::Deliver;
+	};
+	Exchange x(w, {{0, 1}, {0, 2}}, 2, 11);
+	cr_assert(x.run_until([&] { return x.sent_from_to(0, 2) && x.sent_from_to(2, 0); }),
+		  "traffic between nodes 0 and 2 waited for node 1's");
+	cr_assert(!x.sent_from_to(0, 1), "node 0's sends to node 1 completed while held");
+	hold = false;
+	x.complete_and_check();
+	cr_assert_gt(fake_core::stats().delivered, 100u);
+}
+
+// The core refuses two posts in three with -FI_EAGAIN (sends, rendezvous
+// writes and reads alike): every message still arrives once, in order.
+Test(glue, core_refuses_posts)
+{
+	World w(2);
+	fake_core::plan().refuse = [](const fake_core::Transfer& t) { return t.ordinal % 3 != 0; };
+	exchange(w, 0, 1, 2, 22);
+	cr_assert_gt(fake_core::stats().refused, 50u);
+}
+
+// Node 1 dies while rendezvous transfers run both ways with node 0: node 0's
+// receive from it and its send to it fail (no hang, no completion twice),
+// and node 0 keeps working with node 2.
+Test(glue, peer_fails_mid_rendezvous)
+{
+	World w(3);
+	std::map<std::pair<int, int>, int> chunks;
+	fake_core::plan().deliver = [&](const fake_core::Transfer& t) {
+		const bool with_1 = (t.from == 1) != (t.to == 1);
+		if (t.kind == fake_core::Kind::Send || !with_1)
+			return fake_core::Verdict::Deliver;
+		// The first two chunks land (written by the sender: the receives
+		// name their source), the rest wait on the wire.
+		return ++chunks[{t.from, t.to}] <= 2 ? fake_core::Verdict::Deliver
+						     : fake_core::Verdict::Hold;
+	};
+	const size_t len = 1 << 20;
+	std::vector<uint8_t> out = payload(5, len), in(len, 0);
+	int send_ctx = 0, recv_ctx = 0, peer_send_ctx = 0, peer_recv_ctx = 0;
+	std::vector<uint8_t> peer_in(len), peer_out = payload(6, len);
+	Node &n0 = w.nodes[0], &n1 = w.nodes[1];
+	CHECK(fi_trecv(n0.ep, in.data(), len, nullptr, n0.addr[1], 1, 0, &recv_ctx));
+	CHECK(fi_tsend(n0.ep, out.data(), len, nullptr, n0.addr[1], 0, &send_ctx));
+	CHECK(fi_trecv(n1.ep, peer_in.data(), len, nullptr, n1.addr[0], 0, 0, &peer_recv_ctx));
+	CHECK(fi_tsend(n1.ep, peer_out.data(), len, nullptr, n1.addr[0], 1, &peer_send_ctx));
+	cr_assert(w.run_until([&] {
+		return chunks[{0, 1}] > 2 && chunks[{1, 0}] > 2;
+	}),
+		  "the rendezvous transfers did not start (chunks 0->1: %d, 1->0: %d)",
+		  chunks[{0, 1}], chunks[{1, 0}]);
+
+	fake_core::kill(1);
+	w.nodes[1].alive = false;
+	cr_assert(w.run_until([&] {
+		return w.completions(0, &send_ctx) && w.completions(0, &recv_ctx);
+	}),
+		  "node 0's operations with the dead node never completed (send %zu, receive %zu)",
+		  w.completions(0, &send_ctx), w.completions(0, &recv_ctx));
+	w.run_until([] { return false; }, 200ms); // nothing more may come
+	cr_assert_eq(w.completions(0, &send_ctx), 1);
+	cr_assert_eq(w.completions(0, &recv_ctx), 1);
+	cr_assert_neq(n0.done[&send_ctx][0].err, 0, "the send to the dead node succeeded");
+	cr_assert_neq(n0.done[&recv_ctx][0].err, 0, "the receive from the dead node succeeded");
+
+	fake_core::plan().deliver = nullptr;
+	exchange(w, 0, 2, 1, 33);
+}
+
+// Nodes 0 and 1 send to each other before either has progressed: both
+// connect at once. One connection must survive (the other request is
+// refused), and it must carry every message both ways.
+Test(glue, simultaneous_connect)
+{
+	World w(2);
+	std::vector<uint8_t> a = payload(1, 64), b = payload(2, 64), a_in(64), b_in(64);
+	int ctx[4] = {};
+	Node &n0 = w.nodes[0], &n1 = w.nodes[1];
+	CHECK(fi_trecv(n0.ep, a_in.data(), 64, nullptr, n0.addr[1], 1, 0, &ctx[0]));
+	CHECK(fi_trecv(n1.ep, b_in.data(), 64, nullptr, n1.addr[0], 0, 0, &ctx[1]));
+	CHECK(fi_tsend(n0.ep, a.data(), 64, nullptr, n0.addr[1], 0, &ctx[2]));
+	CHECK(fi_tsend(n1.ep, b.data(), 64, nullptr, n1.addr[0], 1, &ctx[3]));
+	cr_assert_eq(fake_core::stats().connects, 2u, "both sides must have connected at once");
+	cr_assert(w.run_until([&] {
+		return w.completions(0, &ctx[0]) && w.completions(1, &ctx[1]) &&
+		       w.completions(0, &ctx[2]) && w.completions(1, &ctx[3]);
+	}),
+		  "the first messages never completed");
+	cr_assert(memcmp(a_in.data(), b.data(), 64) == 0 && memcmp(b_in.data(), a.data(), 64) == 0,
+		  "wrong data");
+	cr_assert_eq(fake_core::stats().rejects, 1u, "one of the two requests must be refused");
+	cr_assert_eq(fake_core::connections_between(0, 1), 1u);
+	cr_assert_eq(fake_core::connections_between(1, 0), 1u);
+	exchange(w, 0, 1, 1, 44);
+	cr_assert_eq(fake_core::stats().connects, 2u, "a later message connected again");
+	cr_assert_eq(fake_core::connections_between(0, 1), 1u);
+}
