@@ -10,90 +10,21 @@
 #include "ep.hpp"
 
 #include <netinet/in.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cstring>
-#include <random>
 
 namespace rcoll {
 
-namespace {
-
-// A secret no peer can predict: from the kernel's random source, never 0.
-uint64_t random_token()
-{
-	uint64_t token = 0;
-	while (token == 0) {
-		if (getrandom(&token, sizeof(token), 0) != ssize_t(sizeof(token))) {
-			std::random_device device; // also the kernel's source, by another door
-			token = uint64_t(device()) << 32 | device();
-		}
-	}
-	return token;
-}
-
-} // namespace
-
-Peer& Endpoint::add_peer(uint64_t key, const EpAddress* addr)
-{
-	auto peer = std::make_unique<Peer>();
-	peer->local_id = uint32_t(peers.size());
-	peer->key = key;
-	peer->rx_token = random_token();
-	if (addr)
-		peer->address = *addr;
-	Peer& p = *peer;
-	peers.push_back(std::move(peer));
-	if (key != EpAddress::kUnkeyed)
-		peer_by_key.emplace(key, &p);
-	else
-		unkeyed_peers.push_back(&p);
-	return p;
-}
-
-// The peer behind an address: by its key, or for an unkeyed address the
-// one that connects to its listener until the accept tells the key.
-Peer& Endpoint::peer_at(const EpAddress& a)
-{
-	if (a.keyed()) {
-		auto it = peer_by_key.find(a.key);
-		return it != peer_by_key.end() ? *it->second : add_peer(a.key, &a);
-	}
-	for (Peer* p : unkeyed_peers) {
-		if (p->address.same_listener(a))
-			return *p;
-	}
-	return add_peer(EpAddress::kUnkeyed, &a);
-}
-
 // The accept of a connection to an unkeyed address named the endpoint
-// listening there. The address vector learns it, so that later operations
-// and reported sources use the keyed address; this connection serves the
-// key unless the endpoint already has a live connection of its own (an
-// earlier one it made, or one to ourselves, keeps its halves where they
-// are: only the lookup moves).
+// listening there: the address vector learns it too, so that later
+// operations and reported sources use the keyed address.
 void Endpoint::learn_key(Peer& peer, uint64_t key)
 {
-	std::erase(unkeyed_peers, &peer);
-	peer.key = key;
-	peer.address.key = key;
+	peers.learn_key(peer, key);
 	if (av)
 		av->learn_key(peer.address, key);
-	auto [it, added] = peer_by_key.emplace(key, &peer);
-	if (added)
-		return;
-	const Peer& known = *it->second;
-	const bool known_live = known.conn && (known.state == Peer::State::connecting ||
-					       known.state == Peer::State::connected);
-	if (!known_live)
-		it->second = &peer;
-}
-
-Peer* Endpoint::peer_by_local_id(uint32_t id)
-{
-	return id < peers.size() ? peers[id].get() : nullptr;
 }
 
 // The peer an operation addresses, connecting to it if needed.
@@ -106,7 +37,7 @@ Peer* Endpoint::peer_for(fi_addr_t addr, int& err, bool inject)
 		err = -FI_EINVAL;
 		return nullptr;
 	}
-	Peer& peer = peer_at(*a);
+	Peer& peer = peers.at(*a);
 	if (!peer.address.core_len)
 		peer.address = *a; // known so far only from its own connection request
 	if (inject && peer.state == Peer::State::failed && peer.connect_error) {
@@ -211,9 +142,8 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 			return reject(proto::describe(status));
 		RCOLL_INFO(FI_LOG_EP_CTRL, "connection request from %016llx\n",
 			   (unsigned long long)hs.endpoint_key);
-		auto it = peer_by_key.find(hs.endpoint_key);
-		Peer& peer =
-			it != peer_by_key.end() ? *it->second : add_peer(hs.endpoint_key, nullptr);
+		Peer* known = peers.by_key(hs.endpoint_key);
+		Peer& peer = known ? *known : peers.add(hs.endpoint_key, nullptr);
 		const bool self = hs.endpoint_key == address.key;
 		const bool ours_live = peer.active && peer.conn &&
 				       (peer.state == Peer::State::connecting ||

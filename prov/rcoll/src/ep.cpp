@@ -200,8 +200,7 @@ ssize_t tx_size_left(fid_ep* f)
 	return guarded([&]() -> ssize_t {
 		Endpoint* ep = owner_of<Endpoint>(f);
 		std::lock_guard guard(ep->domain->lock);
-		return ssize_t(ep->tx_pool->max_buffers() - ep->tx_pool->capacity() +
-			       ep->tx_pool->free_count());
+		return ssize_t(ep->tx_buffers->room());
 	});
 }
 
@@ -437,14 +436,16 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	rx.target_posted = cfg.rx_posted;
 	rx.low_watermark = cfg.rx_low_watermark;
 	rx.max_buffers = cfg.rx_pool_max;
-	ep->rx_pool = std::make_unique<proto::ReceivePool>(*ep->registrar, rx);
-	if ((ret = ep->rx_pool->init()))
+	ep->rx_buffers = std::make_unique<ReceiveBuffers>(
+		std::make_unique<proto::ReceivePool>(*ep->registrar, rx));
+	if ((ret = ep->rx_buffers->init()))
 		return ret;
 	proto::BufferPoolConfig tx;
 	tx.buffer_size = proto::kHeaderSize + cfg.eager_size;
 	tx.buffers_per_chunk = 64;
 	tx.max_buffers = cfg.tx_pool_size;
-	ep->tx_pool = std::make_unique<proto::TransmitPool>(*ep->registrar, tx);
+	ep->tx_buffers = std::make_unique<TransmitBuffers>(
+		std::make_unique<proto::TransmitPool>(*ep->registrar, tx));
 
 	ep->shell.owner = ep.get();
 	ep->shell.fid.fid.fclass = FI_CLASS_EP;
@@ -513,8 +514,8 @@ void linger(Endpoint& ep)
 	const auto quiet = std::chrono::milliseconds(std::min<size_t>(20, config().linger_ms));
 	auto last_activity = start;
 	for (auto now = start; now < deadline; now = clock::now()) {
-		bool busy = ep.tx_pool->free_count() < ep.tx_pool->capacity() ||
-			    !ep.rma_ops.empty() || (ep.coll && ep.coll->busy()) ||
+		bool busy = !ep.tx_buffers->all_free() || !ep.rma_ops.empty() ||
+			    (ep.coll && ep.coll->busy()) ||
 			    std::any_of(ep.peers.begin(), ep.peers.end(),
 					[&](const auto& p) { return unproven(*p); });
 		if (ep.progress() > 0 || busy)
@@ -552,8 +553,8 @@ Endpoint::~Endpoint()
 		});
 	sends = {};
 	recvs = {};
-	rx_pool.reset();
-	tx_pool.reset();
+	rx_buffers.reset();
+	tx_buffers.reset();
 }
 
 } // namespace rcoll

@@ -4,6 +4,8 @@
 // al. 2005: receive memory does not grow with peers), one core CQ and EQ,
 // rcoll's tag matching and its rendezvous (Takagi et al. 2013).
 //
+// Its parts with their own interface: the peers (PeerTable) and the
+// bounce buffers of each direction (TransmitBuffers, ReceiveBuffers).
 // Its methods live with their job: connections (conn.cpp), sending
 // (send.cpp), core messages (transmit.cpp), receiving (recv.cpp), RMA
 // (rma.cpp), progress and core-completion dispatch (progress.cpp), peer
@@ -12,12 +14,14 @@
 #pragma once
 
 #include "address.hpp"
+#include "bounce_buffers.hpp"
 #include "coarse_clock.hpp"
 #include "common.hpp"
 #include "domain.hpp"
 #include "mr.hpp"
 #include "ops.hpp"
 #include "peer.hpp"
+#include "peer_table.hpp"
 #include "proto/match.hpp"
 #include "proto/pool.hpp"
 #include "proto/wire.hpp"
@@ -94,15 +98,12 @@ struct Endpoint {
 	// may use CPUs (see yield_if_crowded).
 	std::optional<CrowdedHost> crowded;
 
-	std::vector<std::unique_ptr<Peer>> peers; // index: local_id
-	std::unordered_map<uint64_t, Peer*> peer_by_key;
-	std::vector<Peer*> unkeyed_peers; // connecting to a listener whose key is not known yet
+	PeerTable peers;
 	std::vector<FidPtr<fid_ep>> graveyard; // connections to close after this progress round
 
 	std::unique_ptr<CoreRegistrar> registrar;
-	std::unique_ptr<proto::ReceivePool> rx_pool;
-	std::unique_ptr<proto::TransmitPool> tx_pool;
-	std::deque<BufferRecord> rx_records, tx_records; // by buffer index; stable addresses
+	std::unique_ptr<ReceiveBuffers> rx_buffers;
+	std::unique_ptr<TransmitBuffers> tx_buffers;
 	size_t eager_limit = 0;
 	size_t core_inject_size = 0; // the core's tx_attr: largest fi_inject
 	size_t core_iov_limit = 1;   // ... and most gather entries of a send
@@ -155,9 +156,6 @@ struct Endpoint {
 	// (no completion to wait for), -FI_EAGAIN until the message can go to
 	// the core at once, or the error of the latest failed connect.
 	Peer* peer_for(fi_addr_t addr, int& err, bool inject = false);
-	Peer* peer_by_local_id(uint32_t id);
-	Peer& add_peer(uint64_t key, const EpAddress* address);
-	Peer& peer_at(const EpAddress& address);
 	void learn_key(Peer& peer, uint64_t key);
 	int connect(Peer& peer);
 	fid_ep* open_core_ep(fi_info* core_info, Peer& peer);
@@ -167,9 +165,6 @@ struct Endpoint {
 	int poll_cm();
 
 	// Core messages through bounce buffers (transmit.cpp).
-	BufferRecord* get_tx_buffer();
-	void release_tx_buffer(BufferRecord* r);
-	bool tx_buffer_available() const;
 	ssize_t post_tx(BufferRecord* r);
 	ssize_t transmit(Peer& peer, BufferRecord* r);
 	void flush_backlog(Peer& peer);
@@ -195,7 +190,6 @@ struct Endpoint {
 	// Receiving: posting, matching, unexpected messages, the rendezvous
 	// receiver (recv.cpp).
 	void refill_rx();
-	void release_rx(BufferRecord* r);
 	void deliver(Peer& peer, const proto::ParsedMessage& m);
 	void match_unexpected(RecvOp& op, Unexpected* u);
 	Unexpected* new_unexpected();

@@ -118,7 +118,7 @@ void Endpoint::fail_peer(Peer& peer, int err)
 	peer.backlog.for_each([&](BufferRecord* r) {
 		if (r->count)
 			report_tx(r->context, r->cq_flags, 0, FI_EIO, true, send_cntr);
-		release_tx_buffer(r);
+		tx_buffers->release(*r);
 	});
 	peer.backlog.clear();
 	peer.controls.clear();
@@ -188,14 +188,14 @@ void Endpoint::settle_failures()
 void Endpoint::complete_orphans()
 {
 	auto orphaned = [](const Peer* peer) { return peer && peer->state == Peer::State::failed; };
-	for (BufferRecord& r : tx_records) {
+	tx_buffers->for_each([&](BufferRecord& r) {
 		if (r.in_core && orphaned(r.peer)) {
 			r.in_core = false;
 			if (r.count)
 				report_tx(r.context, r.cq_flags, 0, FI_EIO, true, send_cntr);
-			release_tx_buffer(&r);
+			tx_buffers->release(r);
 		}
-	}
+	});
 	// Transfers waiting for a retry belong to the closed connection too: a
 	// later connection to the same peer must not carry them.
 	std::vector<uint32_t> ids;

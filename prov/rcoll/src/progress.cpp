@@ -71,8 +71,8 @@ bool Endpoint::core_due()
 {
 	const bool wanted = cm_busy || backlogged || stalled || sends.live() || recvs.live() ||
 			    !rma_ops.empty() || !polling.empty() || !failing.empty() ||
-			    !graveyard.empty() || tx_pool->free_count() < tx_pool->capacity() ||
-			    !coll || !coll->waits_only_on_host();
+			    !graveyard.empty() || !tx_buffers->all_free() || !coll ||
+			    !coll->waits_only_on_host();
 	if (wanted) {
 		core_deferred = false;
 		return true;
@@ -186,7 +186,7 @@ void Endpoint::on_receive(BufferRecord* r, size_t len)
 	proto::ParsedMessage m;
 	auto status = proto::validate_message(r->buffer->data(), len, limits, m);
 	Peer* peer =
-		status == proto::WireStatus::Ok ? peer_by_local_id(m.header.src_conn) : nullptr;
+		status == proto::WireStatus::Ok ? peers.by_local_id(m.header.src_conn) : nullptr;
 	const char* why =
 		status != proto::WireStatus::Ok ? proto::describe(status)
 		: !peer || peer->state == Peer::State::idle || peer->state == Peer::State::failed

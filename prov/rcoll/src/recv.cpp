@@ -28,24 +28,18 @@ uint64_t completion_flags(const MsgHeader& h)
 
 } // namespace
 
-void Endpoint::release_rx(BufferRecord* r) { rx_pool->release(*r->buffer); }
-
-// Keeps the shared receive context stocked (Sur et al. 2005): the pool counts
-// posted minus consumed buffers, since verbs gives no SRQ limit event.
+// Keeps the shared receive context stocked (ReceiveBuffers).
 void Endpoint::refill_rx()
 {
-	for (size_t n = rx_pool->refill_count(); n > 0; n--) {
-		proto::BounceBuffer* b = rx_pool->acquire_for_post();
-		if (!b)
+	for (size_t n = rx_buffers->refill_count(); n > 0; n--) {
+		BufferRecord* r = rx_buffers->next_to_post();
+		if (!r)
 			return;
-		while (rx_records.size() <= b->index())
-			rx_records.emplace_back(&BufferRecord::finish_receive);
-		BufferRecord* r = &rx_records[b->index()];
-		r->buffer = b;
+		proto::BounceBuffer* b = r->buffer;
 		ssize_t ret = fi_recv(srx.get(), b->data(), b->size(), b->desc(), FI_ADDR_UNSPEC,
 				      &r->cc.space);
 		if (ret) {
-			rx_pool->post_failed(*b);
+			rx_buffers->post_failed(*r);
 			if (ret != -FI_EAGAIN)
 				RCOLL_WARN(FI_LOG_EP_DATA,
 					   "posting to the shared receive context: %s\n",
@@ -61,12 +55,12 @@ void Endpoint::refill_rx()
 void BufferRecord::finish_receive(Endpoint& ep, void* owner, const CoreEvent& event)
 {
 	auto* r = static_cast<BufferRecord*>(owner);
-	ep.rx_pool->consumed(*r->buffer);
+	ep.rx_buffers->consumed(*r);
 	if (!event.err && !event.remote_write)
 		ep.on_receive(r, event.len);
 	else if (event.err && event.err != FI_ECANCELED)
 		RCOLL_INFO(FI_LOG_EP_DATA, "receive error: %s\n", fi_strerror(event.err));
-	ep.release_rx(r);
+	ep.rx_buffers->release(*r);
 }
 
 ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag,
@@ -170,8 +164,8 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 
 bool Endpoint::failed_source(uint64_t key) const
 {
-	auto it = peer_by_key.find(key);
-	return it != peer_by_key.end() && it->second->state == Peer::State::failed;
+	const Peer* peer = peers.by_key(key);
+	return peer && peer->state == Peer::State::failed;
 }
 
 // A receive met a message that had arrived before it.

@@ -62,7 +62,7 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 	const bool report = !(flags & kNoCompletion) && (!tx_selective || (flags & FI_COMPLETION));
 
 	if (len <= limit) {
-		BufferRecord* r = get_tx_buffer();
+		BufferRecord* r = tx_buffers->take();
 		if (!r)
 			return -FI_EAGAIN;
 		h.opcode = Opcode::Eager;
@@ -85,14 +85,14 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 		r->may_inject = !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
 		ssize_t ret = post_tx(r);
 		if (ret)
-			release_tx_buffer(r);
+			tx_buffers->release(*r);
 		return ret;
 	}
 	if (inject)
 		return -FI_EMSGSIZE;
 	// The request to send (RTS) needs a transmit buffer: when none is left,
 	// push back on the application instead of queueing its request.
-	if (!tx_buffer_available())
+	if (!tx_buffers->available())
 		return -FI_EAGAIN;
 
 	uint32_t cookie = 0;

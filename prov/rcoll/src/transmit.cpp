@@ -11,35 +11,6 @@ namespace rcoll {
 using proto::MsgHeader;
 using proto::Opcode;
 
-BufferRecord* Endpoint::get_tx_buffer()
-{
-	proto::BounceBuffer* b = tx_pool->acquire();
-	if (!b)
-		return nullptr;
-	while (tx_records.size() <= b->index())
-		tx_records.emplace_back(&BufferRecord::finish_send);
-	BufferRecord* r = &tx_records[b->index()];
-	r->buffer = b;
-	r->peer = nullptr;
-	r->header = MsgHeader{};
-	r->len = 0;
-	r->context = nullptr;
-	r->cq_flags = 0;
-	r->report = r->count = r->in_core = false;
-	r->may_inject = true;
-	r->payload = nullptr;
-	r->payload_desc = nullptr;
-	r->payload_len = 0;
-	return r;
-}
-
-void Endpoint::release_tx_buffer(BufferRecord* r) { tx_pool->release(*r->buffer); }
-
-bool Endpoint::tx_buffer_available() const
-{
-	return tx_pool->free_count() > 0 || tx_pool->capacity() < tx_pool->max_buffers();
-}
-
 // The core sent a buffered message, or failed to: the send it carries
 // completes, and a failure ends the connection.
 void BufferRecord::finish_send(Endpoint& ep, void* owner, const CoreEvent& event)
@@ -52,7 +23,7 @@ void BufferRecord::finish_send(Endpoint& ep, void* owner, const CoreEvent& event
 	if (r->count)
 		ep.report_tx(r->context, r->cq_flags, event.err ? 0 : r->header.size, event.err,
 			     event.err || r->report, ep.send_cntr);
-	ep.release_tx_buffer(r);
+	ep.tx_buffers->release(*r);
 	if (event.err)
 		ep.fail_connection_of(peer, event.err);
 }
@@ -108,7 +79,7 @@ ssize_t Endpoint::transmit(Peer& peer, BufferRecord* r)
 			if (r->count)
 				report_tx(r->context, r->cq_flags, r->header.size, 0, r->report,
 					  send_cntr);
-			release_tx_buffer(r);
+			tx_buffers->release(*r);
 			return 0;
 		}
 		return ret;
@@ -134,7 +105,7 @@ void Endpoint::flush_backlog(Peer& peer)
 				   "eager message of %llu bytes above the peer's limit %u\n",
 				   (unsigned long long)r->header.size, peer.eager_limit);
 			report_tx(r->context, r->cq_flags, 0, FI_EMSGSIZE, true, send_cntr);
-			release_tx_buffer(r);
+			tx_buffers->release(*r);
 			continue;
 		}
 		ssize_t ret = transmit(peer, r);
@@ -145,7 +116,7 @@ void Endpoint::flush_backlog(Peer& peer)
 			RCOLL_WARN(FI_LOG_EP_DATA, "core send: %s\n", fi_strerror(int(-ret)));
 			report_tx(r->context, r->cq_flags, 0, int(-ret), true,
 				  r->count ? send_cntr : nullptr);
-			release_tx_buffer(r);
+			tx_buffers->release(*r);
 			schedule_failure(peer, int(ret));
 			return;
 		}
@@ -165,7 +136,7 @@ void Endpoint::flush_backlog(Peer& peer)
 ssize_t Endpoint::send_buffered(Peer& peer, const MsgHeader& header, const void* body,
 				size_t body_len)
 {
-	BufferRecord* r = get_tx_buffer();
+	BufferRecord* r = tx_buffers->take();
 	if (!r)
 		return -FI_EAGAIN;
 	r->peer = &peer;
@@ -179,7 +150,7 @@ ssize_t Endpoint::send_buffered(Peer& peer, const MsgHeader& header, const void*
 	r->may_inject = header.opcode != Opcode::Probe;
 	ssize_t ret = post_tx(r);
 	if (ret)
-		release_tx_buffer(r);
+		tx_buffers->release(*r);
 	return ret;
 }
 

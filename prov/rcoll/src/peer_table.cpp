@@ -1,0 +1,82 @@
+#include "peer_table.hpp"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <random>
+
+namespace rcoll {
+namespace {
+
+// A secret no peer can predict: from the kernel's random source, never 0.
+uint64_t random_token()
+{
+	uint64_t token = 0;
+	while (token == 0) {
+		if (getrandom(&token, sizeof(token), 0) != ssize_t(sizeof(token))) {
+			std::random_device device; // also the kernel's source, by another door
+			token = uint64_t(device()) << 32 | device();
+		}
+	}
+	return token;
+}
+
+} // namespace
+
+Peer& PeerTable::add(uint64_t key, const EpAddress* address)
+{
+	auto peer = std::make_unique<Peer>();
+	peer->local_id = uint32_t(peers_.size());
+	peer->key = key;
+	peer->rx_token = random_token();
+	if (address)
+		peer->address = *address;
+	Peer& p = *peer;
+	peers_.push_back(std::move(peer));
+	if (key != EpAddress::kUnkeyed)
+		by_key_.emplace(key, &p);
+	else
+		unkeyed_.push_back(&p);
+	return p;
+}
+
+Peer& PeerTable::at(const EpAddress& a)
+{
+	if (a.keyed()) {
+		Peer* known = by_key(a.key);
+		return known ? *known : add(a.key, &a);
+	}
+	for (Peer* p : unkeyed_) {
+		if (p->address.same_listener(a))
+			return *p;
+	}
+	return add(EpAddress::kUnkeyed, &a);
+}
+
+Peer* PeerTable::by_local_id(uint32_t id) const
+{
+	return id < peers_.size() ? peers_[id].get() : nullptr;
+}
+
+Peer* PeerTable::by_key(uint64_t key) const
+{
+	auto it = by_key_.find(key);
+	return it != by_key_.end() ? it->second : nullptr;
+}
+
+void PeerTable::learn_key(Peer& peer, uint64_t key)
+{
+	std::erase(unkeyed_, &peer);
+	peer.key = key;
+	peer.address.key = key;
+	auto [it, added] = by_key_.emplace(key, &peer);
+	if (added)
+		return;
+	const Peer& known = *it->second;
+	const bool known_live = known.conn && (known.state == Peer::State::connecting ||
+					       known.state == Peer::State::connected);
+	if (!known_live)
+		it->second = &peer;
+}
+
+} // namespace rcoll
