@@ -44,6 +44,7 @@ esac
 
 echo "# fabtests from $prefix, sets $sets"
 for mode in node-service out-of-band; do
+    [ -f "$top/test/fabtests-$mode.exclude" ] || continue
     echo "# excluded for rcoll in $mode mode (test/fabtests-$mode.exclude):"
     sed -n '/^# *$/,$ s/^# \(.\+\)/#   \1/p' "$top/test/fabtests-$mode.exclude"
 done
@@ -59,7 +60,8 @@ for prov in "${providers[@]}"; do
         mode_args=()
         [ "$mode" = out-of-band ] && mode_args=(-b -L "-s 127.0.0.1" -C "-s 127.0.0.2")
         excludes=()
-        [ "$prov" = rcoll ] && excludes=(-f "$top/test/fabtests-$mode.exclude")
+        [ "$prov" = rcoll ] && [ -f "$top/test/fabtests-$mode.exclude" ] &&
+            excludes=(-f "$top/test/fabtests-$mode.exclude")
         log=$(mktemp)
         mode_started=$(date +%s)
         "$prefix/bin/runfabtests.sh" -v -T 60 -t "$sets" -p "$prefix/bin" -s 127.0.0.1 -c 127.0.0.1 \

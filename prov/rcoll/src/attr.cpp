@@ -261,7 +261,11 @@ fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* h
 									 : FI_PROGRESS_MANUAL;
 	d->resource_mgmt =
 		hd && hd->resource_mgmt != FI_RM_UNSPEC ? hd->resource_mgmt : FI_RM_ENABLED;
-	d->av_type = hd && hd->av_type != FI_AV_UNSPEC ? hd->av_type : FI_AV_TABLE;
+	// Both kinds work (an FI_AV_UNSPEC one opens as a table): unless the
+	// application names one, say so, as tcp and ofi_rxm do. Applications
+	// read FI_AV_TABLE as "index i is the i-th address inserted" and may
+	// skip reading back the fi_addr (libfabric's fi_rdm_multi_client does).
+	d->av_type = hd ? hd->av_type : FI_AV_UNSPEC;
 	// Only bits the application offered: it may count on the others being off.
 	const int asked_mr_mode = hd ? hd->mr_mode : kAppMrMode;
 	if (FI_VERSION_LT(version, FI_VERSION(1, 5)) || asked_mr_mode == FI_MR_BASIC)
