@@ -935,7 +935,8 @@ ssize_t eq_read(fid_eq* f, uint32_t* event, void* buf, size_t len, uint64_t flag
 	auto* entry = static_cast<fi_eq_cm_entry*>(buf);
 	entry->fid = ev.fid;
 	entry->info = ev.info;
-	memcpy(entry->data, ev.data.data(), ev.data.size());
+	if (!ev.data.empty())
+		memcpy(entry->data, ev.data.data(), ev.data.size());
 	*event = ev.type;
 	if (!(flags & FI_PEEK))
 		eq->events.pop_front(); // the info now belongs to the reader
