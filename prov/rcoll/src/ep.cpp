@@ -200,7 +200,7 @@ ssize_t tx_size_left(fid_ep* f)
 	return guarded([&]() -> ssize_t {
 		Endpoint* ep = owner_of<Endpoint>(f);
 		std::lock_guard guard(ep->domain->lock);
-		return ssize_t(ep->tx_buffers->room());
+		return ssize_t(ep->tx.buffers->room());
 	});
 }
 
@@ -354,8 +354,8 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->eager_limit = cfg.eager_size;
 	if (const fi_tx_attr* core_tx = domain->core_info->tx_attr) {
-		ep->core_inject_size = core_tx->inject_size;
-		ep->core_iov_limit = core_tx->iov_limit;
+		ep->tx.inject_size = core_tx->inject_size;
+		ep->tx.iov_limit = core_tx->iov_limit;
 	}
 
 	std::random_device seed;
@@ -436,15 +436,15 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	rx.target_posted = cfg.rx_posted;
 	rx.low_watermark = cfg.rx_low_watermark;
 	rx.max_buffers = cfg.rx_pool_max;
-	ep->rx_buffers = std::make_unique<ReceiveBuffers>(
+	ep->rx.buffers = std::make_unique<ReceiveBuffers>(
 		std::make_unique<proto::ReceivePool>(*ep->registrar, rx));
-	if ((ret = ep->rx_buffers->init()))
+	if ((ret = ep->rx.buffers->init()))
 		return ret;
 	proto::BufferPoolConfig tx;
 	tx.buffer_size = proto::kHeaderSize + cfg.eager_size;
 	tx.buffers_per_chunk = 64;
 	tx.max_buffers = cfg.tx_pool_size;
-	ep->tx_buffers = std::make_unique<TransmitBuffers>(
+	ep->tx.buffers = std::make_unique<TransmitBuffers>(
 		std::make_unique<proto::TransmitPool>(*ep->registrar, tx));
 
 	ep->shell.owner = ep.get();
@@ -514,7 +514,7 @@ void linger(Endpoint& ep)
 	const auto quiet = std::chrono::milliseconds(std::min<size_t>(20, config().linger_ms));
 	auto last_activity = start;
 	for (auto now = start; now < deadline; now = clock::now()) {
-		bool busy = !ep.tx_buffers->all_free() || !ep.rma_ops.empty() ||
+		bool busy = !ep.tx.buffers->all_free() || !ep.rma_ops.empty() ||
 			    (ep.coll && ep.coll->busy()) ||
 			    std::any_of(ep.peers.begin(), ep.peers.end(),
 					[&](const auto& p) { return unproven(*p); });
@@ -547,14 +547,14 @@ Endpoint::~Endpoint()
 	core_eq.reset();
 	rma_ops.clear();
 	// Messages no receive took: rcoll allocated them (deliver).
-	for (proto::MatchQueue* q : {&msg_queue, &tagged_queue})
+	for (proto::MatchQueue* q : {&rx.msg_queue, &rx.tagged_queue})
 		q->drain_unexpected([](proto::UnexpectedMessage& m) {
 			delete static_cast<Unexpected*>(m.context);
 		});
-	sends = {};
-	recvs = {};
-	rx_buffers.reset();
-	tx_buffers.reset();
+	tx.sends = {};
+	rx.recvs = {};
+	rx.buffers.reset();
+	tx.buffers.reset();
 }
 
 } // namespace rcoll

@@ -4,8 +4,8 @@
 // al. 2005: receive memory does not grow with peers), one core CQ and EQ,
 // rcoll's tag matching and its rendezvous (Takagi et al. 2013).
 //
-// Its parts with their own interface: the peers (PeerTable) and the
-// bounce buffers of each direction (TransmitBuffers, ReceiveBuffers).
+// Its parts: the peers (PeerTable), the receiving and the sending side
+// (ReceiveSide, TransmitSide, each with its bounce buffers).
 // Its methods live with their job: connections (conn.cpp), sending
 // (send.cpp), core messages (transmit.cpp), receiving (recv.cpp), RMA
 // (rma.cpp), progress and core-completion dispatch (progress.cpp), peer
@@ -14,7 +14,7 @@
 #pragma once
 
 #include "address.hpp"
-#include "bounce_buffers.hpp"
+#include "data_sides.hpp"
 #include "coarse_clock.hpp"
 #include "common.hpp"
 #include "domain.hpp"
@@ -102,17 +102,9 @@ struct Endpoint {
 	std::vector<FidPtr<fid_ep>> graveyard; // connections to close after this progress round
 
 	std::unique_ptr<CoreRegistrar> registrar;
-	std::unique_ptr<ReceiveBuffers> rx_buffers;
-	std::unique_ptr<TransmitBuffers> tx_buffers;
-	size_t eager_limit = 0;
-	size_t core_inject_size = 0; // the core's tx_attr: largest fi_inject
-	size_t core_iov_limit = 1;   // ... and most gather entries of a send
-
-	proto::MatchQueue msg_queue, tagged_queue;
-	std::vector<std::unique_ptr<Unexpected>> spare_unexpected;
-	Slab<SendOp> sends;
-	Slab<RecvOp> recvs;
-	std::vector<uint32_t> polling; // receives in POLL_LAST_BYTE mode
+	ReceiveSide rx;
+	TransmitSide tx;
+	size_t eager_limit = 0; // of our bounce buffers: told to peers
 	std::vector<std::unique_ptr<RmaOp>> rma_ops;
 	proto::SlotRandom slot_random{0};
 	uint64_t core_rounds = 0; // progress calls that drove the core
@@ -121,9 +113,8 @@ struct Endpoint {
 	bool core_deferred = false;
 	uint64_t deferred_calls = 0;
 	CoarseClock::time_point next_core_round;
-	size_t backlogged = 0; // > 0: some peer may hold queued sends
-	size_t stalled = 0;    // > 0: some rendezvous transfer waits to be retried
-	bool cm_busy = false;  // a connection is being set up: read the core EQ often
+	size_t stalled = 0;   // > 0: some rendezvous transfer waits to be retried
+	bool cm_busy = false; // a connection is being set up: read the core EQ often
 	uint64_t probe_scans = 0;
 	std::chrono::steady_clock::time_point next_probe_scan;
 	std::unique_ptr<Collectives> coll; // with FI_COLLECTIVE
@@ -242,10 +233,6 @@ struct Endpoint {
 		       Counter* cntr);
 	void report_rx(const RxCompletion& c);
 	fi_addr_t source_of(const Peer* peer) const;
-	proto::MatchQueue& queue_for(uint64_t flags)
-	{
-		return (flags & FI_TAGGED) ? tagged_queue : msg_queue;
-	}
 };
 
 // The core finished a chunk of an operation's transfer (err == 0) or failed

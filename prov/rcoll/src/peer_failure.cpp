@@ -32,8 +32,8 @@ uint64_t Endpoint::mark_awaited_peers()
 		if (peer)
 			peer->awaited_in_scan = scan;
 	};
-	sends.for_each([&](SendOp& op) { mark(op.peer); });
-	recvs.for_each([&](RecvOp& op) {
+	tx.sends.for_each([&](SendOp& op) { mark(op.peer); });
+	rx.recvs.for_each([&](RecvOp& op) {
 		if (op.machine) // matched a rendezvous request: waits on its sender
 			mark(op.peer);
 	});
@@ -118,25 +118,25 @@ void Endpoint::fail_peer(Peer& peer, int err)
 	peer.backlog.for_each([&](BufferRecord* r) {
 		if (r->count)
 			report_tx(r->context, r->cq_flags, 0, FI_EIO, true, send_cntr);
-		tx_buffers->release(*r);
+		tx.buffers->release(*r);
 	});
 	peer.backlog.clear();
 	peer.controls.clear();
 	std::vector<uint32_t> doomed;
-	sends.for_each([&](SendOp& op) {
+	tx.sends.for_each([&](SendOp& op) {
 		if (op.peer == &peer)
 			doomed.push_back(op.cookie);
 	});
 	for (uint32_t id : doomed)
-		if (SendOp* op = sends.find(id))
+		if (SendOp* op = tx.sends.find(id))
 			run_send_actions(*op, op->machine->on_peer_failed());
 	doomed.clear();
-	recvs.for_each([&](RecvOp& op) {
+	rx.recvs.for_each([&](RecvOp& op) {
 		if (op.peer == &peer && op.machine)
 			doomed.push_back(op.id);
 	});
 	for (uint32_t id : doomed)
-		if (RecvOp* op = recvs.find(id))
+		if (RecvOp* op = rx.recvs.find(id))
 			run_recv_actions(*op, op->machine->on_peer_failed());
 	if (coll)
 		coll->on_peer_failed(peer);
@@ -144,7 +144,7 @@ void Endpoint::fail_peer(Peer& peer, int err)
 	// stays receivable: a peer that sends and closes (an MPI rank reaching
 	// MPI_Finalize) loses nothing; a receive that meets one of its
 	// rendezvous requests fails (match_unexpected).
-	for (proto::MatchQueue* q : {&msg_queue, &tagged_queue})
+	for (proto::MatchQueue* q : {&rx.msg_queue, &rx.tagged_queue})
 		q->drain_directed(peer.key, [&](proto::PostedReceive& pr) {
 			fail_receive(static_cast<RecvOp&>(pr));
 		});
@@ -188,31 +188,31 @@ void Endpoint::settle_failures()
 void Endpoint::complete_orphans()
 {
 	auto orphaned = [](const Peer* peer) { return peer && peer->state == Peer::State::failed; };
-	tx_buffers->for_each([&](BufferRecord& r) {
+	tx.buffers->for_each([&](BufferRecord& r) {
 		if (r.in_core && orphaned(r.peer)) {
 			r.in_core = false;
 			if (r.count)
 				report_tx(r.context, r.cq_flags, 0, FI_EIO, true, send_cntr);
-			tx_buffers->release(r);
+			tx.buffers->release(r);
 		}
 	});
 	// Transfers waiting for a retry belong to the closed connection too: a
 	// later connection to the same peer must not carry them.
 	std::vector<uint32_t> ids;
-	sends.for_each([&](SendOp& op) {
+	tx.sends.for_each([&](SendOp& op) {
 		if (!op.transfer.idle() && orphaned(op.peer))
 			ids.push_back(op.cookie);
 	});
 	for (uint32_t id : ids)
-		if (SendOp* op = sends.find(id))
+		if (SendOp* op = tx.sends.find(id))
 			on_chunk_done(*op, FI_EIO);
 	ids.clear();
-	recvs.for_each([&](RecvOp& op) {
+	rx.recvs.for_each([&](RecvOp& op) {
 		if (!op.transfer.idle() && orphaned(op.peer))
 			ids.push_back(op.id);
 	});
 	for (uint32_t id : ids)
-		if (RecvOp* op = recvs.find(id))
+		if (RecvOp* op = rx.recvs.find(id))
 			on_chunk_done(*op, FI_EIO);
 	std::vector<RmaOp*> rma;
 	for (auto& op : rma_ops)

@@ -33,19 +33,19 @@ int Endpoint::progress()
 			handled += poll_cm();
 		handled += read_core_cq(8);
 		refill_rx();
-		if (backlogged) {
+		if (tx.backlogged) {
 			// Only connected peers can drain; the others wait for
 			// FI_CONNECTED.
-			backlogged = 0;
+			tx.backlogged = 0;
 			for (auto& peer : peers) {
 				if (peer->state == Peer::State::connected)
 					flush_backlog(*peer);
-				backlogged += !peer->backlog.empty() || !peer->controls.empty();
+				tx.backlogged += !peer->backlog.empty() || !peer->controls.empty();
 			}
 		}
 		if (stalled)
 			retry_stalled();
-		if (!polling.empty())
+		if (!rx.polling.empty())
 			poll_last_bytes();
 		if (core_rounds % kCmPollInterval == 0)
 			probe_silent_peers(); // reads the clock: not on every round
@@ -69,10 +69,10 @@ int Endpoint::progress()
 // endpoint itself started through the core is driven on every call.
 bool Endpoint::core_due()
 {
-	const bool wanted = cm_busy || backlogged || stalled || sends.live() || recvs.live() ||
-			    !rma_ops.empty() || !polling.empty() || !failing.empty() ||
-			    !graveyard.empty() || !tx_buffers->all_free() || !coll ||
-			    !coll->waits_only_on_host();
+	const bool wanted = cm_busy || tx.backlogged || stalled || tx.sends.live() ||
+			    rx.recvs.live() || !rma_ops.empty() || !rx.polling.empty() ||
+			    !failing.empty() || !graveyard.empty() || !tx.buffers->all_free() ||
+			    !coll || !coll->waits_only_on_host();
 	if (wanted) {
 		core_deferred = false;
 		return true;
@@ -233,11 +233,11 @@ void Endpoint::on_remote_write(uint64_t data)
 void Endpoint::retry_stalled()
 {
 	stalled = 0;
-	sends.for_each([&](SendOp& op) {
+	tx.sends.for_each([&](SendOp& op) {
 		if (op.transfer.retry)
 			issue_chunk(op);
 	});
-	recvs.for_each([&](RecvOp& op) {
+	rx.recvs.for_each([&](RecvOp& op) {
 		if (op.transfer.retry)
 			issue_chunk(op);
 	});

@@ -31,15 +31,15 @@ uint64_t completion_flags(const MsgHeader& h)
 // Keeps the shared receive context stocked (ReceiveBuffers).
 void Endpoint::refill_rx()
 {
-	for (size_t n = rx_buffers->refill_count(); n > 0; n--) {
-		BufferRecord* r = rx_buffers->next_to_post();
+	for (size_t n = rx.buffers->refill_count(); n > 0; n--) {
+		BufferRecord* r = rx.buffers->next_to_post();
 		if (!r)
 			return;
 		proto::BounceBuffer* b = r->buffer;
 		ssize_t ret = fi_recv(srx.get(), b->data(), b->size(), b->desc(), FI_ADDR_UNSPEC,
 				      &r->cc.space);
 		if (ret) {
-			rx_buffers->post_failed(*r);
+			rx.buffers->post_failed(*r);
 			if (ret != -FI_EAGAIN)
 				RCOLL_WARN(FI_LOG_EP_DATA,
 					   "posting to the shared receive context: %s\n",
@@ -55,12 +55,12 @@ void Endpoint::refill_rx()
 void BufferRecord::finish_receive(Endpoint& ep, void* owner, const CoreEvent& event)
 {
 	auto* r = static_cast<BufferRecord*>(owner);
-	ep.rx_buffers->consumed(*r);
+	ep.rx.buffers->consumed(*r);
 	if (!event.err && !event.remote_write)
 		ep.on_receive(r, event.len);
 	else if (event.err && event.err != FI_ECANCELED)
 		RCOLL_INFO(FI_LOG_EP_DATA, "receive error: %s\n", fi_strerror(event.err));
-	ep.rx_buffers->release(*r);
+	ep.rx.buffers->release(*r);
 }
 
 ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag,
@@ -82,7 +82,7 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 		source = a->key;
 	}
 	const bool tagged = flags & FI_TAGGED;
-	proto::MatchQueue& queue = queue_for(flags);
+	proto::MatchQueue& queue = rx.queue_for(flags);
 	const bool report = !rx_selective || (flags & FI_COMPLETION);
 
 	if (tagged && (flags & FI_PEEK)) {
@@ -114,7 +114,7 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 	}
 
 	uint32_t id = 0;
-	RecvOp* op = recvs.create(id);
+	RecvOp* op = rx.recvs.create(id);
 	if (!op)
 		return -FI_EAGAIN;
 	op->id = id;
@@ -135,7 +135,7 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 				      static_cast<fi_context*>(context)->internal[0])
 			    : nullptr;
 		if (!u) {
-			recvs.destroy(id);
+			rx.recvs.destroy(id);
 			return -FI_EINVAL;
 		}
 		if (flags & FI_DISCARD) {
@@ -146,7 +146,7 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 				   .src = source_of(u->peer),
 				   .report = report});
 			discard_unexpected(u);
-			recvs.destroy(id);
+			rx.recvs.destroy(id);
 			return 0;
 		}
 	} else if (auto* m = queue.post(*op)) {
@@ -181,7 +181,7 @@ void Endpoint::match_unexpected(RecvOp& op, Unexpected* u)
 			   .tag = u->header.tag,
 			   .src = source_of(u->peer),
 			   .err = FI_EIO});
-		recvs.destroy(op.id);
+		rx.recvs.destroy(op.id);
 	} else {
 		start_rendezvous_recv(op, *u->peer, u->header, u->rts);
 	}
@@ -210,20 +210,20 @@ void Endpoint::drop_unexpected(Unexpected* u)
 		u->peer->unexpected_bytes -= u->charged;
 		u->charged = 0;
 	}
-	if (spare_unexpected.size() >= kSpares) {
+	if (rx.spare_unexpected.size() >= kSpares) {
 		delete u;
 		return;
 	}
 	std::vector<std::byte>().swap(u->payload);
-	spare_unexpected.emplace_back(u);
+	rx.spare_unexpected.emplace_back(u);
 }
 
 Unexpected* Endpoint::new_unexpected()
 {
-	if (spare_unexpected.empty())
+	if (rx.spare_unexpected.empty())
 		return new Unexpected();
-	Unexpected* u = spare_unexpected.back().release();
-	spare_unexpected.pop_back();
+	Unexpected* u = rx.spare_unexpected.back().release();
+	rx.spare_unexpected.pop_back();
 	u->peer = nullptr;
 	u->header = proto::MsgHeader{};
 	u->rts = proto::RtsBody{};
@@ -257,7 +257,7 @@ void Endpoint::complete_eager(RecvOp& op, Peer* peer, const MsgHeader& h, const 
 			   .tag = h.tag,
 			   .src = source_of(peer),
 			   .report = op.report});
-	recvs.destroy(op.id);
+	rx.recvs.destroy(op.id);
 }
 
 void Endpoint::start_rendezvous_recv(RecvOp& op, Peer& peer, const MsgHeader& h,
@@ -281,7 +281,7 @@ void Endpoint::start_rendezvous_recv(RecvOp& op, Peer& peer, const MsgHeader& h,
 				   .tag = h.tag,
 				   .src = source_of(&peer),
 				   .err = -ret});
-			recvs.destroy(op.id);
+			rx.recvs.destroy(op.id);
 			return;
 		}
 		if (!op.app_mr)
@@ -305,7 +305,7 @@ void Endpoint::run_recv_actions(RecvOp& op, const proto::Actions& actions)
 			send_control(*op.peer, h, cts->body);
 			if (cts->body.mode == proto::CompletionMode::PollLastByte && !op.polling) {
 				op.polling = true;
-				polling.push_back(op.id);
+				rx.polling.push_back(op.id);
 			}
 		} else if (auto* rd = std::get_if<proto::action::Read>(&a)) {
 			ChunkedRma& t = op.transfer;
@@ -337,7 +337,7 @@ void Endpoint::run_recv_actions(RecvOp& op, const proto::Actions& actions)
 				   .err = err,
 				   .olen = olen,
 				   .report = op.report});
-			recvs.destroy(op.id);
+			rx.recvs.destroy(op.id);
 			return; // op is gone
 		} else if (auto* v = std::get_if<proto::action::Violation>(&a)) {
 			RCOLL_WARN(FI_LOG_EP_DATA, "rendezvous protocol violation from %s: %s\n",
@@ -369,7 +369,7 @@ void Endpoint::on_chunk_done(RecvOp& op, int err)
 
 void Endpoint::on_fin(Peer& peer, const proto::FinBody& fin)
 {
-	RecvOp* op = recvs.find(fin.receiver_op_id);
+	RecvOp* op = rx.recvs.find(fin.receiver_op_id);
 	if (!op || op->peer != &peer || !op->machine) {
 		RCOLL_WARN(FI_LOG_EP_DATA, "FIN for an unknown receive\n");
 		return;
@@ -380,7 +380,7 @@ void Endpoint::on_fin(Peer& peer, const proto::FinBody& fin)
 // The immediate of a rendezvous PUT: its data landed.
 void Endpoint::on_rendezvous_put(uint32_t receiver_id)
 {
-	RecvOp* op = recvs.find(receiver_id);
+	RecvOp* op = rx.recvs.find(receiver_id);
 	if (!op || !op->machine) {
 		RCOLL_WARN(FI_LOG_EP_DATA, "immediate for an unknown receive\n");
 		return;
@@ -402,7 +402,8 @@ void Endpoint::deliver(Peer& peer, const proto::ParsedMessage& m)
 	u->match.source = peer.key;
 	u->match.tag = m.header.tag;
 	u->match.context = u;
-	proto::MatchQueue& queue = (m.header.flags & proto::kFlagTagged) ? tagged_queue : msg_queue;
+	proto::MatchQueue& queue =
+		(m.header.flags & proto::kFlagTagged) ? rx.tagged_queue : rx.msg_queue;
 	proto::PostedReceive* posted = queue.deliver(u->match);
 	if (!posted) {
 		// Kept until a receive takes it, within the peer's budget: a peer
@@ -442,11 +443,11 @@ void Endpoint::deliver(Peer& peer, const proto::ParsedMessage& m)
 // POLL_LAST_BYTE mode: receives whose slot byte may have changed.
 void Endpoint::poll_last_bytes()
 {
-	for (size_t i = 0; i < polling.size();) {
-		RecvOp* op = recvs.find(polling[i]);
+	for (size_t i = 0; i < rx.polling.size();) {
+		RecvOp* op = rx.recvs.find(rx.polling[i]);
 		if (!op || !op->machine || op->machine->done()) {
-			polling[i] = polling.back();
-			polling.pop_back();
+			rx.polling[i] = rx.polling.back();
+			rx.polling.pop_back();
 			continue;
 		}
 		i++;
@@ -461,14 +462,14 @@ void Endpoint::fail_receive(RecvOp& op)
 		   .buf = op.buf,
 		   .tag = op.tag,
 		   .err = FI_EIO});
-	recvs.destroy(op.id);
+	rx.recvs.destroy(op.id);
 }
 
 // fi_cancel: a posted receive completes with FI_ECANCELED.
 
 ssize_t Endpoint::cancel(void* context)
 {
-	for (proto::MatchQueue* q : {&msg_queue, &tagged_queue}) {
+	for (proto::MatchQueue* q : {&rx.msg_queue, &rx.tagged_queue}) {
 		if (proto::PostedReceive* pr = q->cancel(context)) {
 			auto& op = *static_cast<RecvOp*>(pr);
 			report_rx({.context = op.context,
@@ -476,7 +477,7 @@ ssize_t Endpoint::cancel(void* context)
 				   .buf = op.buf,
 				   .tag = op.tag,
 				   .err = FI_ECANCELED});
-			recvs.destroy(op.id);
+			rx.recvs.destroy(op.id);
 			return 0;
 		}
 	}

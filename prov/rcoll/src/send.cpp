@@ -62,7 +62,7 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 	const bool report = !(flags & kNoCompletion) && (!tx_selective || (flags & FI_COMPLETION));
 
 	if (len <= limit) {
-		BufferRecord* r = tx_buffers->take();
+		BufferRecord* r = tx.buffers->take();
 		if (!r)
 			return -FI_EAGAIN;
 		h.opcode = Opcode::Eager;
@@ -70,7 +70,7 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 		r->peer = peer;
 		r->header = h;
 		r->len = proto::kHeaderSize;
-		if (desc && !inject && len >= kDirectSendMin && core_iov_limit >= 2) {
+		if (desc && !inject && len >= kDirectSendMin && tx.iov_limit >= 2) {
 			r->payload = static_cast<const std::byte*>(buf);
 			r->payload_desc = core_desc_of(desc);
 			r->payload_len = len;
@@ -85,18 +85,18 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 		r->may_inject = !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
 		ssize_t ret = post_tx(r);
 		if (ret)
-			tx_buffers->release(*r);
+			tx.buffers->release(*r);
 		return ret;
 	}
 	if (inject)
 		return -FI_EMSGSIZE;
 	// The request to send (RTS) needs a transmit buffer: when none is left,
 	// push back on the application instead of queueing its request.
-	if (!tx_buffers->available())
+	if (!tx.buffers->available())
 		return -FI_EAGAIN;
 
 	uint32_t cookie = 0;
-	SendOp* op = sends.create(cookie);
+	SendOp* op = tx.sends.create(cookie);
 	if (!op)
 		return -FI_EAGAIN;
 	op->cookie = cookie;
@@ -110,7 +110,7 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 	// whatever the application's registration covers; the PUT path writes
 	// from it too.
 	if (int ret = op->own_mr.reg(domain->core.get(), buf, len, FI_WRITE | FI_REMOTE_READ)) {
-		sends.destroy(cookie);
+		tx.sends.destroy(cookie);
 		return ret;
 	}
 	op->transfer.desc = desc ? core_desc_of(desc) : op->own_mr.desc();
@@ -118,8 +118,8 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 			    proto::RemoteBuffer{reinterpret_cast<uint64_t>(buf), op->own_mr.key()});
 	op->header = h;
 	ssize_t ret = run_send_actions(*op, op->machine->start());
-	if (ret && sends.find(cookie)) {
-		sends.destroy(cookie);
+	if (ret && tx.sends.find(cookie)) {
+		tx.sends.destroy(cookie);
 		return ret;
 	}
 	return 0;
@@ -159,7 +159,7 @@ ssize_t Endpoint::run_send_actions(SendOp& op, const proto::Actions& actions)
 		} else if (auto* done = std::get_if<proto::action::Complete>(&a)) {
 			report_tx(op.context, op.flags, op.len, outcome_errno(done->outcome),
 				  op.report, send_cntr);
-			sends.destroy(op.cookie);
+			tx.sends.destroy(op.cookie);
 			return 0; // op is gone
 		} else if (auto* v = std::get_if<proto::action::Violation>(&a)) {
 			RCOLL_WARN(FI_LOG_EP_DATA, "rendezvous protocol violation from %s: %s\n",
@@ -195,7 +195,7 @@ void Endpoint::on_chunk_done(SendOp& op, int err)
 
 void Endpoint::on_cts(Peer& peer, const proto::CtsBody& cts)
 {
-	SendOp* op = sends.find(cts.sender_cookie);
+	SendOp* op = tx.sends.find(cts.sender_cookie);
 	if (!op || op->peer != &peer) {
 		RCOLL_WARN(FI_LOG_EP_DATA, "CTS for an unknown send\n");
 		return;
@@ -205,7 +205,7 @@ void Endpoint::on_cts(Peer& peer, const proto::CtsBody& cts)
 
 void Endpoint::on_read_done(Peer& peer, const proto::ReadDoneBody& done)
 {
-	SendOp* op = sends.find(done.sender_cookie);
+	SendOp* op = tx.sends.find(done.sender_cookie);
 	if (!op || op->peer != &peer) {
 		RCOLL_WARN(FI_LOG_EP_DATA, "READ_DONE for an unknown send\n");
 		return;

@@ -23,7 +23,7 @@ void BufferRecord::finish_send(Endpoint& ep, void* owner, const CoreEvent& event
 	if (r->count)
 		ep.report_tx(r->context, r->cq_flags, event.err ? 0 : r->header.size, event.err,
 			     event.err || r->report, ep.send_cntr);
-	ep.tx_buffers->release(*r);
+	ep.tx.buffers->release(*r);
 	if (event.err)
 		ep.fail_connection_of(peer, event.err);
 }
@@ -33,13 +33,13 @@ ssize_t Endpoint::post_tx(BufferRecord* r)
 	Peer& peer = *r->peer;
 	if (peer.state != Peer::State::connected || !peer.backlog.empty()) {
 		peer.backlog.push_back(r);
-		backlogged++;
+		tx.backlogged++;
 		return 0;
 	}
 	ssize_t ret = transmit(peer, r);
 	if (ret == -FI_EAGAIN) {
 		peer.backlog.push_back(r);
-		backlogged++;
+		tx.backlogged++;
 		return 0;
 	}
 	if (ret) {
@@ -72,14 +72,14 @@ ssize_t Endpoint::transmit(Peer& peer, BufferRecord* r)
 		msg.iov_count = 2;
 		msg.context = &r->cc.space;
 		ret = fi_sendmsg(peer.conn.get(), &msg, FI_COMPLETION);
-	} else if (r->may_inject && r->len <= core_inject_size && peer.injects.may_inject()) {
+	} else if (r->may_inject && r->len <= tx.inject_size && peer.injects.may_inject()) {
 		ret = fi_inject(peer.conn.get(), r->buffer->data(), r->len, 0);
 		if (ret == 0) {
 			peer.injects.posted++;
 			if (r->count)
 				report_tx(r->context, r->cq_flags, r->header.size, 0, r->report,
 					  send_cntr);
-			tx_buffers->release(*r);
+			tx.buffers->release(*r);
 			return 0;
 		}
 		return ret;
@@ -105,7 +105,7 @@ void Endpoint::flush_backlog(Peer& peer)
 				   "eager message of %llu bytes above the peer's limit %u\n",
 				   (unsigned long long)r->header.size, peer.eager_limit);
 			report_tx(r->context, r->cq_flags, 0, FI_EMSGSIZE, true, send_cntr);
-			tx_buffers->release(*r);
+			tx.buffers->release(*r);
 			continue;
 		}
 		ssize_t ret = transmit(peer, r);
@@ -116,7 +116,7 @@ void Endpoint::flush_backlog(Peer& peer)
 			RCOLL_WARN(FI_LOG_EP_DATA, "core send: %s\n", fi_strerror(int(-ret)));
 			report_tx(r->context, r->cq_flags, 0, int(-ret), true,
 				  r->count ? send_cntr : nullptr);
-			tx_buffers->release(*r);
+			tx.buffers->release(*r);
 			schedule_failure(peer, int(ret));
 			return;
 		}
@@ -136,7 +136,7 @@ void Endpoint::flush_backlog(Peer& peer)
 ssize_t Endpoint::send_buffered(Peer& peer, const MsgHeader& header, const void* body,
 				size_t body_len)
 {
-	BufferRecord* r = tx_buffers->take();
+	BufferRecord* r = tx.buffers->take();
 	if (!r)
 		return -FI_EAGAIN;
 	r->peer = &peer;
@@ -150,7 +150,7 @@ ssize_t Endpoint::send_buffered(Peer& peer, const MsgHeader& header, const void*
 	r->may_inject = header.opcode != Opcode::Probe;
 	ssize_t ret = post_tx(r);
 	if (ret)
-		tx_buffers->release(*r);
+		tx.buffers->release(*r);
 	return ret;
 }
 
@@ -168,7 +168,7 @@ ssize_t Endpoint::send_control(Peer& peer, const MsgHeader& header, const void* 
 	}
 	auto* bytes = static_cast<const std::byte*>(body);
 	peer.controls.push_back(QueuedControl{header, {bytes, bytes + body_len}});
-	backlogged++;
+	tx.backlogged++;
 	return 0;
 }
 
