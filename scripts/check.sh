@@ -40,7 +40,7 @@ cd "$build" || exit 1
 phase "make check" make -j2 check
 status=$?
 # Each glue test shown to fail against a deliberate bug.
-phase "glue mutants (4)" "$top/test/glue/mutants.sh" || status=1
+phase "glue mutants (5)" "$top/test/glue/mutants.sh" || status=1
 # The same code under ASan and UBSan, in its own tree.
 phase "sanitizers (ASan+UBSan, TSan)" "$top/scripts/sanitize.sh" || status=1
 # The network-namespace suite with packet loss and a rate limit between hosts.

@@ -7,8 +7,10 @@
 #include <criterion/criterion.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
+#include <rdma/fi_collective.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
@@ -43,7 +45,9 @@ struct Node {
 	fid_ep* ep = nullptr;
 	fid_cq* cq = nullptr;
 	fid_av* av = nullptr;
+	fid_eq* eq = nullptr;                          // with collectives: join completions
 	std::vector<fi_addr_t> addr;                   // of every node, by index
+	std::map<void*, int> joined;                   // join context: its error
 	std::map<void*, std::vector<Completion>> done; // by context
 	bool alive = true;
 };
@@ -51,14 +55,15 @@ struct Node {
 // Endpoints of one rcoll domain over the fake core; node i is owner i there.
 class World {
 public:
-	explicit World(int count)
+	explicit World(int count, bool collective = false)
 	{
 		setenv("FI_PROVIDER_PATH", RCOLL_PROVIDER_DIR ":" FAKE_CORE_DIR, 1);
 		setenv("FI_RCOLL_CORE", "fake", 1);
 		setenv("FI_RCOLL_COLL_LOCAL", "0", 1);
 		setenv("FI_RCOLL_RMA_CHUNK", "4096", 1); // rendezvous in many chunks
 		fi_info* hints = fi_allocinfo();
-		hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV;
+		hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV |
+			      (collective ? FI_COLLECTIVE : 0);
 		hints->ep_attr->type = FI_EP_RDM;
 		hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 		hints->fabric_attr->prov_name = strdup("rcoll");
@@ -78,6 +83,11 @@ public:
 			CHECK(fi_av_open(domain_, &av_attr, &n.av, nullptr));
 			CHECK(fi_ep_bind(n.ep, &n.cq->fid, FI_TRANSMIT | FI_RECV));
 			CHECK(fi_ep_bind(n.ep, &n.av->fid, 0));
+			if (collective) {
+				fi_eq_attr eq_attr{};
+				CHECK(fi_eq_open(fabric_, &eq_attr, &n.eq, nullptr));
+				CHECK(fi_ep_bind(n.ep, &n.eq->fid, 0));
+			}
 			CHECK(fi_enable(n.ep));
 			std::vector<uint8_t> name(256);
 			size_t len = name.size();
@@ -100,6 +110,8 @@ public:
 			fi_close(&n.ep->fid);
 			fi_close(&n.av->fid);
 			fi_close(&n.cq->fid);
+			if (n.eq)
+				fi_close(&n.eq->fid);
 		}
 		fi_close(&domain_->fid);
 		fi_close(&fabric_->fid);
@@ -123,6 +135,20 @@ public:
 				if (fi_cq_readerr(n.cq, &err, 0) == 1)
 					n.done[err.op_context].push_back(
 						{err.flags, err.len, err.tag, err.err});
+			}
+		}
+		for (Node& n : nodes) {
+			if (!n.alive || !n.eq)
+				continue;
+			uint32_t event;
+			fi_eq_entry entry{};
+			ssize_t got = fi_eq_read(n.eq, &event, &entry, sizeof(entry), 0);
+			if (got > 0 && event == FI_JOIN_COMPLETE) {
+				n.joined[entry.context] = 0;
+			} else if (got == -FI_EAVAIL) {
+				fi_eq_err_entry err{};
+				if (fi_eq_readerr(n.eq, &err, 0) > 0)
+					n.joined[err.context] = err.err ? err.err : FI_EOTHER;
 			}
 		}
 		if (after_progress)
@@ -419,4 +445,85 @@ Test(glue, simultaneous_connect)
 	exchange(w, 0, 1, 1, 44);
 	cr_assert_eq(fake_core::stats().connects, 2u, "a later message connected again");
 	cr_assert_eq(fake_core::connections_between(0, 1), 1u);
+}
+
+// A collective over the same core: the members join and run allreduces of
+// 8 B to 1 MiB (RDMA writes with immediates into each other's group
+// buffers) while the core refuses every other post and reports each
+// round's completions in reverse. Every result must be exact.
+Test(glue, collective_over_refusing_reordering_core)
+{
+	const int members = 3;
+	World w(members, true);
+	fake_core::plan().reverse_completions = true;
+	fake_core::plan().refuse = [](const fake_core::Transfer& t) { return t.ordinal % 2 == 0; };
+	std::vector<fid_av_set*> sets(members);
+	std::vector<fid_mc*> groups(members);
+	int join_ctx[members] = {};
+	for (int i = 0; i < members; i++) {
+		Node& n = w.nodes[i];
+		fi_av_set_attr attr{};
+		attr.count = members;
+		attr.start_addr = FI_ADDR_NOTAVAIL;
+		attr.end_addr = FI_ADDR_NOTAVAIL;
+		CHECK(fi_av_set(n.av, &attr, &sets[i], nullptr));
+		for (int j = 0; j < members; j++)
+			CHECK(fi_av_set_insert(sets[i], n.addr[j]));
+		fi_addr_t set_addr;
+		CHECK(fi_av_set_addr(sets[i], &set_addr));
+		CHECK(fi_join_collective(n.ep, set_addr, sets[i], 0, &groups[i], &join_ctx[i]));
+	}
+	cr_assert(w.run_until([&] {
+		for (int i = 0; i < members; i++)
+			if (!w.nodes[i].joined.count(&join_ctx[i]))
+				return false;
+		return true;
+	}),
+		  "the join did not complete");
+	for (int i = 0; i < members; i++)
+		cr_assert_eq(w.nodes[i].joined[&join_ctx[i]], 0, "member %d's join failed: %s", i,
+			     fi_strerror(w.nodes[i].joined[&join_ctx[i]]));
+
+	for (size_t count : {size_t(1), size_t(512), size_t(20000), size_t(1) << 17}) {
+		std::vector<std::vector<uint64_t>> in(members), out(members);
+		int ctx[members] = {};
+		for (int i = 0; i < members; i++) {
+			w.nodes[i].done.erase(&ctx[i]); // the same address served the last round
+			in[i].resize(count);
+			out[i].assign(count, 0);
+			for (size_t k = 0; k < count; k++)
+				in[i][k] = uint64_t(i + 1) * 1000003 + k;
+			ssize_t ret;
+			while ((ret = fi_allreduce(w.nodes[i].ep, in[i].data(), count, nullptr,
+						   out[i].data(), nullptr, fi_mc_addr(groups[i]),
+						   FI_UINT64, FI_SUM, 0, &ctx[i])) == -FI_EAGAIN)
+				w.progress();
+			cr_assert_eq(ret, 0, "fi_allreduce: %s", fi_strerror(int(-ret)));
+		}
+		cr_assert(w.run_until([&] {
+			for (int i = 0; i < members; i++)
+				if (!w.completions(i, &ctx[i]))
+					return false;
+			return true;
+		}),
+			  "allreduce of %zu elements never completed", count);
+		for (int i = 0; i < members; i++) {
+			cr_assert_eq(w.completions(i, &ctx[i]), 1);
+			cr_assert_eq(w.nodes[i].done[&ctx[i]][0].err, 0, "member %d: %s", i,
+				     fi_strerror(w.nodes[i].done[&ctx[i]][0].err));
+			for (size_t k = 0; k < count; k++) {
+				const uint64_t want = (1 + 2 + 3) * uint64_t(1000003) + 3 * k;
+				cr_assert_eq(out[i][k], want,
+					     "allreduce of %zu: member %d element %zu is %llu, "
+					     "want %llu",
+					     count, i, k, (unsigned long long)out[i][k],
+					     (unsigned long long)want);
+			}
+		}
+	}
+	cr_assert_gt(fake_core::stats().refused, 10u);
+	for (int i = 0; i < members; i++) {
+		fi_close(&groups[i]->fid);
+		fi_close(&sets[i]->fid);
+	}
 }

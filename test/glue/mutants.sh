@@ -7,13 +7,14 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${RCOLL_KEEP_MUTANTS:-}" ] || rm -rf "$work"' EXIT
 
 # name | test that must fail | file | text | replacement (\n for newlines)
 mutants=(
-	"completions-in-posting-order|completions_out_of_order|prov/rcoll/src/transmit.cpp|	auto* r = static_cast<BufferRecord*>(owner);\n|	auto* r = static_cast<BufferRecord*>(owner);\n	for (BufferRecord& first : ep.tx_records)\n		if (first.in_core) {\n			r = &first;\n			break;\n		}\n"
-	"refused-send-dropped|core_refuses_posts|prov/rcoll/src/transmit.cpp|	if (ret == -FI_EAGAIN) {\n		peer.backlog.push_back(r);\n		backlogged++;\n		return 0;\n	}|	if (ret == -FI_EAGAIN) {\n		release_tx_buffer(r);\n		return 0;\n	}"
+	"completions-in-posting-order|completions_out_of_order|prov/rcoll/src/transmit.cpp|	auto* r = static_cast<BufferRecord*>(owner);\n|	auto* r = static_cast<BufferRecord*>(owner);\n	bool first = true;\n	ep.tx.buffers->for_each([&](BufferRecord& oldest) {\n		if (first && oldest.in_core)\n			r = &oldest, first = false;\n	});\n"
+	"refused-send-dropped|core_refuses_posts|prov/rcoll/src/transmit.cpp|	if (ret == -FI_EAGAIN) {\n		peer.backlog.push_back(r);\n		tx.backlogged++;\n		return 0;\n	}|	if (ret == -FI_EAGAIN) {\n		tx.buffers->release(*r);\n		return 0;\n	}"
 	"failed-peer-keeps-rendezvous-receives|peer_fails_mid_rendezvous|prov/rcoll/src/peer_failure.cpp|		if (op.peer == &peer && op.machine)\n|		if (op.peer == &peer && op.machine && false)\n"
+	"refused-collective-write-counted-as-posted|collective_over_refusing_reordering_core|prov/rcoll/src/coll_transport.cpp|	if (ret)\n		return refused(ret);\n	free_contexts_.pop_back();|	if (ret && ret != -FI_EAGAIN)\n		return refused(ret);\n	free_contexts_.pop_back();"
 	"both-accept-simultaneous-connects|simultaneous_connect|prov/rcoll/src/conn.cpp|		if (!self && ours_live && address.key < hs.endpoint_key) {|		if (false) {"
 )
 
