@@ -64,6 +64,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'echo "FAIL packages: test/packages.sh stopped at line $LINENO"; echo "$passed passed, $((failed + 1)) failed"' ERR
 
 tar -xzf "$tarball" -C "$work"
 src=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'rcoll-*')
@@ -87,7 +88,7 @@ else
 fi
 deb_files=()
 for p in "${debs[@]}"; do
-	f=$(find "$work" -maxdepth 1 -name "${p}_${deb_version}_*.deb" | head -n 1)
+	f=$(find "$work" -maxdepth 1 -name "${p}_${deb_version}_*.deb" | head -n 1 || true)
 	if [ -n "$f" ]; then
 		deb_files+=("$f")
 		pass "$p: ${f##*/}"
@@ -242,7 +243,7 @@ else
 	rpm_libdir=$(rpm --eval '%{_libdir}')
 	rpm_mandir=$(rpm --eval '%{_mandir}')
 	for p in "${rpms[@]}"; do
-		f=$(find "$work/rpm/RPMS" -name "$p-$version-*.rpm" 2>/dev/null | head -n 1)
+		f=$(find "$work/rpm/RPMS" -name "$p-$version-*.rpm" 2>/dev/null | head -n 1 || true)
 		case $p in
 		rcoll) want=$rpm_libdir/libfabric/librcoll-fi.so ;;
 		rcoll-tests) want=/usr/bin/rcoll_coll_bench ;;
