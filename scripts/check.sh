@@ -4,9 +4,11 @@
 # runs the whole test suite (`make check`: Criterion unit tests, multi-process
 # runs on loopback and in network namespaces, libfabric's fabtests, Open MPI
 # and MPICH over rcoll), then the unit and multi-process suites again under
-# ASan and UBSan (scripts/sanitize.sh), fuzzes every parser a peer reaches
-# for a bounded time (scripts/fuzz.sh), and prints every runner's summary
-# and the time of each phase. CI runs this on a fresh clone (2 cores, 90 minutes).
+# ASan and UBSan (scripts/sanitize.sh), builds the Debian packages and RPMs
+# and, as root, installs, uses and purges the Debian packages (make
+# check-packages), fuzzes every parser a peer reaches for a bounded time
+# (scripts/fuzz.sh), and prints every runner's summary and the time of each
+# phase. CI runs this on a fresh clone (2 cores, 90 minutes).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${RCOLL_BUILD_DIR:-$top/build}
@@ -45,6 +47,9 @@ phase "glue mutants (5)" "$top/test/glue/mutants.sh" || status=1
 phase "sanitizers (ASan+UBSan, TSan)" "$top/scripts/sanitize.sh" || status=1
 # The network-namespace suite with packet loss and a rate limit between hosts.
 phase "network faults (1%, 5% loss)" make -j2 check-faults || status=1
+# The Debian packages and RPMs, built from the tarball; as root, installed,
+# used and purged (test/packages.sh).
+phase "packages (deb, rpm)" make check-packages || status=1
 # Every parser a peer reaches, under libFuzzer, from the seed corpus.
 phase "fuzzing (6 targets x 20 s)" "$top/scripts/fuzz.sh" -t 20 || status=1
 

@@ -2,8 +2,11 @@
 # Installs what building and testing rcoll needs on Debian 12: a C++20
 # compiler, the Autotools, libfabric 1.17 with its headers, Criterion for
 # the unit tests, Open MPI for the MPI tests, clang for fuzzing and
-# clang-format for the layout check. As root it also mounts tracefs, through
-# which the benchmarks count system calls.
+# clang-format for the layout check, and what builds the Debian packages and
+# RPMs (debhelper, rpm; MPICH's wrappers for its librcoll-mpi). Open MPI stays
+# the default MPI (mpicxx, mpirun) with MPICH beside it: Debian's alternatives
+# rank it higher. As root it also mounts tracefs, through which the benchmarks
+# count system calls.
 set -euo pipefail
 
 packages=(
@@ -14,6 +17,7 @@ packages=(
 	iproute2 procps
 	clang clang-format nftables
 	librdmacm-dev libpsm2-dev libpsm-infinipath1-dev python3
+	debhelper rpm libmpich-dev
 )
 
 missing=()
