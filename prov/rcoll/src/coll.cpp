@@ -27,7 +27,7 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 		return -FI_EINVAL;
 	}
 	if (engine::is_rooted(req.coll)) {
-		const EpAddress* a = ep_.av->lookup(root_addr);
+		const EpAddress* a = ep_.app.av->lookup(root_addr);
 		uint32_t root = g->size;
 		for (uint32_t r = 0; a && r < g->size; r++)
 			if (g->member_keys[r] == a->key)
@@ -125,7 +125,7 @@ void Collectives::report_completions(const CollGroup& g, Runner& runner)
 		int err = 0;
 		if (c.status != engine::Errc::ok)
 			err = g.failure ? g.failure : int(c.status);
-		ep_.report_tx(c.context, FI_COLLECTIVE, 0, err, true, nullptr);
+		ep_.app.report_tx(c.context, FI_COLLECTIVE, 0, err, true, nullptr);
 	}
 }
 

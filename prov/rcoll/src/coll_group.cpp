@@ -109,12 +109,12 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 		return -FI_EINVAL;
 	if (!ep_.enabled)
 		return -FI_EOPBADSTATE;
-	if (!ep_.eq) {
+	if (!ep_.app.eq) {
 		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: bind an EQ to the endpoint first\n");
 		return -FI_ENOEQ;
 	}
 	const AvSet* set = owner_of<AvSet>(const_cast<fid_av_set*>(addr->set));
-	if (set->av != ep_.av)
+	if (set->av != ep_.app.av)
 		return -FI_EINVAL;
 	const uint32_t size = uint32_t(set->members.size());
 	if (size == 0 || size > kMaxMembers)
@@ -127,7 +127,7 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	std::vector<Peer*> peers(size, nullptr);
 	uint64_t list_hash = 0xcbf29ce484222325ULL;
 	for (uint32_t r = 0; r < size; r++) {
-		const EpAddress* a = ep_.av->lookup(set->members[r]);
+		const EpAddress* a = ep_.app.av->lookup(set->members[r]);
 		if (!a)
 			return -FI_EINVAL;
 		if (!a->keyed()) {
@@ -387,7 +387,7 @@ void Collectives::finish_join(CollGroup& g, int err)
 		e.context = g.join_context;
 		e.err = -err;
 		e.prov_errno = err;
-		ep_.eq->push(FI_JOIN_COMPLETE, &e, sizeof(e), true);
+		ep_.app.eq->push(FI_JOIN_COMPLETE, &e, sizeof(e), true);
 		return;
 	}
 	g.state = CollGroup::State::joined;
@@ -396,7 +396,7 @@ void Collectives::finish_join(CollGroup& g, int err)
 	fi_eq_entry e{};
 	e.fid = &g.shell.fid.fid;
 	e.context = g.join_context;
-	ep_.eq->push(FI_JOIN_COMPLETE, &e, sizeof(e));
+	ep_.app.eq->push(FI_JOIN_COMPLETE, &e, sizeof(e));
 }
 
 int Collectives::close(CollGroup& g)

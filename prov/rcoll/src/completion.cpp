@@ -6,13 +6,13 @@
 
 namespace rcoll {
 
-fi_addr_t Endpoint::source_of(const Peer* peer) const
+fi_addr_t AppBindings::source_of(const Peer* peer) const
 {
 	return peer && av ? av->find(peer->key) : FI_ADDR_NOTAVAIL;
 }
 
-void Endpoint::report_tx(void* context, uint64_t flags, size_t len, int err, bool report,
-			 Counter* cntr)
+void AppBindings::report_tx(void* context, uint64_t flags, size_t len, int err, bool report,
+			    Counter* cntr)
 {
 	if (err) {
 		if (tx_cq) {
@@ -39,7 +39,7 @@ void Endpoint::report_tx(void* context, uint64_t flags, size_t len, int err, boo
 		cntr->value++;
 }
 
-void Endpoint::report_rx(const RxCompletion& c)
+void AppBindings::report_rx(const RxCompletion& c)
 {
 	const uint64_t data = (c.flags & FI_REMOTE_CQ_DATA) ? c.data : 0;
 	if (c.err) {

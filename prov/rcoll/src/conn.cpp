@@ -23,14 +23,14 @@ namespace rcoll {
 void Endpoint::learn_key(Peer& peer, uint64_t key)
 {
 	peers.learn_key(peer, key);
-	if (av)
-		av->learn_key(peer.address, key);
+	if (app.av)
+		app.av->learn_key(peer.address, key);
 }
 
 // The peer an operation addresses, connecting to it if needed.
 Peer* Endpoint::peer_for(fi_addr_t addr, int& err, bool inject)
 {
-	const EpAddress* a = av ? av->lookup(addr) : nullptr;
+	const EpAddress* a = app.av ? app.av->lookup(addr) : nullptr;
 	if (!a) {
 		RCOLL_WARN(FI_LOG_EP_DATA, "fi_addr %llu is not in the address vector\n",
 			   (unsigned long long)addr);
@@ -69,9 +69,9 @@ fid_ep* Endpoint::open_core_ep(fi_info* core_info, Peer& peer)
 		return nullptr;
 	}
 	FidPtr<fid_ep> guard(ep);
-	if ((ret = fi_ep_bind(ep, &core_eq->fid, 0)) ||
-	    (ret = fi_ep_bind(ep, &core_cq->fid, FI_TRANSMIT | FI_RECV)) ||
-	    (ret = fi_ep_bind(ep, &srx->fid, 0)) || (ret = fi_enable(ep))) {
+	if ((ret = fi_ep_bind(ep, &core.eq->fid, 0)) ||
+	    (ret = fi_ep_bind(ep, &core.cq->fid, FI_TRANSMIT | FI_RECV)) ||
+	    (ret = fi_ep_bind(ep, &core.srx->fid, 0)) || (ret = fi_enable(ep))) {
 		RCOLL_WARN(FI_LOG_EP_CTRL, "setting up a core connection: %s\n", fi_strerror(-ret));
 		return nullptr;
 	}
@@ -121,7 +121,7 @@ int Endpoint::connect(Peer& peer)
 	peer.conn = std::move(conn);
 	peer.active = true;
 	peer.state = Peer::State::connecting;
-	cm_busy = true;
+	pace.cm_busy = true;
 	peer.connect_started = std::chrono::steady_clock::now();
 	return 0;
 }
@@ -136,7 +136,7 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 						     proto::HandshakeKind::Request, hs);
 		auto reject = [&](const char* why) {
 			RCOLL_WARN(FI_LOG_EP_CTRL, "rejecting a connection request: %s\n", why);
-			fi_reject(pep.get(), info->handle, nullptr, 0);
+			fi_reject(core.pep.get(), info->handle, nullptr, 0);
 		};
 		if (status != proto::WireStatus::Ok)
 			return reject(proto::describe(status));
@@ -312,12 +312,12 @@ int Endpoint::poll_cm()
 	// behind it, such as an FI_CONNECTED whose connection already carries
 	// data, for a later call.
 	for (;;) {
-		ret = fi_eq_read(core_eq.get(), &event, cm, sizeof(cm), 0);
+		ret = fi_eq_read(core.eq.get(), &event, cm, sizeof(cm), 0);
 		if (ret > 0) {
 			handle_cm_event(event, *reinterpret_cast<fi_eq_cm_entry*>(cm), size_t(ret));
 		} else if (ret == -FI_EAVAIL) {
 			fi_eq_err_entry err{};
-			if (fi_eq_readerr(core_eq.get(), &err, 0) <= 0)
+			if (fi_eq_readerr(core.eq.get(), &err, 0) <= 0)
 				break;
 			handle_cm_error(err);
 		} else {
@@ -325,7 +325,7 @@ int Endpoint::poll_cm()
 		}
 		handled++;
 	}
-	cm_busy = std::any_of(peers.begin(), peers.end(), [](const auto& p) {
+	pace.cm_busy = std::any_of(peers.begin(), peers.end(), [](const auto& p) {
 		return p->state == Peer::State::connecting || p->losing;
 	});
 	return handled;

@@ -37,17 +37,17 @@ int close_ep(fid* f)
 		{
 			std::lock_guard guard(domain->lock);
 			unlink(domain->endpoints, ep);
-			for (CompletionQueue* cq : {ep->tx_cq, ep->rx_cq})
+			for (CompletionQueue* cq : {ep->app.tx_cq, ep->app.rx_cq})
 				if (cq)
 					unlink(cq->endpoints, ep);
-			for (Counter* c :
-			     {ep->send_cntr, ep->recv_cntr, ep->read_cntr, ep->write_cntr})
+			for (Counter* c : {ep->app.send_cntr, ep->app.recv_cntr, ep->app.read_cntr,
+					   ep->app.write_cntr})
 				if (c)
 					unlink(c->endpoints, ep);
-			if (ep->av)
-				ep->av->endpoints--;
-			if (ep->eq)
-				ep->eq->bound--;
+			if (ep->app.av)
+				ep->app.av->endpoints--;
+			if (ep->app.eq)
+				ep->app.eq->bound--;
 			delete ep;
 		}
 		domain->children--;
@@ -71,11 +71,11 @@ int bind_ep(fid* f, fid* bfid, uint64_t flags)
 		switch (bfid->fclass) {
 		case FI_CLASS_AV: {
 			auto* av = owner_of<AddressVector>(bfid);
-			if (ep->av)
+			if (ep->app.av)
 				return -FI_EALREADY;
 			if (av->domain != ep->domain)
 				return -FI_EINVAL;
-			ep->av = av;
+			ep->app.av = av;
 			av->endpoints++;
 			return 0;
 		}
@@ -86,12 +86,12 @@ int bind_ep(fid* f, fid* bfid, uint64_t flags)
 			if (flags & ~uint64_t(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION))
 				return -FI_EBADFLAGS;
 			if (flags & FI_TRANSMIT) {
-				ep->tx_cq = cq;
-				ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
+				ep->app.tx_cq = cq;
+				ep->app.tx_selective = flags & FI_SELECTIVE_COMPLETION;
 			}
 			if (flags & FI_RECV) {
-				ep->rx_cq = cq;
-				ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
+				ep->app.rx_cq = cq;
+				ep->app.rx_selective = flags & FI_SELECTIVE_COMPLETION;
 			}
 			add(cq->endpoints, ep);
 			return 0;
@@ -107,21 +107,21 @@ int bind_ep(fid* f, fid* bfid, uint64_t flags)
 				return -FI_EBADFLAGS;
 			}
 			if (flags & FI_SEND)
-				ep->send_cntr = c;
+				ep->app.send_cntr = c;
 			if (flags & FI_RECV)
-				ep->recv_cntr = c;
+				ep->app.recv_cntr = c;
 			if (flags & FI_READ)
-				ep->read_cntr = c;
+				ep->app.read_cntr = c;
 			if (flags & FI_WRITE)
-				ep->write_cntr = c;
+				ep->app.write_cntr = c;
 			add(c->endpoints, ep);
 			return 0;
 		}
 		case FI_CLASS_EQ:
-			if (ep->eq)
+			if (ep->app.eq)
 				return -FI_EINVAL; // one EQ per endpoint
-			ep->eq = owner_of<EventQueue>(bfid);
-			ep->eq->bound++;
+			ep->app.eq = owner_of<EventQueue>(bfid);
+			ep->app.eq->bound++;
 			return 0;
 		default: return -FI_EINVAL;
 		}
@@ -379,7 +379,7 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_eq_open: %s\n", fi_strerror(-ret));
 		return ret;
 	}
-	ep->core_eq.reset(eq);
+	ep->core.eq.reset(eq);
 
 	// No wait object on the core CQ: with one, the tcp core polls its
 	// sockets through the wait set's epoll on every read, and signals a
@@ -395,7 +395,7 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_cq_open: %s\n", fi_strerror(-ret));
 		return ret;
 	}
-	ep->core_cq.reset(cq);
+	ep->core.cq.reset(cq);
 
 	fi_rx_attr rx_attr{};
 	rx_attr.size = cfg.rx_pool_max;
@@ -406,7 +406,7 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_srx_context: %s\n", fi_strerror(-ret));
 		return ret;
 	}
-	ep->srx.reset(srx);
+	ep->core.srx.reset(srx);
 
 	fid_pep* pep = nullptr;
 	InfoPtr listen_info = listener_info(domain->core_info.get(), info);
@@ -415,8 +415,8 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 		RCOLL_WARN(FI_LOG_EP_CTRL, "core fi_passive_ep: %s\n", fi_strerror(-ret));
 		return ret;
 	}
-	ep->pep.reset(pep);
-	if ((ret = fi_pep_bind(pep, &ep->core_eq->fid, 0)) || (ret = fi_listen(pep))) {
+	ep->core.pep.reset(pep);
+	if ((ret = fi_pep_bind(pep, &ep->core.eq->fid, 0)) || (ret = fi_listen(pep))) {
 		RCOLL_WARN(FI_LOG_EP_CTRL, "core listen: %s\n", fi_strerror(-ret));
 		return ret;
 	}
@@ -429,7 +429,7 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	}
 	ep->address.core_len = uint16_t(len);
 
-	ep->registrar = std::make_unique<CoreRegistrar>(core_domain);
+	ep->core.registrar = std::make_unique<CoreRegistrar>(core_domain);
 	proto::ReceivePoolConfig rx;
 	rx.buffer_size = proto::kHeaderSize + cfg.eager_size;
 	rx.buffers_per_chunk = 64;
@@ -437,7 +437,7 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	rx.low_watermark = cfg.rx_low_watermark;
 	rx.max_buffers = cfg.rx_pool_max;
 	ep->rx.buffers = std::make_unique<ReceiveBuffers>(
-		std::make_unique<proto::ReceivePool>(*ep->registrar, rx));
+		std::make_unique<proto::ReceivePool>(*ep->core.registrar, rx));
 	if ((ret = ep->rx.buffers->init()))
 		return ret;
 	proto::BufferPoolConfig tx;
@@ -445,7 +445,7 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	tx.buffers_per_chunk = 64;
 	tx.max_buffers = cfg.tx_pool_size;
 	ep->tx.buffers = std::make_unique<TransmitBuffers>(
-		std::make_unique<proto::TransmitPool>(*ep->registrar, tx));
+		std::make_unique<proto::TransmitPool>(*ep->core.registrar, tx));
 
 	ep->shell.owner = ep.get();
 	ep->shell.fid.fid.fclass = FI_CLASS_EP;
@@ -474,11 +474,11 @@ int Endpoint::enable()
 {
 	if (enabled)
 		return 0;
-	if (!av) {
+	if (!app.av) {
 		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_enable: no address vector bound\n");
 		return -FI_ENOAV;
 	}
-	if (!tx_cq || !rx_cq) {
+	if (!app.tx_cq || !app.rx_cq) {
 		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_enable: bind CQs for FI_TRANSMIT and FI_RECV\n");
 		return -FI_ENOCQ;
 	}
@@ -541,10 +541,10 @@ Endpoint::~Endpoint()
 	}
 	graveyard.clear();
 	coll.reset(); // its scratch registrations, now that no connection writes into them
-	pep.reset();
-	srx.reset();
-	core_cq.reset();
-	core_eq.reset();
+	core.pep.reset();
+	core.srx.reset();
+	core.cq.reset();
+	core.eq.reset();
 	rma_ops.clear();
 	// Messages no receive took: rcoll allocated them (deliver).
 	for (proto::MatchQueue* q : {&rx.msg_queue, &rx.tagged_queue})

@@ -4,8 +4,11 @@
 // al. 2005: receive memory does not grow with peers), one core CQ and EQ,
 // rcoll's tag matching and its rendezvous (Takagi et al. 2013).
 //
-// Its parts: the peers (PeerTable), the receiving and the sending side
-// (ReceiveSide, TransmitSide, each with its bounce buffers).
+// Its parts: what the application bound and where completions go
+// (AppBindings), the core objects it owns (CoreObjects), the peers
+// (PeerTable), the receiving and the sending side (ReceiveSide,
+// TransmitSide, each with its bounce buffers), and the pace of progress
+// (ProgressPace).
 // Its methods live with their job: connections (conn.cpp), sending
 // (send.cpp), core messages (transmit.cpp), receiving (recv.cpp), RMA
 // (rma.cpp), progress and core-completion dispatch (progress.cpp), peer
@@ -69,14 +72,9 @@ struct RxCompletion {
 	bool report = true; // write a CQ entry on success (FI_SELECTIVE_COMPLETION)
 };
 
-struct Endpoint {
-	FidShell<fid_ep, Endpoint> shell;
-	Domain* domain = nullptr;
-	InfoPtr info;
-	uint64_t caps = 0;
-	uint64_t tx_op_flags = 0, rx_op_flags = 0;
-	bool enabled = false;
-
+// What the application bound to the endpoint, and where completions go
+// (completion.cpp).
+struct AppBindings {
 	AddressVector* av = nullptr;
 	CompletionQueue* tx_cq = nullptr;
 	CompletionQueue* rx_cq = nullptr;
@@ -87,26 +85,26 @@ struct Endpoint {
 	Counter* write_cntr = nullptr;
 	EventQueue* eq = nullptr;
 
-	// Core objects; ~Endpoint closes connections before these.
-	FidPtr<fid_eq> core_eq;
-	FidPtr<fid_cq> core_cq;
+	void report_tx(void* context, uint64_t flags, size_t len, int err, bool report,
+		       Counter* cntr);
+	void report_rx(const RxCompletion& c);
+	// The application's address of a peer, when its AV holds one.
+	fi_addr_t source_of(const Peer* peer) const;
+};
+
+// The core objects the endpoint owns besides its connections: its event
+// queue, completion queue, shared receive context and listener, and the
+// registrations of its pools. ~Endpoint closes the connections first.
+struct CoreObjects {
+	FidPtr<fid_eq> eq;
+	FidPtr<fid_cq> cq;
 	FidPtr<fid_ep> srx;
 	FidPtr<fid_pep> pep;
-	EpAddress address{};
-	uint64_t host = 0; // local::host_identity(), told to peers in handshakes
-	// Held while more connected peers run on this host than this process
-	// may use CPUs (see yield_if_crowded).
-	std::optional<CrowdedHost> crowded;
-
-	PeerTable peers;
-	std::vector<FidPtr<fid_ep>> graveyard; // connections to close after this progress round
-
 	std::unique_ptr<CoreRegistrar> registrar;
-	ReceiveSide rx;
-	TransmitSide tx;
-	size_t eager_limit = 0; // of our bounce buffers: told to peers
-	std::vector<std::unique_ptr<RmaOp>> rma_ops;
-	proto::SlotRandom slot_random{0};
+};
+
+// How progress paces its work on the core (progress.cpp, peer_failure.cpp).
+struct ProgressPace {
 	uint64_t core_rounds = 0; // progress calls that drove the core
 	// While only collectives among members on this host are waited for,
 	// the core is read at most once per FI_RCOLL_CORE_POLL_US (core_due()).
@@ -117,6 +115,33 @@ struct Endpoint {
 	bool cm_busy = false; // a connection is being set up: read the core EQ often
 	uint64_t probe_scans = 0;
 	std::chrono::steady_clock::time_point next_probe_scan;
+};
+
+struct Endpoint {
+	FidShell<fid_ep, Endpoint> shell;
+	Domain* domain = nullptr;
+	InfoPtr info;
+	uint64_t caps = 0;
+	uint64_t tx_op_flags = 0, rx_op_flags = 0;
+	bool enabled = false;
+
+	AppBindings app;
+	CoreObjects core;
+	EpAddress address{};
+	uint64_t host = 0; // local::host_identity(), told to peers in handshakes
+	// Held while more connected peers run on this host than this process
+	// may use CPUs (see yield_if_crowded).
+	std::optional<CrowdedHost> crowded;
+
+	PeerTable peers;
+	std::vector<FidPtr<fid_ep>> graveyard; // connections to close after this progress round
+
+	ReceiveSide rx;
+	TransmitSide tx;
+	size_t eager_limit = 0; // of our bounce buffers: told to peers
+	std::vector<std::unique_ptr<RmaOp>> rma_ops;
+	proto::SlotRandom slot_random{0};
+	ProgressPace pace;
 	std::unique_ptr<Collectives> coll; // with FI_COLLECTIVE
 
 	static int open(Domain* domain, fi_info* info, fid_ep** out, void* context);
@@ -227,12 +252,6 @@ struct Endpoint {
 	void schedule_failure(Peer& peer, int err);
 	void settle_failures();
 	void complete_orphans();
-
-	// Completions to the application (completion.cpp).
-	void report_tx(void* context, uint64_t flags, size_t len, int err, bool report,
-		       Counter* cntr);
-	void report_rx(const RxCompletion& c);
-	fi_addr_t source_of(const Peer* peer) const;
 };
 
 // The core finished a chunk of an operation's transfer (err == 0) or failed

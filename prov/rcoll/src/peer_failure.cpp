@@ -27,7 +27,7 @@ namespace rcoll {
 // Stamps every peer an operation waits on with a new scan number, returned.
 uint64_t Endpoint::mark_awaited_peers()
 {
-	const uint64_t scan = ++probe_scans;
+	const uint64_t scan = ++pace.probe_scans;
 	auto mark = [scan](Peer* peer) {
 		if (peer)
 			peer->awaited_in_scan = scan;
@@ -55,10 +55,10 @@ void Endpoint::probe_silent_peers()
 	if (!interval_ms)
 		return;
 	const auto now = std::chrono::steady_clock::now();
-	if (now < next_probe_scan)
+	if (now < pace.next_probe_scan)
 		return;
 	const auto interval = std::chrono::milliseconds(interval_ms);
-	next_probe_scan = now + interval / 4;
+	pace.next_probe_scan = now + interval / 4;
 	const uint64_t scan = mark_awaited_peers();
 	for (const auto& p : peers) {
 		Peer& peer = *p;
@@ -117,7 +117,7 @@ void Endpoint::fail_peer(Peer& peer, int err)
 		graveyard.push_back(std::move(peer.losing));
 	peer.backlog.for_each([&](BufferRecord* r) {
 		if (r->count)
-			report_tx(r->context, r->cq_flags, 0, FI_EIO, true, send_cntr);
+			app.report_tx(r->context, r->cq_flags, 0, FI_EIO, true, app.send_cntr);
 		tx.buffers->release(*r);
 	});
 	peer.backlog.clear();
@@ -192,7 +192,8 @@ void Endpoint::complete_orphans()
 		if (r.in_core && orphaned(r.peer)) {
 			r.in_core = false;
 			if (r.count)
-				report_tx(r.context, r.cq_flags, 0, FI_EIO, true, send_cntr);
+				app.report_tx(r.context, r.cq_flags, 0, FI_EIO, true,
+					      app.send_cntr);
 			tx.buffers->release(r);
 		}
 	});

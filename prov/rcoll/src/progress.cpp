@@ -29,7 +29,7 @@ int Endpoint::progress()
 		// Connection events are rare and every read of the core EQ costs
 		// a system call: read it on each round only while a connection is
 		// being set up, else every kCmPollInterval rounds.
-		if (cm_busy || core_rounds % kCmPollInterval == 0)
+		if (pace.cm_busy || pace.core_rounds % kCmPollInterval == 0)
 			handled += poll_cm();
 		handled += read_core_cq(8);
 		refill_rx();
@@ -43,13 +43,13 @@ int Endpoint::progress()
 				tx.backlogged += !peer->backlog.empty() || !peer->controls.empty();
 			}
 		}
-		if (stalled)
+		if (pace.stalled)
 			retry_stalled();
 		if (!rx.polling.empty())
 			poll_last_bytes();
-		if (core_rounds % kCmPollInterval == 0)
+		if (pace.core_rounds % kCmPollInterval == 0)
 			probe_silent_peers(); // reads the clock: not on every round
-		if (++core_rounds % 1024 == 0)
+		if (++pace.core_rounds % 1024 == 0)
 			check_connect_timeouts();
 	}
 	if (coll)
@@ -69,31 +69,31 @@ int Endpoint::progress()
 // endpoint itself started through the core is driven on every call.
 bool Endpoint::core_due()
 {
-	const bool wanted = cm_busy || tx.backlogged || stalled || tx.sends.live() ||
+	const bool wanted = pace.cm_busy || tx.backlogged || pace.stalled || tx.sends.live() ||
 			    rx.recvs.live() || !rma_ops.empty() || !rx.polling.empty() ||
 			    !failing.empty() || !graveyard.empty() || !tx.buffers->all_free() ||
 			    !coll || !coll->waits_only_on_host();
 	if (wanted) {
-		core_deferred = false;
+		pace.core_deferred = false;
 		return true;
 	}
-	if (!core_deferred) {
+	if (!pace.core_deferred) {
 		// The core was read by the previous call: the next round is due
 		// one interval later.
-		core_deferred = true;
-		deferred_calls = 0;
-		next_core_round =
+		pace.core_deferred = true;
+		pace.deferred_calls = 0;
+		pace.next_core_round =
 			CoarseClock::now() + std::chrono::microseconds(config().core_poll_us);
 		return false;
 	}
 	// Even the coarse clock costs a sub-microsecond collective something:
 	// it is read every kDeferredClockCalls calls.
-	if (++deferred_calls % kDeferredClockCalls != 0)
+	if (++pace.deferred_calls % kDeferredClockCalls != 0)
 		return false;
 	const auto now = CoarseClock::now();
-	if (now < next_core_round)
+	if (now < pace.next_core_round)
 		return false;
-	next_core_round = now + std::chrono::microseconds(config().core_poll_us);
+	pace.next_core_round = now + std::chrono::microseconds(config().core_poll_us);
 	return true;
 }
 
@@ -104,7 +104,7 @@ int Endpoint::read_core_cq(int rounds)
 	int handled = 0;
 	fi_cq_data_entry batch[kCompletionBatch];
 	for (int round = 0; round < rounds; round++) {
-		ssize_t ret = fi_cq_read(core_cq.get(), batch, kCompletionBatch);
+		ssize_t ret = fi_cq_read(core.cq.get(), batch, kCompletionBatch);
 		if (ret > 0) {
 			for (ssize_t i = 0; i < ret; i++)
 				on_core_completion(batch[i]);
@@ -116,7 +116,7 @@ int Endpoint::read_core_cq(int rounds)
 				break;
 		} else if (ret == -FI_EAVAIL) {
 			fi_cq_err_entry err{};
-			if (fi_cq_readerr(core_cq.get(), &err, 0) <= 0)
+			if (fi_cq_readerr(core.cq.get(), &err, 0) <= 0)
 				break;
 			on_core_error(err);
 			handled++;
@@ -170,7 +170,7 @@ ssize_t Endpoint::post_chunk(Peer& peer, ChunkedRma& transfer, CoreContext& cc)
 	}
 	ssize_t ret = transfer.post_next(peer.conn.get(), &cc.space, config().rma_chunk);
 	if (ret == -FI_EAGAIN)
-		stalled++;
+		pace.stalled++;
 	else if (ret)
 		RCOLL_WARN(FI_LOG_EP_DATA, "core %s: %s\n", transfer.write ? "write" : "read",
 			   fi_strerror(int(-ret)));
@@ -207,9 +207,9 @@ void Endpoint::on_receive(BufferRecord* r, size_t len)
 	case Opcode::WriteData:
 		// The fi_writedata before this message has landed (same connection,
 		// in order): the target's completion carries the data.
-		report_rx({.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA,
-			   .data = m.header.cq_data,
-			   .src = source_of(peer)});
+		app.report_rx({.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA,
+			       .data = m.header.cq_data,
+			       .src = app.source_of(peer)});
 		break;
 	case Opcode::Probe: break; // counted above; its sender only wanted our kernel's ACK
 	case Opcode::ReadDone: on_read_done(*peer, std::get<proto::ReadDoneBody>(m.body)); break;
@@ -232,7 +232,7 @@ void Endpoint::on_remote_write(uint64_t data)
 // Core operations the core refused with -FI_EAGAIN.
 void Endpoint::retry_stalled()
 {
-	stalled = 0;
+	pace.stalled = 0;
 	tx.sends.for_each([&](SendOp& op) {
 		if (op.transfer.retry)
 			issue_chunk(op);

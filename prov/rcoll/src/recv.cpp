@@ -36,8 +36,8 @@ void Endpoint::refill_rx()
 		if (!r)
 			return;
 		proto::BounceBuffer* b = r->buffer;
-		ssize_t ret = fi_recv(srx.get(), b->data(), b->size(), b->desc(), FI_ADDR_UNSPEC,
-				      &r->cc.space);
+		ssize_t ret = fi_recv(core.srx.get(), b->data(), b->size(), b->desc(),
+				      FI_ADDR_UNSPEC, &r->cc.space);
 		if (ret) {
 			rx.buffers->post_failed(*r);
 			if (ret != -FI_EAGAIN)
@@ -72,7 +72,7 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 		return -FI_EINVAL;
 	uint64_t source = proto::kAnySource;
 	if (src != FI_ADDR_UNSPEC && (caps & FI_DIRECTED_RECV)) {
-		const EpAddress* a = av ? av->lookup(src) : nullptr;
+		const EpAddress* a = app.av ? app.av->lookup(src) : nullptr;
 		if (!a) {
 			RCOLL_WARN(FI_LOG_EP_DATA,
 				   "receive from fi_addr %llu, not in the address vector\n",
@@ -83,17 +83,17 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 	}
 	const bool tagged = flags & FI_TAGGED;
 	proto::MatchQueue& queue = rx.queue_for(flags);
-	const bool report = !rx_selective || (flags & FI_COMPLETION);
+	const bool report = !app.rx_selective || (flags & FI_COMPLETION);
 
 	if (tagged && (flags & FI_PEEK)) {
 		Unexpected* u = nullptr;
 		if (auto* m = queue.peek(source, tag, ignore))
 			u = static_cast<Unexpected*>(m->context);
 		if (!u) {
-			report_rx({.context = context,
-				   .flags = FI_RECV | FI_TAGGED,
-				   .tag = tag,
-				   .err = FI_ENOMSG});
+			app.report_rx({.context = context,
+				       .flags = FI_RECV | FI_TAGGED,
+				       .tag = tag,
+				       .err = FI_ENOMSG});
 			return 0;
 		}
 		// FI_CLAIM keeps the message for the FI_CLAIM receive that follows;
@@ -102,12 +102,12 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 			queue.claim(u->match);
 		if ((flags & FI_CLAIM) && !(flags & FI_DISCARD) && context)
 			static_cast<fi_context*>(context)->internal[0] = u;
-		report_rx({.context = context,
-			   .flags = completion_flags(u->header),
-			   .len = u->header.size,
-			   .data = u->header.cq_data,
-			   .tag = u->header.tag,
-			   .src = source_of(u->peer)});
+		app.report_rx({.context = context,
+			       .flags = completion_flags(u->header),
+			       .len = u->header.size,
+			       .data = u->header.cq_data,
+			       .tag = u->header.tag,
+			       .src = app.source_of(u->peer)});
 		if (flags & FI_DISCARD)
 			discard_unexpected(u);
 		return 0;
@@ -139,12 +139,12 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 			return -FI_EINVAL;
 		}
 		if (flags & FI_DISCARD) {
-			report_rx({.context = context,
-				   .flags = completion_flags(u->header),
-				   .data = u->header.cq_data,
-				   .tag = u->header.tag,
-				   .src = source_of(u->peer),
-				   .report = report});
+			app.report_rx({.context = context,
+				       .flags = completion_flags(u->header),
+				       .data = u->header.cq_data,
+				       .tag = u->header.tag,
+				       .src = app.source_of(u->peer),
+				       .report = report});
 			discard_unexpected(u);
 			rx.recvs.destroy(id);
 			return 0;
@@ -175,12 +175,12 @@ void Endpoint::match_unexpected(RecvOp& op, Unexpected* u)
 		complete_eager(op, u->peer, u->header, u->payload.data(), u->payload.size());
 	} else if (u->peer->state == Peer::State::failed || u->peer_failures != u->peer->failures) {
 		// Its sender's connection ended since: no one can serve the request.
-		report_rx({.context = op.context,
-			   .flags = op.flags,
-			   .buf = op.buf,
-			   .tag = u->header.tag,
-			   .src = source_of(u->peer),
-			   .err = FI_EIO});
+		app.report_rx({.context = op.context,
+			       .flags = op.flags,
+			       .buf = op.buf,
+			       .tag = u->header.tag,
+			       .src = app.source_of(u->peer),
+			       .err = FI_EIO});
 		rx.recvs.destroy(op.id);
 	} else {
 		start_rendezvous_recv(op, *u->peer, u->header, u->rts);
@@ -239,24 +239,24 @@ void Endpoint::complete_eager(RecvOp& op, Peer* peer, const MsgHeader& h, const 
 		memcpy(op.buf, data, n);
 	const uint64_t cflags = completion_flags(h);
 	if (size > op.len)
-		report_rx({.context = op.context,
-			   .flags = cflags,
-			   .len = n,
-			   .buf = op.buf,
-			   .data = h.cq_data,
-			   .tag = h.tag,
-			   .src = source_of(peer),
-			   .err = FI_ETRUNC,
-			   .olen = size - op.len});
+		app.report_rx({.context = op.context,
+			       .flags = cflags,
+			       .len = n,
+			       .buf = op.buf,
+			       .data = h.cq_data,
+			       .tag = h.tag,
+			       .src = app.source_of(peer),
+			       .err = FI_ETRUNC,
+			       .olen = size - op.len});
 	else
-		report_rx({.context = op.context,
-			   .flags = cflags,
-			   .len = n,
-			   .buf = op.buf,
-			   .data = h.cq_data,
-			   .tag = h.tag,
-			   .src = source_of(peer),
-			   .report = op.report});
+		app.report_rx({.context = op.context,
+			       .flags = cflags,
+			       .len = n,
+			       .buf = op.buf,
+			       .data = h.cq_data,
+			       .tag = h.tag,
+			       .src = app.source_of(peer),
+			       .report = op.report});
 	rx.recvs.destroy(op.id);
 }
 
@@ -274,13 +274,13 @@ void Endpoint::start_rendezvous_recv(RecvOp& op, Peer& peer, const MsgHeader& h,
 		int ret = op.own_mr.reg(domain->core.get(), op.buf, transfer,
 					FI_READ | FI_REMOTE_WRITE);
 		if (ret) {
-			report_rx({.context = op.context,
-				   .flags = completion_flags(h),
-				   .buf = op.buf,
-				   .data = h.cq_data,
-				   .tag = h.tag,
-				   .src = source_of(&peer),
-				   .err = -ret});
+			app.report_rx({.context = op.context,
+				       .flags = completion_flags(h),
+				       .buf = op.buf,
+				       .data = h.cq_data,
+				       .tag = h.tag,
+				       .src = app.source_of(&peer),
+				       .err = -ret});
 			rx.recvs.destroy(op.id);
 			return;
 		}
@@ -327,16 +327,16 @@ void Endpoint::run_recv_actions(RecvOp& op, const proto::Actions& actions)
 			size_t olen = c->outcome == proto::Outcome::Truncated
 					      ? size_t(c->message_length - c->transferred)
 					      : 0;
-			report_rx({.context = op.context,
-				   .flags = completion_flags(h),
-				   .len = size_t(c->transferred),
-				   .buf = op.buf,
-				   .data = h.cq_data,
-				   .tag = h.tag,
-				   .src = source_of(op.peer),
-				   .err = err,
-				   .olen = olen,
-				   .report = op.report});
+			app.report_rx({.context = op.context,
+				       .flags = completion_flags(h),
+				       .len = size_t(c->transferred),
+				       .buf = op.buf,
+				       .data = h.cq_data,
+				       .tag = h.tag,
+				       .src = app.source_of(op.peer),
+				       .err = err,
+				       .olen = olen,
+				       .report = op.report});
 			rx.recvs.destroy(op.id);
 			return; // op is gone
 		} else if (auto* v = std::get_if<proto::action::Violation>(&a)) {
@@ -457,11 +457,11 @@ void Endpoint::poll_last_bytes()
 
 void Endpoint::fail_receive(RecvOp& op)
 {
-	report_rx({.context = op.context,
-		   .flags = op.flags,
-		   .buf = op.buf,
-		   .tag = op.tag,
-		   .err = FI_EIO});
+	app.report_rx({.context = op.context,
+		       .flags = op.flags,
+		       .buf = op.buf,
+		       .tag = op.tag,
+		       .err = FI_EIO});
 	rx.recvs.destroy(op.id);
 }
 
@@ -472,11 +472,11 @@ ssize_t Endpoint::cancel(void* context)
 	for (proto::MatchQueue* q : {&rx.msg_queue, &rx.tagged_queue}) {
 		if (proto::PostedReceive* pr = q->cancel(context)) {
 			auto& op = *static_cast<RecvOp*>(pr);
-			report_rx({.context = op.context,
-				   .flags = op.flags,
-				   .buf = op.buf,
-				   .tag = op.tag,
-				   .err = FI_ECANCELED});
+			app.report_rx({.context = op.context,
+				       .flags = op.flags,
+				       .buf = op.buf,
+				       .tag = op.tag,
+				       .err = FI_ECANCELED});
 			rx.recvs.destroy(op.id);
 			return 0;
 		}

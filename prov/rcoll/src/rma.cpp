@@ -28,7 +28,7 @@ ssize_t Endpoint::rma(bool write, const void* buf, size_t len, void* desc, fi_ad
 	auto op = std::make_unique<RmaOp>();
 	op->context = context;
 	op->flags = (write ? FI_WRITE : FI_READ) | FI_RMA | (flags & FI_REMOTE_CQ_DATA);
-	op->report = !(flags & kNoCompletion) && (!tx_selective || (flags & FI_COMPLETION));
+	op->report = !(flags & kNoCompletion) && (!app.tx_selective || (flags & FI_COMPLETION));
 	op->peer = peer;
 	op->data = data;
 	ChunkedRma& t = op->transfer;
@@ -95,8 +95,8 @@ void Endpoint::on_chunk_done(RmaOp& op, int err)
 		if (ret)
 			err = int(-ret);
 	}
-	report_tx(op.context, op.flags & ~uint64_t(FI_REMOTE_CQ_DATA), op.transfer.length, err,
-		  op.report, op.transfer.write ? write_cntr : read_cntr);
+	app.report_tx(op.context, op.flags & ~uint64_t(FI_REMOTE_CQ_DATA), op.transfer.length, err,
+		      op.report, op.transfer.write ? app.write_cntr : app.read_cntr);
 	for (auto it = rma_ops.begin(); it != rma_ops.end(); ++it) {
 		if (it->get() == &op) {
 			rma_ops.erase(it);

@@ -59,7 +59,8 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 	h.tag = (flags & FI_TAGGED) ? tag : 0;
 	h.cq_data = (flags & FI_REMOTE_CQ_DATA) ? data : 0;
 	const uint64_t cq_flags = FI_SEND | (flags & (FI_TAGGED | FI_MSG));
-	const bool report = !(flags & kNoCompletion) && (!tx_selective || (flags & FI_COMPLETION));
+	const bool report =
+		!(flags & kNoCompletion) && (!app.tx_selective || (flags & FI_COMPLETION));
 
 	if (len <= limit) {
 		BufferRecord* r = tx.buffers->take();
@@ -157,8 +158,8 @@ ssize_t Endpoint::run_send_actions(SendOp& op, const proto::Actions& actions)
 			h.opcode = Opcode::Fin;
 			send_control(*op.peer, h, fin->body);
 		} else if (auto* done = std::get_if<proto::action::Complete>(&a)) {
-			report_tx(op.context, op.flags, op.len, outcome_errno(done->outcome),
-				  op.report, send_cntr);
+			app.report_tx(op.context, op.flags, op.len, outcome_errno(done->outcome),
+				      op.report, app.send_cntr);
 			tx.sends.destroy(op.cookie);
 			return 0; // op is gone
 		} else if (auto* v = std::get_if<proto::action::Violation>(&a)) {

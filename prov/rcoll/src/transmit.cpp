@@ -21,8 +21,8 @@ void BufferRecord::finish_send(Endpoint& ep, void* owner, const CoreEvent& event
 	if (!event.err && peer)
 		peer->injects.prove(r->proves);
 	if (r->count)
-		ep.report_tx(r->context, r->cq_flags, event.err ? 0 : r->header.size, event.err,
-			     event.err || r->report, ep.send_cntr);
+		ep.app.report_tx(r->context, r->cq_flags, event.err ? 0 : r->header.size, event.err,
+				 event.err || r->report, ep.app.send_cntr);
 	ep.tx.buffers->release(*r);
 	if (event.err)
 		ep.fail_connection_of(peer, event.err);
@@ -77,8 +77,8 @@ ssize_t Endpoint::transmit(Peer& peer, BufferRecord* r)
 		if (ret == 0) {
 			peer.injects.posted++;
 			if (r->count)
-				report_tx(r->context, r->cq_flags, r->header.size, 0, r->report,
-					  send_cntr);
+				app.report_tx(r->context, r->cq_flags, r->header.size, 0, r->report,
+					      app.send_cntr);
 			tx.buffers->release(*r);
 			return 0;
 		}
@@ -104,7 +104,7 @@ void Endpoint::flush_backlog(Peer& peer)
 			RCOLL_WARN(FI_LOG_EP_DATA,
 				   "eager message of %llu bytes above the peer's limit %u\n",
 				   (unsigned long long)r->header.size, peer.eager_limit);
-			report_tx(r->context, r->cq_flags, 0, FI_EMSGSIZE, true, send_cntr);
+			app.report_tx(r->context, r->cq_flags, 0, FI_EMSGSIZE, true, app.send_cntr);
 			tx.buffers->release(*r);
 			continue;
 		}
@@ -114,8 +114,8 @@ void Endpoint::flush_backlog(Peer& peer)
 		peer.backlog.pop_front();
 		if (ret) {
 			RCOLL_WARN(FI_LOG_EP_DATA, "core send: %s\n", fi_strerror(int(-ret)));
-			report_tx(r->context, r->cq_flags, 0, int(-ret), true,
-				  r->count ? send_cntr : nullptr);
+			app.report_tx(r->context, r->cq_flags, 0, int(-ret), true,
+				      r->count ? app.send_cntr : nullptr);
 			tx.buffers->release(*r);
 			schedule_failure(peer, int(ret));
 			return;
