@@ -15,6 +15,7 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -367,6 +368,40 @@ Test(glue, core_refuses_posts)
 	World w(2);
 	fake_core::plan().refuse = [](const fake_core::Transfer& t) { return t.ordinal % 3 != 0; };
 	exchange(w, 0, 1, 2, 22);
+	// Now one message at a time, on idle connections: each send, and each
+	// control message of a rendezvous, meets the refusal itself instead of
+	// queueing behind others.
+	for (int i = 0; i < 24; i++) {
+		const int from = i % 2, to = 1 - from;
+		const size_t len = std::array<size_t, 3>{8, 3000, 70000}[i % 3];
+		std::vector<uint8_t> out = payload(200 + i, len), in(len);
+		int send_ctx = 0, recv_ctx = 0;
+		Node &src = w.nodes[from], &dst = w.nodes[to];
+		src.done.erase(&send_ctx); // the same addresses served the last message
+		dst.done.erase(&recv_ctx);
+		CHECK(fi_trecv(dst.ep, in.data(), len, nullptr,
+			       i % 4 < 2 ? dst.addr[from] : FI_ADDR_UNSPEC, 7, 0, &recv_ctx));
+		ssize_t ret;
+		while ((ret = fi_tsend(src.ep, out.data(), len, nullptr, src.addr[to], 7,
+				       &send_ctx)) == -FI_EAGAIN)
+			w.progress();
+		cr_assert_eq(ret, 0, "fi_tsend: %s", fi_strerror(int(-ret)));
+		cr_assert(w.run_until([&] {
+			return w.completions(from, &send_ctx) && w.completions(to, &recv_ctx);
+		}),
+			  "message %d (%zu B, %d to %d) never completed (send %zu, receive %zu)", i,
+			  len, from, to, w.completions(from, &send_ctx),
+			  w.completions(to, &recv_ctx));
+		size_t bad = 0;
+		while (bad < len && in[bad] == out[bad])
+			bad++;
+		size_t bad_end = bad;
+		while (bad_end < len && in[bad_end] != out[bad_end])
+			bad_end++;
+		cr_assert(bad == len,
+			  "message %d (%zu B, %d to %d): wrong data from byte %zu to %zu", i, len,
+			  from, to, bad, bad_end);
+	}
 	cr_assert_gt(fake_core::stats().refused, 50u);
 }
 

@@ -238,25 +238,19 @@ void Endpoint::complete_eager(RecvOp& op, Peer* peer, const MsgHeader& h, const 
 	if (n)
 		memcpy(op.buf, data, n);
 	const uint64_t cflags = completion_flags(h);
-	if (size > op.len)
-		app.report_rx({.context = op.context,
-			       .flags = cflags,
-			       .len = n,
-			       .buf = op.buf,
-			       .data = h.cq_data,
-			       .tag = h.tag,
-			       .src = app.source_of(peer),
-			       .err = FI_ETRUNC,
-			       .olen = size - op.len});
-	else
-		app.report_rx({.context = op.context,
-			       .flags = cflags,
-			       .len = n,
-			       .buf = op.buf,
-			       .data = h.cq_data,
-			       .tag = h.tag,
-			       .src = app.source_of(peer),
-			       .report = op.report});
+	RxCompletion c{.context = op.context,
+		       .flags = cflags,
+		       .len = n,
+		       .buf = op.buf,
+		       .data = h.cq_data,
+		       .tag = h.tag,
+		       .src = app.source_of(peer),
+		       .report = op.report};
+	if (size > op.len) {
+		c.err = FI_ETRUNC; // an error is always reported
+		c.olen = size - op.len;
+	}
+	app.report_rx(c);
 	rx.recvs.destroy(op.id);
 }
 
