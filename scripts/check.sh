@@ -4,7 +4,8 @@
 # runs the whole test suite (`make check`: Criterion unit tests, multi-process
 # runs on loopback and in network namespaces, libfabric's fabtests, Open MPI
 # and MPICH over rcoll), then the unit and multi-process suites again under
-# ASan and UBSan (scripts/sanitize.sh), fuzzes every parser a peer reaches
+# ASan and UBSan (scripts/sanitize.sh), builds libfabric 1.17 with rcoll's
+# drop-in (make check-dropin), fuzzes every parser a peer reaches
 # for a bounded time (scripts/fuzz.sh), and prints every runner's summary
 # and the time of each phase. CI runs this on a fresh clone (2 cores, 90 minutes).
 set -uo pipefail
@@ -41,6 +42,8 @@ phase "make check" make -j2 check
 status=$?
 # The same code under ASan and UBSan, in its own tree.
 phase "sanitizers (ASan+UBSan, TSan)" "$top/scripts/sanitize.sh" || status=1
+# rcoll's drop-in built inside libfabric 1.17's own tree (dl and built in).
+phase "libfabric drop-in (dl, yes)" make check-dropin || status=1
 # The network-namespace suite with packet loss and a rate limit between hosts.
 phase "network faults (1%, 5% loss)" make -j2 check-faults || status=1
 # Every parser a peer reaches, under libFuzzer, from the seed corpus.

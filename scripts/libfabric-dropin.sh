@@ -41,7 +41,7 @@ lf=$(cd "$lf" && pwd)
 
 # The provider's files: exactly those the drop-in's Makefile.include builds
 # or distributes.
-files=$(grep -o 'prov/rcoll/[A-Za-z0-9_./-]*' "$dropin/Makefile.include" | sort -u)
+files=$(grep -v '^#' "$dropin/Makefile.include" | grep -o 'prov/rcoll/[A-Za-z0-9_./-]*' | sort -u)
 rm -rf "$lf/prov/rcoll"
 for f in $files; do
 	install -D -m 644 "$top/$f" "$lf/$f"
