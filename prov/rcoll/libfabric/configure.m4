@@ -17,12 +17,14 @@ dnl libtool's CXX tag are set up on every configure, rcoll enabled or not:
 dnl automake's C++ rules and their dependency-tracking conditional
 dnl (am__fastdepCXX) must be defined unconditionally, or config.status
 dnl fails when rcoll is disabled. It only looks for a compiler; the C
-dnl providers are untouched. LT_LANG comes first: AC_PROG_CXX, required
-dnl (hence expanded before FI_PROVIDER_SETUP([rcoll])), then finds the tag
-dnl enabled and is expanded once. autogen.sh still warns "LT_OUTPUT was
-dnl called before LT_LANG": libfabric's configure.ac writes an early libtool
-dnl script (LT_OUTPUT) right after LT_INIT, without the CXX tag; the libtool
-dnl that config.status writes at the end, which the build uses, has it.
+dnl providers are untouched. AC_REQUIRE puts the compiler search before
+dnl FI_PROVIDER_SETUP([rcoll]) in configure; LT_LANG([C++]) comes first,
+dnl since in the other order autoconf warns that AC_PROG_CXX "was expanded
+dnl before it was required" and expands it twice. autogen.sh still warns
+dnl "LT_OUTPUT was called before LT_LANG": libfabric's configure.ac writes
+dnl an early libtool script (LT_OUTPUT) right after LT_INIT, without the CXX
+dnl tag; the libtool that config.status writes at the end, which the build
+dnl uses, has it.
 dnl
 dnl Shell variable outputs (AC_SUBST):
 dnl
