@@ -6,7 +6,8 @@
 # and MPICH over rcoll), then the unit and multi-process suites again under
 # ASan and UBSan (scripts/sanitize.sh), builds the Debian packages and RPMs
 # and, as root, installs, uses and purges the Debian packages (make
-# check-packages), fuzzes every parser a peer reaches for a bounded time
+# check-packages), builds libfabric 1.17 with rcoll's drop-in (make
+# check-dropin), fuzzes every parser a peer reaches for a bounded time
 # (scripts/fuzz.sh), and prints every runner's summary and the time of each
 # phase. CI runs this on a fresh clone (2 cores, 90 minutes).
 set -uo pipefail
@@ -45,6 +46,8 @@ status=$?
 phase "glue mutants (5)" "$top/test/glue/mutants.sh" || status=1
 # The same code under ASan and UBSan, in its own tree.
 phase "sanitizers (ASan+UBSan, TSan)" "$top/scripts/sanitize.sh" || status=1
+# rcoll's drop-in built inside libfabric 1.17's own tree (dl and built in).
+phase "libfabric drop-in (dl, yes)" make check-dropin || status=1
 # The network-namespace suite with packet loss and a rate limit between hosts.
 phase "network faults (1%, 5% loss)" make -j2 check-faults || status=1
 # The Debian packages and RPMs, built from the tarball; as root, installed,

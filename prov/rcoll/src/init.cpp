@@ -36,7 +36,16 @@ struct fi_provider rcoll_prov = {
 	.cleanup = rcoll_cleanup,
 };
 
+// As a loadable provider (librcoll-fi.so) the entry point is fi_prov_ini,
+// which libfabric looks up by name in the library. Built into libfabric
+// itself (libfabric's --enable-rcoll=yes, see prov/rcoll/libfabric/) it is
+// fi_rcoll_ini, which libfabric's core calls through RCOLL_INIT
+// (include/ofi_prov.h).
+#ifdef RCOLL_BUILTIN
+struct fi_provider* fi_rcoll_ini(void)
+#else
 __attribute__((visibility("default"))) struct fi_provider* fi_prov_ini(void)
+#endif
 {
 	rcoll::define_params();
 	return &rcoll_prov;
