@@ -45,12 +45,13 @@ apt() { DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -y -q 
 root=0
 [ "$(id -u)" -eq 0 ] && root=1
 if [ "$root" -eq 1 ]; then
+	# A run killed before its cleanup (a CI time limit) leaves them behind;
+	# they are this test's to install and purge.
 	for p in "${debs[@]}"; do
 		if installed "$p"; then
-			fail "$p is installed already: this test installs and purges the packages" \
-				"itself (apt-get purge ${debs[*]})"
-			finish
-			exit 1
+			echo "# $p is installed already (a run that did not finish?): purging it first"
+			apt purge "${debs[@]}" >/dev/null 2>&1 || true
+			break
 		fi
 	done
 fi

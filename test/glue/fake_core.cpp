@@ -310,8 +310,9 @@ Outcome deliver(WireOp& op, std::vector<std::pair<Cq*, CqEntry>>& local)
 		Posted p = to->srx->posted.front();
 		to->srx->posted.pop_front();
 		if (op.info.len > p.len) {
-			to->cq->entries.push_back(
-				error_entry(p.context, FI_RECV | FI_MSG, FI_ETRUNC));
+			if (to->cq)
+				to->cq->entries.push_back(
+					error_entry(p.context, FI_RECV | FI_MSG, FI_ETRUNC));
 			break_connection(op.from);
 			break;
 		}
@@ -821,6 +822,15 @@ int close_pep(fid* f)
 {
 	Pep* pep = self<Pep>(f);
 	net().listeners.erase(pep);
+	// Requests not taken yet go with it (their connectors wait in vain, as
+	// for a listener that closed without answering).
+	if (pep->eq)
+		std::erase_if(pep->eq->events, [&](EqEvent& ev) {
+			if (ev.fid != &pep->fid)
+				return false;
+			fi_freeinfo(ev.info);
+			return true;
+		});
 	for (ConnReq* req : net().requests)
 		if (req->to == pep)
 			req->to = nullptr;

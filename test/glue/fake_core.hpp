@@ -8,9 +8,10 @@
 // keys and virtual addresses, local descriptors checked like verbs' lkeys,
 // 4-byte CQ data, an iov limit of 4; and tcp's behaviour where rcoll relies
 // on it: a send waits for a posted shared receive and keeps its connection's
-// order, a write's immediate consumes no receive, data moves only while
-// some CQ or EQ is read, a bad remote access or an overlong message ends the
-// connection (FI_SHUTDOWN on both sides).
+// order, a write's immediate consumes no receive (verbs' does: not
+// modelled), data moves only while some CQ or EQ of the process is read
+// (tcp: the target's own), a bad remote access or an overlong message ends
+// the connection (FI_SHUTDOWN on both sides).
 #pragma once
 
 #include <cstddef>

@@ -61,7 +61,7 @@ EOF
 		failed=$((failed + 1))
 	else
 		why=$(grep -A2 -m1 -E 'Assertion Failed|Timed out|signal' "$work/$name.log" |
-			grep -vE '^\[----\] *$|Assertion Failed' | head -1 | sed 's/^\[----\] *//')
+			grep -vE '^\[----\] *$|Assertion Failed' | head -1 | sed 's/^\[----\] *//' || true)
 		echo "PASS: mutant $name: caught by glue/$test (${why:-failed})"
 		passed=$((passed + 1))
 	fi

@@ -87,10 +87,24 @@ InfoPtr core_getinfo(const char* node, const char* service, uint64_t flags,
 		if (ret == -FI_ENODATA)
 			ret = fi_getinfo(core_version, node, service, core_flags | kHiddenCoreFlag,
 					 hints.get(), &found);
+		if (ret == FI_SUCCESS && found && found->domain_attr &&
+		    found->domain_attr->cq_data_size < kCqDataSize) {
+			RCOLL_WARN(FI_LOG_CORE,
+				   "core %s: %zu bytes of remote CQ data, rcoll needs %zu\n",
+				   prov.c_str(), found->domain_attr->cq_data_size, kCqDataSize);
+			fi_freeinfo(found);
+			continue;
+		}
 		if (ret == FI_SUCCESS && found)
 			return InfoPtr(found);
 		RCOLL_DBG(FI_LOG_CORE, "core %s: %s\n", prov.c_str(), fi_strerror(-ret));
 	}
+	// Named by the user, it must exist: say so rather than vanish from fi_info.
+	if (config().core != "auto")
+		RCOLL_WARN(FI_LOG_CORE,
+			   "FI_RCOLL_CORE=%s found no core endpoint%s%s: is it a provider with "
+			   "FI_EP_MSG endpoints, RMA and a shared receive context?\n",
+			   config().core.c_str(), node ? " for " : "", node ? node : "");
 	return nullptr;
 }
 
