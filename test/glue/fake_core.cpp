@@ -754,6 +754,19 @@ fi_ops fid_ops = {
 	.ops_set = no_ops_set,
 };
 
+// A closed fid's events go with it, as libfabric's own EQs drop them.
+void drop_events(Eq* eq, const fid* f)
+{
+	if (!eq)
+		return;
+	std::erase_if(eq->events, [&](EqEvent& ev) {
+		if (ev.fid != f)
+			return false;
+		fi_freeinfo(ev.info);
+		return true;
+	});
+}
+
 int close_ep(fid* f)
 {
 	Net& n = net();
@@ -782,14 +795,7 @@ int close_ep(fid* f)
 	for (ConnReq* req : n.requests)
 		if (req->from == ep)
 			req->from = nullptr;
-	// Its events go with it, as libfabric's own EQs drop a closed fid's.
-	if (ep->eq)
-		std::erase_if(ep->eq->events, [&](EqEvent& ev) {
-			if (ev.fid != &ep->fid)
-				return false;
-			fi_freeinfo(ev.info);
-			return true;
-		});
+	drop_events(ep->eq, &ep->fid);
 	if (ep->request) {
 		n.requests.erase(ep->request);
 		delete ep->request;
@@ -824,13 +830,7 @@ int close_pep(fid* f)
 	net().listeners.erase(pep);
 	// Requests not taken yet go with it (their connectors wait in vain, as
 	// for a listener that closed without answering).
-	if (pep->eq)
-		std::erase_if(pep->eq->events, [&](EqEvent& ev) {
-			if (ev.fid != &pep->fid)
-				return false;
-			fi_freeinfo(ev.info);
-			return true;
-		});
+	drop_events(pep->eq, &pep->fid);
 	for (ConnReq* req : net().requests)
 		if (req->to == pep)
 			req->to = nullptr;
