@@ -65,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 	Input in(data, size);
 	std::vector<std::byte> payload(in.byte() * 97u), buffer(in.byte() * 89u);
 	RendezvousSender sender(in.u64(), payload, RemoteBuffer{in.u64(), in.u64()});
-	RendezvousReceiver receiver(uint32_t(in.u64() & kMaxImmediateId), buffer,
+	RendezvousReceiver receiver(uint32_t(in.u64()), buffer,
 				    RemoteBuffer{in.u64(), in.u64()});
 	SlotRandom random(in.u64());
 	Watch send{payload.size()}, recv{buffer.size()};
@@ -77,8 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 			cts.sender_cookie = in.byte() & 1 ? sender.cookie() : in.u64();
 			cts.receiver_op_id = uint32_t(in.u64());
 			cts.slot_value = in.byte();
-			cts.mode = in.byte() & 1 ? CompletionMode::PollLastByte
-						 : CompletionMode::Immediate;
+			cts.mode = in.byte() & 1 ? CompletionMode::PollLastByte : CompletionMode::Fin;
 			cts.addr = in.u64();
 			cts.key = in.u64();
 			cts.transfer_length = in.length();
@@ -98,12 +97,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 			const uint64_t message_length = in.length();
 			const auto path = in.byte() & 1 ? RendezvousReceiver::Path::Put
 							: RendezvousReceiver::Path::Get;
-			const auto mode = in.byte() & 1 ? CompletionMode::PollLastByte
-							: CompletionMode::Immediate;
+			const auto mode =
+				in.byte() & 1 ? CompletionMode::PollLastByte : CompletionMode::Fin;
 			recv.check(receiver.on_rts(rts, message_length, path, mode, random));
 			break;
 		}
-		case 7: recv.check(receiver.on_immediate()); break;
+		case 7:
+			// The FIN behind a write (FIN mode).
+			recv.check(receiver.on_fin(
+				FinBody{receiver.op_id(), FinReason::Written, in.length()}));
+			break;
 		case 8:
 			// The peer's write landing: any byte anywhere in the buffer.
 			if (!buffer.empty())
@@ -113,7 +116,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 		case 9: {
 			FinBody fin;
 			fin.receiver_op_id = in.byte() & 1 ? receiver.op_id() : uint32_t(in.u64());
-			fin.reason = FinReason::Collision;
+			fin.reason = in.byte() & 1 ? FinReason::Collision : FinReason::Written;
 			fin.sender_length = in.length();
 			recv.check(receiver.on_fin(fin));
 			break;

@@ -77,6 +77,7 @@ int main()
 	write("wire", "cts", control(cts, 1));
 	write("wire", "fin", control(FinBody{5, FinReason::Collision, 4096}, 1));
 	write("wire", "read_done", control(ReadDoneBody{9}, 1));
+	write("wire", "arrival", control(ArrivalBody{2, 17, 1, 256}, 1));
 	for (HandshakeKind kind : {HandshakeKind::Request, HandshakeKind::Accept}) {
 		Handshake hs{
 			kind,  0x1122334455667788, 4,
@@ -113,7 +114,7 @@ int main()
 		write("tuning", "rule" + std::to_string(n++), {s.begin(), s.end()});
 	}
 	// Rendezvous: sizes, ids, then events: start, CTS, write done; RTS,
-	// immediate; RTS (get), read done.
+	// FIN; RTS (get), read done.
 	write("rendezvous", "put",
 	      {40, 40, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0,
 	       0,  0,  0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0,

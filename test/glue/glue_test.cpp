@@ -500,8 +500,8 @@ Test(glue, simultaneous_connect)
 }
 
 // A collective over the same core: the members join and run allreduces of
-// 8 B to 1 MiB (RDMA writes with immediates into each other's group
-// buffers) while the core refuses every other post and reports each
+// 8 B to 1 MiB (RDMA writes into each other's group buffers, each followed by
+// its ARRIVAL message) while the core refuses every other post and reports each
 // round's completions in reverse. Every result must be exact.
 Test(glue, collective_over_refusing_reordering_core)
 {

@@ -9,6 +9,7 @@
 //
 // Ranks: 0 the victim, 1 the honest peer (both plain rcoll endpoints),
 // 2 the hostile peer (raw_peer.hpp).
+#include "coll_common.hpp"
 #include "raw_peer.hpp"
 
 #include <rdma/fi_collective.h>
@@ -41,7 +42,8 @@ enum Signal {
 	honest_done = 2,
 	victim_done = 3,
 	hostile_connected = 4,
-	victim_joining = 5
+	victim_joining = 5,
+	pair_barrier = 6
 };
 
 struct Options {
@@ -581,6 +583,108 @@ void case_join_record_names_victim(Bootstrap& boot, const Options& options)
 	run_case(boot, options, 0, attack, victim_action, FI_COLLECTIVE);
 }
 
+// Collective arrivals count only from the member they name. A process that
+// is connected but in no group sends write immediates (which reach the
+// victim's completion queue with no key check and no sender) in the layout
+// collective arrivals and rendezvous completions once had, and ARRIVAL
+// messages, on its own connection, naming either member of the victim's
+// group, with and without bytes for the group's scratch. Meanwhile the
+// victim and the honest peer run allreduces in a group of their own over
+// the core, every result checked.
+void case_forged_arrivals(Bootstrap& boot, const Options& options)
+{
+	if (boot.rank() == kHostile) {
+		const uint64_t key = random_u64();
+		const World world = exchange(boot, hostile_address(key));
+		RawPeer raw(world.names[kVictim], request(key));
+		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
+		boot.signal_set(hostile_connected, 1);
+		boot.signal_wait_at_least(victim_joining, 1, [] {});
+		int immediates = 0, arrivals = 0;
+		std::vector<std::byte> body(proto::ArrivalBody::kWireSize + 64, std::byte{0x5a});
+		for (uint32_t slot = 0; slot < 4; slot++) {
+			for (uint32_t counter = 0; counter < 512; counter++) {
+				// Kind 2 (collective), slot, counter; kind 1 (rendezvous), an id.
+				for (uint32_t data : {2u << 28 | slot << 18 | counter,
+						      1u << 28 | (slot << 9 | counter)}) {
+					expect(raw.write_immediate(data) == 0,
+					       "the victim's core refused a write immediate");
+					immediates++;
+				}
+				for (uint32_t rank : {0u, 1u}) {
+					const size_t payload = counter % 2 ? 64 : 0;
+					proto::MsgHeader h;
+					h.opcode = proto::Opcode::Arrival;
+					h.src_conn = raw.accept().conn_id;
+					h.token = raw.accept().token;
+					h.size = payload;
+					proto::encode_body(
+						proto::ArrivalBody{slot, counter, rank,
+								   payload ? counter * 64 : 0},
+						body.data());
+					raw.send_message(h, std::span(body).first(
+								    proto::ArrivalBody::kWireSize +
+								    payload));
+					arrivals++;
+				}
+			}
+		}
+		boot.signal_set(hostile_done, 1);
+		boot.signal_wait_at_least(victim_done, 1, [] {});
+		boot.note(strfmt("sent %d write immediates and %d ARRIVAL messages", immediates,
+				 arrivals));
+		return;
+	}
+	// The core path, as between hosts (on one host members would write
+	// through shared memory).
+	setenv("FI_RCOLL_COLL_LOCAL", "0", 1);
+	coll::EndpointOptions eo;
+	eo.provider = options.provider;
+	coll::CollEndpoint ep(eo);
+	const std::vector<fi_addr_t> world = ep.exchange_addresses(boot);
+	if (boot.rank() == kVictim)
+		boot.signal_wait_at_least(hostile_connected, 1, [&] { ep.progress(); });
+	const std::vector<fi_addr_t> pair{world[kVictim], world[kHonest]};
+	coll::Group group(ep, coll::av_set_inserted(ep, pair), {kVictim, kHonest}, world,
+			  boot.rank(), "victim and honest peer");
+	if (boot.rank() == kVictim)
+		boot.signal_set(victim_joining, 1);
+	// Element 0 says whether the victim still sees the attack going on, so
+	// both members agree when to stop; the rest is checked.
+	const size_t counts[] = {2, 8, 64, 1024, 8192};
+	coll::GuardedBuffer in, out;
+	int calls = 0;
+	const Deadline deadline(seconds(60));
+	for (bool more = true; more; calls++) {
+		expect(!deadline.expired(), "%d allreduces in 60 s", calls);
+		const size_t count = counts[calls % std::size(counts)];
+		in.prepare(count * sizeof(uint64_t));
+		out.prepare(count * sizeof(uint64_t));
+		auto* v = reinterpret_cast<uint64_t*>(in.data());
+		v[0] = boot.rank() == kVictim && (boot.signal_get(hostile_done) == 0 || calls < 20);
+		for (size_t j = 1; j < count; j++)
+			v[j] = uint64_t(boot.rank() + 1) * uint64_t(calls + 1) + j;
+		coll::CallSpec call{FI_ALLREDUCE, count, FI_UINT64, FI_SUM};
+		OpContext ctx;
+		coll::post(ep, group, call, &in, &out, ctx);
+		ep.wait_done(ctx, call.describe());
+		coll::expect_collective_completion(ctx, call.describe());
+		const auto* r = reinterpret_cast<const uint64_t*>(out.data());
+		for (size_t j = 1; j < count; j++)
+			expect(r[j] == 3 * uint64_t(calls + 1) + 2 * j,
+			       "allreduce #%d (%zu elements): element %zu is %llu, want %llu",
+			       calls, count, j, (unsigned long long)r[j],
+			       (unsigned long long)(3 * uint64_t(calls + 1) + 2 * j));
+		out.expect_guards(call.describe());
+		more = r[0] != 0;
+	}
+	coll::ProgressingBarrier(ep, boot, 2, pair_barrier).wait();
+	if (boot.rank() == kVictim) {
+		boot.signal_set(victim_done, 1);
+		boot.note(strfmt("%d allreduces verified during the attack", calls));
+	}
+}
+
 struct HostileCase {
 	const char* name;
 	const char* checks;
@@ -613,6 +717,10 @@ const HostileCase kCases[] = {
 	 "a peer that sends more than FI_RCOLL_COLL_EARLY_MAX join records for joins the victim "
 	 "never makes fails; the honest peer is served",
 	 seconds(60), case_early_join_limit},
+	{"forged-arrivals",
+	 "write immediates from a connected stranger and ARRIVAL messages naming members it is "
+	 "not change no collective result; the group's allreduces all verify",
+	 seconds(90), case_forged_arrivals},
 	{"join-record-names-victim",
 	 "a member whose join record copies the victim's own host, process and memory file is "
 	 "not mapped: the victim maps no second copy of its own scratch",

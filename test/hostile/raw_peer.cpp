@@ -157,6 +157,15 @@ int RawPeer::write(size_t len, uint64_t addr, uint64_t key)
 	return wait(rma_ctx_).err;
 }
 
+int RawPeer::write_immediate(uint32_t data)
+{
+	fi_msg_rma msg{};
+	msg.context = &rma_ctx_;
+	msg.data = data;
+	FT_CHECK(fi_writemsg(ep_.get(), &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION));
+	return wait(rma_ctx_).err;
+}
+
 void RawPeer::send_bytes(std::span<const std::byte> bytes)
 {
 	for (;;) {

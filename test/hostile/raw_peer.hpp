@@ -42,6 +42,9 @@ public:
 	// the fi_errno the operation completed with.
 	int read(size_t len, uint64_t addr, uint64_t key);
 	int write(size_t len, uint64_t addr, uint64_t key);
+	// A write of no bytes to no buffer with `data` as its remote CQ data:
+	// the core checks no key for it, so any connected process can send one.
+	int write_immediate(uint32_t data);
 	// The local buffer of read() and write().
 	std::span<std::byte> local() { return {local_.data(), local_.size()}; }
 	// A header (src_conn and token as given) and a body.

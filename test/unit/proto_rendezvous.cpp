@@ -34,7 +34,7 @@ struct Transfer {
 	std::size_t send_len = 0;
 	std::size_t recv_len = 0;
 	Path path = Path::Put;
-	CompletionMode mode = CompletionMode::Immediate;
+	CompletionMode mode = CompletionMode::Fin;
 	std::uint64_t seed = 1;
 	// Payload byte i; default: a pattern with no zero bytes.
 	std::function<std::byte(std::size_t)> payload = [](std::size_t i) {
@@ -134,21 +134,16 @@ private:
 				events_.push_back([this, write] {
 					std::memcpy(reinterpret_cast<void*>(write.target.addr),
 						    send_.data(), write.length);
-					if (write.immediate) {
-						const auto imm = decode_immediate(*write.immediate);
-						cr_assert(imm.has_value());
-						cr_assert_eq(imm->kind,
-							     ImmediateKind::RendezvousPut);
-						cr_assert_eq(imm->id, receiver_.op_id());
-						on_receiver(receiver_.on_immediate());
-					}
 				});
+				// The FIN goes behind the data on the connection.
+				if (write.fin) {
+					const FinBody body = transmit(*write.fin);
+					events_.push_back([this, body] {
+						on_receiver(receiver_.on_fin(body));
+					});
+				}
 				events_.push_back(
 					[this] { on_sender(sender_.on_write_complete()); });
-			} else if (const auto* fin = std::get_if<action::SendFin>(&a)) {
-				const FinBody body = transmit(fin->body);
-				events_.push_back(
-					[this, body] { on_receiver(receiver_.on_fin(body)); });
 			} else if (const auto* c = std::get_if<action::Complete>(&a)) {
 				complete(sent, *c);
 			} else if (std::holds_alternative<action::Violation>(a)) {
@@ -232,13 +227,13 @@ std::size_t count(const std::vector<Opcode>& v, Opcode op)
 
 } // namespace
 
-Test(rendezvous, put_immediate)
+Test(rendezvous, put_fin)
 {
 	Fabric f({.send_len = 100000, .recv_len = 100000});
 	f.run();
 	assert_completed(f, Outcome::Success, 100000, 100000);
-	cr_assert(f.control == (std::vector<Opcode>{Opcode::Rts, Opcode::Cts}),
-		  "PUT with an immediate needs exactly RTS and CTS");
+	cr_assert(f.control == (std::vector<Opcode>{Opcode::Rts, Opcode::Cts, Opcode::Fin}),
+		  "PUT in FIN mode needs exactly RTS, CTS and FIN");
 }
 
 Test(rendezvous, put_poll_without_collision)
@@ -303,9 +298,9 @@ Test(rendezvous, put_poll_collision_sends_fin)
 Test(rendezvous, truncation_reports_both_lengths_on_every_path)
 {
 	const std::pair<Path, CompletionMode> variants[] = {
-		{Path::Put, CompletionMode::Immediate},
+		{Path::Put, CompletionMode::Fin},
 		{Path::Put, CompletionMode::PollLastByte},
-		{Path::Get, CompletionMode::Immediate},
+		{Path::Get, CompletionMode::Fin},
 	};
 	for (const auto& [path, mode] : variants) {
 		Fabric f({.send_len = 3000, .recv_len = 1000, .path = path, .mode = mode});
@@ -317,9 +312,9 @@ Test(rendezvous, truncation_reports_both_lengths_on_every_path)
 Test(rendezvous, shorter_message_than_receive_on_every_path)
 {
 	const std::pair<Path, CompletionMode> variants[] = {
-		{Path::Put, CompletionMode::Immediate},
+		{Path::Put, CompletionMode::Fin},
 		{Path::Put, CompletionMode::PollLastByte},
-		{Path::Get, CompletionMode::Immediate},
+		{Path::Get, CompletionMode::Fin},
 	};
 	for (const auto& [path, mode] : variants) {
 		Fabric f({.send_len = 3000, .recv_len = 5000, .path = path, .mode = mode});
@@ -361,8 +356,7 @@ Test(rendezvous, empty_messages_never_use_rendezvous)
 	std::byte buf[16];
 	RendezvousReceiver receiver(1, buf, RemoteBuffer{});
 	SlotRandom random(1);
-	const Actions r =
-		receiver.on_rts(RtsBody{}, 0, Path::Put, CompletionMode::Immediate, random);
+	const Actions r = receiver.on_rts(RtsBody{}, 0, Path::Put, CompletionMode::Fin, random);
 	cr_assert_not_null(r.find<action::Violation>());
 	cr_assert_eq(r.find<action::Complete>()->outcome, Outcome::ProtocolError);
 	cr_assert(receiver.done());
@@ -370,7 +364,7 @@ Test(rendezvous, empty_messages_never_use_rendezvous)
 
 // A fresh sender driven to `state`.
 RendezvousSender sender_in(RendezvousSender::State state, std::span<const std::byte> payload,
-			   CompletionMode mode = CompletionMode::Immediate)
+			   CompletionMode mode = CompletionMode::Fin)
 {
 	RendezvousSender s(kCookie, payload, RemoteBuffer{1, kSendKey});
 	if (state >= RendezvousSender::State::AwaitingReply)
@@ -422,7 +416,7 @@ Test(rendezvous, sender_unexpected_events)
 {
 	std::vector<std::byte> payload(64, std::byte{1});
 	using S = RendezvousSender::State;
-	const CtsBody good{kCookie, kOpId, 0, CompletionMode::Immediate, 2, kRecvKey, 64};
+	const CtsBody good{kCookie, kOpId, 0, CompletionMode::Fin, 2, kRecvKey, 64};
 	const std::function<Actions(RendezvousSender&)> events[] = {
 		[](RendezvousSender& s) { return s.start(); },
 		[good](RendezvousSender& s) { return s.on_cts(good); },
@@ -465,11 +459,10 @@ Test(rendezvous, sender_rejects_bad_replies)
 	std::vector<std::byte> payload(64, std::byte{1});
 	using S = RendezvousSender::State;
 	const CtsBody bad[] = {
-		{kCookie + 1, kOpId, 0, CompletionMode::Immediate, 2, kRecvKey, 64}, // another send
-		{kCookie, kOpId, 0, CompletionMode::Immediate, 2, kRecvKey,
-		 65}, // longer than the message
-		{kCookie, kOpId, 0, CompletionMode::Immediate, 2, kRecvKey, 0}, // nothing to write
-		{kCookie, kMaxImmediateId + 1, 0, CompletionMode::Immediate, 2, kRecvKey, 64},
+		{kCookie + 1, kOpId, 0, CompletionMode::Fin, 2, kRecvKey, 64}, // another send
+		{kCookie, kOpId, 0, CompletionMode::Fin, 2, kRecvKey,
+		 65},                                                     // longer than the message
+		{kCookie, kOpId, 0, CompletionMode::Fin, 2, kRecvKey, 0}, // nothing to write
 		{kCookie, kOpId, 0, static_cast<CompletionMode>(7), 2, kRecvKey, 64},
 	};
 	for (const CtsBody& cts : bad) {
@@ -485,7 +478,7 @@ Test(rendezvous, sender_rejects_bad_replies)
 
 // A fresh receiver driven to `state` over `buffer`.
 RendezvousReceiver receiver_in(RendezvousReceiver::State state, std::span<std::byte> buffer,
-			       CompletionMode mode = CompletionMode::Immediate)
+			       CompletionMode mode = CompletionMode::Fin)
 {
 	using S = RendezvousReceiver::State;
 	RendezvousReceiver r(kOpId, buffer, RemoteBuffer{2, kRecvKey});
@@ -495,7 +488,10 @@ RendezvousReceiver receiver_in(RendezvousReceiver::State state, std::span<std::b
 	if (state == S::Reading)
 		r.on_rts(RtsBody{kCookie, 1, kSendKey}, buffer.size(), Path::Get, mode, random);
 	if (state == S::Done)
-		r.on_immediate();
+		r.on_fin(FinBody{kOpId,
+				 mode == CompletionMode::Fin ? FinReason::Written
+							     : FinReason::Collision,
+				 buffer.size()});
 	cr_assert(r.state() == state);
 	return r;
 }
@@ -532,18 +528,19 @@ Test(rendezvous, receiver_unexpected_events)
 	std::vector<std::byte> buffer(64);
 	using S = RendezvousReceiver::State;
 	SlotRandom random(1);
-	const FinBody fin{kOpId, FinReason::Collision, 64};
+	const FinBody written{kOpId, FinReason::Written, 64};
+	const FinBody collision{kOpId, FinReason::Collision, 64};
 	const std::function<Actions(RendezvousReceiver&)> events[] = {
 		[&random](RendezvousReceiver& r) {
 			return r.on_rts(RtsBody{kCookie, 1, kSendKey}, 64, Path::Put,
-					CompletionMode::Immediate, random);
+					CompletionMode::Fin, random);
 		},
-		[](RendezvousReceiver& r) { return r.on_immediate(); },
-		[fin](RendezvousReceiver& r) { return r.on_fin(fin); },
+		[written](RendezvousReceiver& r) { return r.on_fin(written); },
+		[collision](RendezvousReceiver& r) { return r.on_fin(collision); },
 		[](RendezvousReceiver& r) { return r.on_read_complete(); },
 		[](RendezvousReceiver& r) { return r.on_read_failed(); },
 	};
-	// valid[state][event], IMMEDIATE mode (a FIN is never valid there).
+	// valid[state][event], FIN mode (a collision FIN is never valid there).
 	const bool valid[4][5] = {
 		{true, false, false, false, false},  // Idle
 		{false, true, false, false, false},  // AwaitingPut
@@ -571,9 +568,9 @@ Test(rendezvous, receiver_unexpected_events)
 				cr_assert_eq(c->outcome, Outcome::ProtocolError);
 			}
 		}
-	// POLL mode: an immediate is a violation, and so is any wrong FIN.
+	// POLL mode: a FIN saying Written is a violation, and so is any wrong FIN.
 	RendezvousReceiver poll = receiver_in(S::AwaitingPut, buffer, CompletionMode::PollLastByte);
-	cr_assert_not_null(poll.on_immediate().find<action::Violation>());
+	cr_assert_not_null(poll.on_fin(written).find<action::Violation>());
 }
 
 Test(rendezvous, receiver_rejects_wrong_fins)
@@ -606,17 +603,6 @@ Test(rendezvous, receiver_rejects_wrong_fins)
 		     Outcome::Success);
 }
 
-Test(rendezvous, receiver_op_id_must_fit_the_immediate)
-{
-	std::vector<std::byte> buffer(64);
-	RendezvousReceiver r(kMaxImmediateId + 1, buffer, RemoteBuffer{2, kRecvKey});
-	SlotRandom random(1);
-	const Actions a = r.on_rts(RtsBody{kCookie, 1, kSendKey}, 64, Path::Put,
-				   CompletionMode::Immediate, random);
-	cr_assert_not_null(a.find<action::Violation>());
-	cr_assert_null(a.find<action::SendCts>());
-}
-
 // the argument of Takagi et al. 2013 for a random slot: with a constant slot, data full
 // of that constant (zeros are common) collides every time; with a random
 // slot about 1 in 256.
@@ -647,7 +633,7 @@ Test(rendezvous, randomized_transfers)
 		t.send_len = 1 + rng() % 3000;
 		t.recv_len = rng() % 3000;
 		t.path = rng() % 2 ? Path::Put : Path::Get;
-		t.mode = rng() % 2 ? CompletionMode::Immediate : CompletionMode::PollLastByte;
+		t.mode = rng() % 2 ? CompletionMode::Fin : CompletionMode::PollLastByte;
 		t.seed = rng();
 		const std::uint64_t salt = rng();
 		t.payload = [salt](std::size_t b) {

@@ -54,6 +54,16 @@ Bytes write_data(std::uint64_t cq_data)
 	return out;
 }
 
+Bytes arrival(const ArrivalBody& body, std::size_t payload_len)
+{
+	Bytes out(kHeaderSize + ArrivalBody::kWireSize + payload_len);
+	encode_header(header(Opcode::Arrival, payload_len), out.data());
+	encode_body(body, out.data() + kHeaderSize);
+	for (std::size_t i = 0; i < payload_len; ++i)
+		out[kHeaderSize + ArrivalBody::kWireSize + i] = static_cast<std::byte>(i * 5 + 3);
+	return out;
+}
+
 Bytes probe()
 {
 	Bytes out(kHeaderSize);
@@ -92,9 +102,12 @@ std::vector<Bytes> valid_messages()
 		eager(header(Opcode::Eager, kLimits.eager_limit), kLimits.eager_limit),
 		control(rts, sample_rts()),
 		control(header(Opcode::Cts), sample_cts()),
-		control(header(Opcode::Cts), sample_cts(CompletionMode::Immediate)),
+		control(header(Opcode::Cts), sample_cts(CompletionMode::Fin)),
 		control(header(Opcode::Fin), sample_fin()),
-		control(header(Opcode::ReadDone), sample_read_done())};
+		control(header(Opcode::Fin), FinBody{0xffffffff, FinReason::Written, 1}),
+		control(header(Opcode::ReadDone), sample_read_done()),
+		arrival({0, 0, 0, 0}, 0),
+		arrival({3, 77, 1, 4096}, 24)};
 }
 
 WireStatus check(const Bytes& b)
@@ -140,6 +153,12 @@ void assert_invariants(const Bytes& input, const ParsedMessage& m)
 		cr_assert_leq(h.size, kLimits.eager_limit);
 		cr_assert_eq(m.payload.size(), h.size);
 		cr_assert(std::holds_alternative<std::monostate>(m.body));
+	} else if (const auto* a = std::get_if<ArrivalBody>(&m.body)) {
+		cr_assert_eq(h.size, input.size() - kHeaderSize - ArrivalBody::kWireSize);
+		cr_assert_leq(h.size, kLimits.eager_limit);
+		cr_assert_eq(m.payload.size(), h.size);
+		cr_assert_lt(a->slot, kMaxCollectiveSlots);
+		cr_assert_lt(a->counter, kMaxArrivalCounters);
 	} else {
 		cr_assert(m.payload.empty());
 	}
@@ -160,14 +179,13 @@ void assert_invariants(const Bytes& input, const ParsedMessage& m)
 		cr_assert_eq(input.size(), kHeaderSize + RtsBody::kWireSize);
 	}
 	if (const auto* cts = std::get_if<CtsBody>(&m.body)) {
-		cr_assert_leq(cts->receiver_op_id, kMaxImmediateId);
 		cr_assert(cts->transfer_length > 0 &&
 			  cts->transfer_length <= kLimits.max_message_size);
-		cr_assert(cts->mode == CompletionMode::Immediate ||
+		cr_assert(cts->mode == CompletionMode::Fin ||
 			  cts->mode == CompletionMode::PollLastByte);
 	}
 	if (const auto* fin = std::get_if<FinBody>(&m.body))
-		cr_assert(fin->reason == FinReason::Collision);
+		cr_assert(fin->reason == FinReason::Collision || fin->reason == FinReason::Written);
 	cr_assert(reencode(m) == input, "accepted bytes are not canonical");
 }
 
@@ -358,7 +376,7 @@ Test(wire, header_fields_are_checked)
 	};
 	for (int v : {0, kProtocolVersion - 1, kProtocolVersion + 1, 255})
 		cr_assert_eq(with(0, std::uint8_t(v)), WireStatus::BadVersion);
-	for (std::uint8_t v : {0, 8, 128, 255})
+	for (std::uint8_t v : {0, 9, 128, 255})
 		cr_assert_eq(with(1, v), WireStatus::BadOpcode, "opcode %u", v);
 	cr_assert_eq(with(3, 1), WireStatus::ReservedNotZero);
 	cr_assert_eq(with(2, kFlagTagged), WireStatus::BadFlags, "flags on a control message");
@@ -463,11 +481,9 @@ Test(wire, cts_fields_are_checked)
 	c.transfer_length = kLimits.max_message_size + 1;
 	cr_assert_eq(cts_status(c), WireStatus::BadSize);
 	c = sample_cts();
-	c.receiver_op_id = kMaxImmediateId + 1;
-	cr_assert_eq(cts_status(c), WireStatus::BadField);
-	c.receiver_op_id = kMaxImmediateId;
+	c.receiver_op_id = 0xffffffff; // any id: the receiver checks it is its own
 	cr_assert_eq(cts_status(c), WireStatus::Ok);
-	c = sample_cts(CompletionMode::Immediate);
+	c = sample_cts(CompletionMode::Fin);
 	c.slot_value = 1; // a slot has no meaning without polling
 	cr_assert_eq(cts_status(c), WireStatus::BadField);
 	for (std::uint8_t mode : {0, 3, 255}) {
@@ -482,7 +498,7 @@ Test(wire, cts_fields_are_checked)
 
 Test(wire, fin_fields_are_checked)
 {
-	for (std::uint8_t reason : {0, 2, 255}) {
+	for (std::uint8_t reason : {0, 3, 255}) {
 		Bytes b = control(header(Opcode::Fin), sample_fin());
 		b[kHeaderSize + 4] = std::byte{reason};
 		cr_assert_eq(check(b), WireStatus::BadField, "reason %u", reason);
@@ -495,9 +511,6 @@ Test(wire, fin_fields_are_checked)
 	FinBody f = sample_fin();
 	f.sender_length = 0;
 	cr_assert_eq(check(control(header(Opcode::Fin), f)), WireStatus::BadSize);
-	f = sample_fin();
-	f.receiver_op_id = kMaxImmediateId + 1;
-	cr_assert_eq(check(control(header(Opcode::Fin), f)), WireStatus::BadField);
 }
 
 Test(wire, encode_message_refuses_short_buffers_and_wrong_opcodes)
@@ -515,47 +528,48 @@ Test(wire, encode_message_refuses_short_buffers_and_wrong_opcodes)
 		     kMaxControlMessageSize);
 }
 
-Test(wire, immediate_encoding)
+Test(wire, arrival_round_trips)
 {
-	cr_assert_eq(encode_immediate(ImmediateKind::RendezvousPut, 5).value(), 0x10000005u);
-	for (std::uint32_t id : {0u, 1u, 12345u, kMaxImmediateId}) {
-		const auto data = encode_immediate(ImmediateKind::RendezvousPut, id);
-		cr_assert(data.has_value());
-		const auto back = decode_immediate(*data);
-		cr_assert(back.has_value());
-		cr_assert_eq(back->kind, ImmediateKind::RendezvousPut);
-		cr_assert_eq(back->id, id);
+	for (std::size_t payload :
+	     {std::size_t{0}, std::size_t{8}, std::size_t{kLimits.eager_limit}}) {
+		const ArrivalBody body{kMaxCollectiveSlots - 1, kMaxArrivalCounters - 1, 12345,
+				       0x100000};
+		const Bytes b = arrival(body, payload);
+		ParsedMessage m;
+		cr_assert_eq(validate_message(b.data(), b.size(), kLimits, m), WireStatus::Ok);
+		const auto* back = std::get_if<ArrivalBody>(&m.body);
+		cr_assert_not_null(back);
+		cr_assert_eq(back->slot, body.slot);
+		cr_assert_eq(back->counter, body.counter);
+		cr_assert_eq(back->rank, body.rank);
+		cr_assert_eq(back->offset, body.offset);
+		cr_assert_eq(m.payload.size(), payload);
+		cr_assert(std::equal(m.payload.begin(), m.payload.end(),
+				     b.begin() + kHeaderSize + ArrivalBody::kWireSize));
 	}
-	cr_assert(!encode_immediate(ImmediateKind::RendezvousPut, kMaxImmediateId + 1));
-	cr_assert(!encode_immediate(ImmediateKind::RendezvousPut, 0xffffffffu));
-	cr_assert(!encode_immediate(static_cast<ImmediateKind>(0), 1));
-	cr_assert(!encode_immediate(static_cast<ImmediateKind>(16), 1));
-	cr_assert(!decode_immediate(0), "a zeroed immediate must not dispatch");
-	cr_assert(!decode_immediate(0x00000005u));
-	const auto coll = encode_immediate(ImmediateKind::Collective, kMaxImmediateId);
-	cr_assert(coll.has_value());
-	cr_assert_eq(decode_immediate(*coll)->kind, ImmediateKind::Collective);
-	cr_assert_eq(decode_immediate(*coll)->id, kMaxImmediateId);
-	for (std::uint32_t kind = 3; kind < 16; ++kind)
-		cr_assert(!decode_immediate(kind << kImmediateIdBits | 7), "kind %u", kind);
 }
 
-Test(wire, collective_immediate_round_trips)
+Test(wire, arrival_fields_are_checked)
 {
-	for (CollectiveArrival a :
-	     {CollectiveArrival{0, 0}, CollectiveArrival{3, 77},
-	      CollectiveArrival{kMaxCollectiveSlots - 1, kMaxArrivalCounters - 1}}) {
-		const auto data = encode_collective(a);
-		cr_assert(data.has_value());
-		const auto imm = decode_immediate(*data);
-		cr_assert(imm.has_value());
-		cr_assert_eq(imm->kind, ImmediateKind::Collective);
-		const CollectiveArrival back = decode_collective(imm->id);
-		cr_assert_eq(back.slot, a.slot);
-		cr_assert_eq(back.counter, a.counter);
-	}
-	cr_assert(!encode_collective({kMaxCollectiveSlots, 0}), "slot out of range");
-	cr_assert(!encode_collective({0, kMaxArrivalCounters}), "counter out of range");
+	ArrivalBody a{1, 2, 3, 4};
+	a.slot = kMaxCollectiveSlots;
+	cr_assert_eq(check(arrival(a, 0)), WireStatus::BadField, "slot out of range");
+	a = {1, kMaxArrivalCounters, 3, 4};
+	cr_assert_eq(check(arrival(a, 0)), WireStatus::BadField, "counter out of range");
+	Bytes b = arrival({1, 2, 3, 4}, 8);
+	b[kHeaderSize + 12] = std::byte{1};
+	cr_assert_eq(check(b), WireStatus::ReservedNotZero);
+	b = arrival({1, 2, 3, 4}, 8);
+	b.pop_back(); // the payload is shorter than the header says
+	cr_assert_eq(check(b), WireStatus::BadSize);
+	b = arrival({1, 2, 3, 4}, 0);
+	b.resize(kHeaderSize + ArrivalBody::kWireSize - 1); // a cut body
+	cr_assert_eq(check(b), WireStatus::BadBodyLength);
+	cr_assert_eq(check(arrival({1, 2, 3, 4}, kLimits.eager_limit + 1)),
+		     WireStatus::EagerTooLarge);
+	MsgHeader h = header(Opcode::Arrival, 0);
+	h.flags = kFlagTagged;
+	cr_assert_eq(check(control(h, ArrivalBody{1, 2, 3, 4})), WireStatus::BadFlags);
 }
 
 Test(wire, collective_records_round_trip_and_are_told_apart)

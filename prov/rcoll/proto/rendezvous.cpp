@@ -88,19 +88,17 @@ Actions RendezvousSender::on_cts(const CtsBody& cts) noexcept
 		return unexpected("CTS transfer length outside the message");
 
 	action::Write write{cts.transfer_length, RemoteBuffer{cts.addr, cts.key}, std::nullopt};
-	bool collision = false;
 	switch (cts.mode) {
-	case CompletionMode::Immediate:
-		write.immediate =
-			encode_immediate(ImmediateKind::RendezvousPut, cts.receiver_op_id);
-		if (!write.immediate)
-			return unexpected("CTS receiver op id does not fit an immediate");
+	case CompletionMode::Fin:
+		write.fin = FinBody{cts.receiver_op_id, FinReason::Written, payload_.size()};
 		break;
 	case CompletionMode::PollLastByte:
 		// Takagi et al. 2013, PS2: the receiver cannot see a write that leaves its
 		// slot byte unchanged, so say so explicitly.
-		collision = std::to_integer<std::uint8_t>(payload_[cts.transfer_length - 1]) ==
-			    cts.slot_value;
+		if (std::to_integer<std::uint8_t>(payload_[cts.transfer_length - 1]) ==
+		    cts.slot_value)
+			write.fin =
+				FinBody{cts.receiver_op_id, FinReason::Collision, payload_.size()};
 		break;
 	default: return unexpected("CTS with an unknown completion mode");
 	}
@@ -108,9 +106,6 @@ Actions RendezvousSender::on_cts(const CtsBody& cts) noexcept
 	Actions out;
 	state_ = State::Writing;
 	out.push(write);
-	if (collision)
-		out.push(action::SendFin{
-			FinBody{cts.receiver_op_id, FinReason::Collision, payload_.size()}});
 	return out;
 }
 
@@ -225,12 +220,10 @@ Actions RendezvousReceiver::on_rts(const RtsBody& rts, std::uint64_t message_len
 		return out;
 	}
 
-	if (op_id_ > kMaxImmediateId)
-		return unexpected("receiver op id does not fit an immediate");
 	mode_ = mode;
 	CtsBody cts{sender_cookie_, op_id_, 0, mode, exposed_.addr, exposed_.key, transfer_length_};
 	switch (mode) {
-	case CompletionMode::Immediate: break;
+	case CompletionMode::Fin: break;
 	case CompletionMode::PollLastByte: {
 		// Takagi et al. 2013, PR1': a random slot value, at the last byte the
 		// sender will actually write (not the end of a longer buffer).
@@ -248,13 +241,6 @@ Actions RendezvousReceiver::on_rts(const RtsBody& rts, std::uint64_t message_len
 	return out;
 }
 
-Actions RendezvousReceiver::on_immediate() noexcept
-{
-	if (state_ != State::AwaitingPut || mode_ != CompletionMode::Immediate)
-		return unexpected("write immediate while not awaiting one");
-	return finish(transfer_outcome());
-}
-
 Actions RendezvousReceiver::poll() noexcept
 {
 	if (state_ != State::AwaitingPut || mode_ != CompletionMode::PollLastByte)
@@ -266,14 +252,19 @@ Actions RendezvousReceiver::poll() noexcept
 
 Actions RendezvousReceiver::on_fin(const FinBody& fin) noexcept
 {
-	if (state_ != State::AwaitingPut || mode_ != CompletionMode::PollLastByte)
-		return unexpected("FIN while not polling for a write");
+	if (state_ != State::AwaitingPut)
+		return unexpected("FIN while not awaiting a write");
 	if (fin.receiver_op_id != op_id_)
 		return unexpected("FIN for another receive");
-	if (fin.reason != FinReason::Collision)
-		return unexpected("FIN with an unknown reason");
 	if (fin.sender_length != message_length_)
 		return unexpected("FIN length differs from the RTS");
+	if (mode_ == CompletionMode::Fin) {
+		if (fin.reason != FinReason::Written)
+			return unexpected("FIN with a reason its mode does not have");
+		return finish(transfer_outcome());
+	}
+	if (fin.reason != FinReason::Collision)
+		return unexpected("FIN with a reason its mode does not have");
 	// A collision leaves the slot as it was; anything else means the FIN
 	// does not describe the data that landed.
 	if (load_slot() != slot_value_)

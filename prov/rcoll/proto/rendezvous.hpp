@@ -15,8 +15,9 @@
 //     exposed buffer and the transfer length min(send, receive); the sender
 //     RDMA-writes that many bytes and completes when its write completes.
 //     The receiver detects the end of the write
-//       IMMEDIATE: by the write-with-immediate (kind RendezvousPut, id = its
-//         op id) carried by the last write; portable, the default;
+//       FIN: by a FIN (reason Written) that the sender sends behind its last
+//         write on the same connection; portable, the default (a core's
+//         write immediate would name no sender: anybody could forge it);
 //       POLL_LAST_BYTE: by polling the last byte of the TRANSFERRED length,
 //         set beforehand to a random slot value; when the sender's own byte
 //         there equals the slot (a collision, p = 1/256 for random data) the
@@ -36,10 +37,10 @@
 // never use rendezvous (they have no last byte and fit any eager limit);
 // a rendezvous for length 0 is refused as a protocol violation.
 //
-// Ordering the glue must provide: the FIN goes out after the write on the
-// same connection and must not overtake its data (FI_ORDER_SAW; true of RC
-// queue pairs and of tcp streams); when it splits a write, the part with the
-// immediate (and, in POLL mode, the last byte) goes last.
+// Ordering the glue must provide: the FIN goes out once the whole write is
+// posted, on the same connection, and must not overtake its data
+// (FI_ORDER_SAW; true of RC queue pairs and of tcp streams); when it splits
+// a write, the FIN waits for the last part.
 //
 // Errors: every operation completes exactly once. Peer failure completes it
 // with PeerFailed; a failed RDMA operation with TransferFailed (the glue
@@ -88,18 +89,15 @@ struct SendRts {
 struct SendCts {
 	CtsBody body;
 };
-struct SendFin {
-	FinBody body;
-};
 struct SendReadDone {
 	ReadDoneBody body;
 };
-// RDMA-write the first `length` bytes of the send buffer to `target`; in
-// IMMEDIATE mode the last write carries `immediate`.
+// RDMA-write the first `length` bytes of the send buffer to `target`, then
+// send `fin`, if any, once every part of the write is posted.
 struct Write {
 	std::uint64_t length = 0;
 	RemoteBuffer target;
-	std::optional<std::uint32_t> immediate;
+	std::optional<FinBody> fin;
 };
 // RDMA-read `length` bytes from `source` into the start of the receive buffer.
 struct Read {
@@ -119,12 +117,11 @@ struct Violation {
 };
 } // namespace action
 
-using Action = std::variant<action::SendRts, action::SendCts, action::SendFin, action::SendReadDone,
-			    action::Write, action::Read, action::Complete, action::Violation>;
+using Action = std::variant<action::SendRts, action::SendCts, action::SendReadDone, action::Write,
+			    action::Read, action::Complete, action::Violation>;
 
-// The actions of one event, to execute in order. Two at most: a transfer
-// plus its FIN, a READ_DONE plus the completion, a violation plus the
-// completion.
+// The actions of one event, to execute in order. Two at most: a READ_DONE
+// plus the completion, a violation plus the completion.
 class Actions {
 public:
 	static constexpr std::size_t kCapacity = 2;
@@ -177,7 +174,7 @@ public:
 			 RemoteBuffer exposed) noexcept;
 
 	Actions start() noexcept;                                // Idle -> AwaitingReply: SendRts
-	Actions on_cts(const CtsBody& cts) noexcept;             // -> Writing: Write (+ SendFin)
+	Actions on_cts(const CtsBody& cts) noexcept;             // -> Writing: Write (and its FIN)
 	Actions on_read_done(const ReadDoneBody& done) noexcept; // -> Done: Complete
 	Actions on_write_complete() noexcept;                    // Writing -> Done: Complete
 	Actions on_write_failed() noexcept;                      // Writing -> Done: Complete
@@ -203,7 +200,7 @@ public:
 	enum class State : std::uint8_t { Idle, AwaitingPut, Reading, Done };
 	enum class Path : std::uint8_t { Put, Get };
 
-	// `op_id` (< 2^28) names this operation in CTS, FIN and the immediate;
+	// `op_id` names this operation in CTS and FIN;
 	// `exposed` is how the peer writes into `buffer` (registered for
 	// remote write).
 	RendezvousReceiver(std::uint32_t op_id, std::span<std::byte> buffer,
@@ -221,9 +218,8 @@ public:
 	// Read. Nothing to transfer -> Done: SendReadDone + Complete(Truncated).
 	Actions on_rts(const RtsBody& rts, std::uint64_t message_length, Path path,
 		       CompletionMode mode, SlotRandom& random) noexcept;
-	Actions on_immediate() noexcept;             // PUT, IMMEDIATE: -> Done
 	Actions poll() noexcept;                     // PUT, POLL: -> Done once the slot changed
-	Actions on_fin(const FinBody& fin) noexcept; // PUT, POLL, collision: -> Done
+	Actions on_fin(const FinBody& fin) noexcept; // PUT, FIN or POLL collision: -> Done
 	Actions on_read_complete() noexcept;         // GET: -> Done: SendReadDone + Complete
 	Actions on_read_failed() noexcept;           // GET: -> Done: Complete
 	Actions on_peer_failed() noexcept;
@@ -244,7 +240,7 @@ private:
 	std::span<std::byte> buffer_;
 	RemoteBuffer exposed_;
 	State state_ = State::Idle;
-	CompletionMode mode_ = CompletionMode::Immediate;
+	CompletionMode mode_ = CompletionMode::Fin;
 	std::uint8_t slot_value_ = 0;
 	std::uint64_t sender_cookie_ = 0;
 	std::uint64_t message_length_ = 0;

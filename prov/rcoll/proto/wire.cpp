@@ -31,6 +31,11 @@ static_assert(reserved + reserved_len == sender_length);
 static_assert(sender_length + 8 == FinBody::kWireSize);
 } // namespace fin_off
 
+namespace arrival_off {
+constexpr std::size_t slot = 0, counter = 4, rank = 8, reserved = 12, offset = 16;
+static_assert(offset + 8 == ArrivalBody::kWireSize);
+} // namespace arrival_off
+
 namespace handshake_off {
 constexpr std::size_t magic = 0, version = 4, kind = 5, reserved = 6, endpoint_key = 8,
 		      conn_id = 16, eager_limit = 20, token = 24, prior_token = 32, host = 40;
@@ -48,7 +53,7 @@ void store_u8(std::byte* p, std::uint8_t v) noexcept { *p = static_cast<std::byt
 
 bool valid_mode(std::uint8_t raw) noexcept
 {
-	return raw == static_cast<std::uint8_t>(CompletionMode::Immediate) ||
+	return raw == static_cast<std::uint8_t>(CompletionMode::Fin) ||
 	       raw == static_cast<std::uint8_t>(CompletionMode::PollLastByte);
 }
 
@@ -76,9 +81,9 @@ WireStatus parse_cts(const std::byte* p, const Limits& limits, CtsBody& out) noe
 	const auto length = load_le<std::uint64_t>(p + cts_off::length);
 	if (load_le<std::uint16_t>(p + cts_off::reserved) != 0)
 		return WireStatus::ReservedNotZero;
-	if (op_id > kMaxImmediateId || !valid_mode(mode))
+	if (!valid_mode(mode))
 		return WireStatus::BadField;
-	if (mode == static_cast<std::uint8_t>(CompletionMode::Immediate) && slot != 0)
+	if (mode == static_cast<std::uint8_t>(CompletionMode::Fin) && slot != 0)
 		return WireStatus::BadField;
 	if (!valid_length(length, limits))
 		return WireStatus::BadSize;
@@ -100,7 +105,8 @@ WireStatus parse_fin(const std::byte* p, const Limits& limits, FinBody& out) noe
 	const auto op_id = load_le<std::uint32_t>(p + fin_off::op_id);
 	const auto reason = load_u8(p + fin_off::reason);
 	const auto sender_length = load_le<std::uint64_t>(p + fin_off::sender_length);
-	if (op_id > kMaxImmediateId || reason != static_cast<std::uint8_t>(FinReason::Collision))
+	if (reason != static_cast<std::uint8_t>(FinReason::Collision) &&
+	    reason != static_cast<std::uint8_t>(FinReason::Written))
 		return WireStatus::BadField;
 	if (!valid_length(sender_length, limits))
 		return WireStatus::BadSize;
@@ -127,6 +133,7 @@ std::size_t body_size(Opcode opcode) noexcept
 	case Opcode::Cts: return CtsBody::kWireSize;
 	case Opcode::Fin: return FinBody::kWireSize;
 	case Opcode::ReadDone: return ReadDoneBody::kWireSize;
+	case Opcode::Arrival: return ArrivalBody::kWireSize;
 	case Opcode::Eager:
 	case Opcode::WriteData:
 	case Opcode::Probe: break;
@@ -206,6 +213,16 @@ void encode_body(const ReadDoneBody& b, void* out) noexcept
 	store_le(bytes(out), b.sender_cookie);
 }
 
+void encode_body(const ArrivalBody& b, void* out) noexcept
+{
+	std::byte* p = bytes(out);
+	store_le(p + arrival_off::slot, b.slot);
+	store_le(p + arrival_off::counter, b.counter);
+	store_le(p + arrival_off::rank, b.rank);
+	store_le(p + arrival_off::reserved, std::uint32_t{0});
+	store_le(p + arrival_off::offset, b.offset);
+}
+
 WireStatus validate_message(const void* buf, std::size_t len, const Limits& limits,
 			    ParsedMessage& out) noexcept
 {
@@ -256,7 +273,7 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 	} else {
 		if (h.flags != 0)
 			return WireStatus::BadFlags;
-		if (h.tag != 0 || h.cq_data != 0 || h.size != 0)
+		if (h.tag != 0 || h.cq_data != 0 || (h.size != 0 && h.opcode != Opcode::Arrival))
 			return WireStatus::BadField;
 	}
 
@@ -268,6 +285,25 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 		if (h.size > limits.eager_limit)
 			return WireStatus::EagerTooLarge;
 		return accept(out, h, std::span<const std::byte>(body, body_len), std::monostate{});
+	}
+	if (h.opcode == Opcode::Arrival) {
+		if (body_len < ArrivalBody::kWireSize)
+			return WireStatus::BadBodyLength;
+		if (h.size != body_len - ArrivalBody::kWireSize)
+			return WireStatus::BadSize;
+		if (h.size > limits.eager_limit)
+			return WireStatus::EagerTooLarge;
+		if (load_le<std::uint32_t>(body + arrival_off::reserved) != 0)
+			return WireStatus::ReservedNotZero;
+		ArrivalBody a;
+		a.slot = load_le<std::uint32_t>(body + arrival_off::slot);
+		a.counter = load_le<std::uint32_t>(body + arrival_off::counter);
+		a.rank = load_le<std::uint32_t>(body + arrival_off::rank);
+		a.offset = load_le<std::uint64_t>(body + arrival_off::offset);
+		if (a.slot >= kMaxCollectiveSlots || a.counter >= kMaxArrivalCounters)
+			return WireStatus::BadField;
+		return accept(out, h,
+			      std::span<const std::byte>(body + ArrivalBody::kWireSize, h.size), a);
 	}
 	if (body_len != body_size(h.opcode))
 		return WireStatus::BadBodyLength;
@@ -293,39 +329,10 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 		return accept(out, h, {}, ReadDoneBody{load_le<std::uint64_t>(body)});
 	case Opcode::WriteData:
 	case Opcode::Probe: return accept(out, h, {}, std::monostate{});
-	case Opcode::Eager: break;
+	case Opcode::Eager:
+	case Opcode::Arrival: break;
 	}
 	return WireStatus::BadOpcode; // not reached: the opcode was range-checked
-}
-
-std::optional<std::uint32_t> encode_immediate(ImmediateKind kind, std::uint32_t id) noexcept
-{
-	if ((kind != ImmediateKind::RendezvousPut && kind != ImmediateKind::Collective) ||
-	    id > kMaxImmediateId)
-		return std::nullopt;
-	return static_cast<std::uint32_t>(kind) << kImmediateIdBits | id;
-}
-
-std::optional<Immediate> decode_immediate(std::uint32_t data) noexcept
-{
-	const auto kind = static_cast<std::uint8_t>(data >> kImmediateIdBits);
-	if (kind != static_cast<std::uint8_t>(ImmediateKind::RendezvousPut) &&
-	    kind != static_cast<std::uint8_t>(ImmediateKind::Collective))
-		return std::nullopt;
-	return Immediate{static_cast<ImmediateKind>(kind), data & kMaxImmediateId};
-}
-
-std::optional<std::uint32_t> encode_collective(const CollectiveArrival& a) noexcept
-{
-	if (a.slot >= kMaxCollectiveSlots || a.counter >= kMaxArrivalCounters)
-		return std::nullopt;
-	return encode_immediate(ImmediateKind::Collective,
-				a.slot << kCollectiveCounterBits | a.counter);
-}
-
-CollectiveArrival decode_collective(std::uint32_t id) noexcept
-{
-	return {(id & kMaxImmediateId) >> kCollectiveCounterBits, id & (kMaxArrivalCounters - 1)};
 }
 
 namespace join_off {

@@ -1,6 +1,9 @@
 // Every rcoll wire format in one place: the header in front of each core
-// message, the control-message bodies, the connection handshake blobs and
-// the 32-bit immediate of RDMA writes.
+// message, the control-message bodies and the connection handshake blobs.
+// rcoll sends no immediate data with RDMA writes: a core's completion for
+// one names no connection (and a write of no bytes passes the core's key
+// check), so anybody connected could forge it. What a write did is said by
+// a message behind it on the same connection, which the token binds.
 //
 // Rules: fixed-width fields at fixed offsets, little-endian, copied with
 // memcpy (never a struct overlaid on a receive buffer); every size is a
@@ -21,7 +24,7 @@
 
 namespace rcoll::proto {
 
-inline constexpr std::uint8_t kProtocolVersion = 3;
+inline constexpr std::uint8_t kProtocolVersion = 4;
 
 namespace detail {
 
@@ -87,33 +90,37 @@ const char* describe(WireStatus status) noexcept;
 //    16    8 cq_data   REMOTE_CQ_DATA only, else 0 (8 bytes on every core:
 //                      rcoll carries it itself, not in the core's immediate)
 //    24    8 size      EAGER: payload length; RTS: whole message length;
-//                      every other opcode: 0
+//                      ARRIVAL: inline payload length; every other opcode: 0
 //    32    8 token     the random token the RECEIVER gave this connection in
 //                      the handshake: a message names its connection by
 //                      src_conn and proves it came in on it by the token
 //                      (shared receive completions name no connection)
 //
 // EAGER and RTS carry a user message and may set both flags. WRITE_DATA is
-// header only and sets exactly REMOTE_CQ_DATA. CTS, FIN and READ_DONE set
-// no flag and carry their body. PROBE is header only and sets no flag.
+// header only and sets exactly REMOTE_CQ_DATA. CTS, FIN, READ_DONE and
+// ARRIVAL set no flag and carry their body (ARRIVAL, then its inline
+// payload). PROBE is header only and sets no flag.
 
 enum class Opcode : std::uint8_t {
 	Eager = 1,     // payload follows the header
 	Rts = 2,       // sender: "my buffer is here" (RtsBody)
 	Cts = 3,       // receiver, PUT: "write into mine" (CtsBody)
-	Fin = 4,       // sender, PUT in POLL_LAST_BYTE mode: slot collision (FinBody)
+	Fin = 4,       // sender, PUT: behind its last write, the write is done (FinBody)
 	ReadDone = 5,  // receiver: finished with the sender's buffer (ReadDoneBody)
 	WriteData = 6, // RMA initiator, right after the RDMA write of an
 	// fi_writedata on the same connection (so it arrives after
 	// the data): cq_data is the application's remote CQ data,
 	// which the core's 4-byte immediate cannot carry
-	Probe = 7, // either side, while it waits on a silent peer: gives the
-		   // peer's kernel (TCP ACK) or HCA (RC ACK) something to
-		   // acknowledge, so a dead host fails the connection. The
-		   // receiver only counts it as an arrival.
+	Probe = 7,   // either side, while it waits on a silent peer: gives the
+		     // peer's kernel (TCP ACK) or HCA (RC ACK) something to
+		     // acknowledge, so a dead host fails the connection. The
+		     // receiver only counts it as an arrival.
+	Arrival = 8, // collective member: an arrival at the target's group
+		     // (ArrivalBody), behind the RDMA write it announces, or
+		     // carrying that write's bytes itself
 };
 inline constexpr std::uint8_t kMinOpcode = 1;
-inline constexpr std::uint8_t kMaxOpcode = 7;
+inline constexpr std::uint8_t kMaxOpcode = 8;
 
 enum HeaderFlags : std::uint8_t {
 	kFlagTagged = 1u << 0,
@@ -154,7 +161,7 @@ struct RtsBody {
 
 // How the receiver of a PUT detects that the data has landed.
 enum class CompletionMode : std::uint8_t {
-	Immediate = 1,    // the last write carries an immediate (kind RendezvousPut)
+	Fin = 1,          // a FIN (reason Written) follows the last write
 	PollLastByte = 2, // the receiver polls the slot byte (Takagi et al. 2013, PUT)
 };
 
@@ -167,18 +174,22 @@ struct CtsBody {
 	static constexpr Opcode kOpcode = Opcode::Cts;
 
 	std::uint64_t sender_cookie = 0;
-	std::uint32_t receiver_op_id = 0; // < 2^28: goes into the immediate
+	std::uint32_t receiver_op_id = 0; // echoed in the FIN
 	std::uint8_t slot_value = 0;      // PollLastByte only, else 0
-	CompletionMode mode = CompletionMode::Immediate;
+	CompletionMode mode = CompletionMode::Fin;
 	std::uint64_t addr = 0;
 	std::uint64_t key = 0;
 	std::uint64_t transfer_length = 0; // min(send length, receive length) > 0
 };
 
 enum class FinReason : std::uint8_t {
-	// The sender's byte at transfer_length - 1 equals the slot value, so the
-	// receiver's poll cannot see the write land (Takagi et al. 2013, PS2).
+	// POLL_LAST_BYTE: the sender's byte at transfer_length - 1 equals the
+	// slot value, so the receiver's poll cannot see the write land
+	// (Takagi et al. 2013, PS2).
 	Collision = 1,
+	// FIN mode: the write is done; it came first on this connection, so
+	// its bytes have landed when this FIN is read.
+	Written = 2,
 };
 
 // FIN:  0 receiver_op_id u32 | 4 reason u8 | 5 reserved (3) | 8 sender_length u64
@@ -199,9 +210,25 @@ struct ReadDoneBody {
 	std::uint64_t sender_cookie = 0;
 };
 
+// ARRIVAL: 0 slot u32 | 4 counter u32 | 8 rank u32 | 12 reserved u32 |
+//  16 offset u64, then header.size bytes for the target's scratch at
+// `offset` (none: an RDMA write ahead of it on the connection placed the
+// data).
+inline constexpr std::uint32_t kMaxCollectiveSlots = 1u << 10;
+inline constexpr std::uint32_t kMaxArrivalCounters = 1u << 18;
+struct ArrivalBody {
+	static constexpr std::size_t kWireSize = 24;
+	static constexpr Opcode kOpcode = Opcode::Arrival;
+
+	std::uint32_t slot = 0;    // the TARGET's slot for the group
+	std::uint32_t counter = 0; // the engine's arrival counter
+	std::uint32_t rank = 0;    // the sender's rank: its connection must be that member's
+	std::uint64_t offset = 0;  // where the inline payload goes in the scratch
+};
+
 template <class T>
 concept WireBody = std::same_as<T, RtsBody> || std::same_as<T, CtsBody> ||
-	std::same_as<T, FinBody> || std::same_as<T, ReadDoneBody>;
+	std::same_as<T, FinBody> || std::same_as<T, ReadDoneBody> || std::same_as<T, ArrivalBody>;
 
 // Encoders write exactly kWireSize bytes; `out` needs no alignment.
 void encode_header(const MsgHeader& header, void* out) noexcept;
@@ -209,6 +236,7 @@ void encode_body(const RtsBody& body, void* out) noexcept;
 void encode_body(const CtsBody& body, void* out) noexcept;
 void encode_body(const FinBody& body, void* out) noexcept;
 void encode_body(const ReadDoneBody& body, void* out) noexcept;
+void encode_body(const ArrivalBody& body, void* out) noexcept;
 
 // Header + body of one control message (RTS, CTS, FIN, READ_DONE). Returns
 // the bytes written, or 0 (nothing written) when `capacity` is too small or
@@ -239,60 +267,23 @@ struct Limits {
 
 struct ParsedMessage {
 	MsgHeader header;
-	// EAGER only: the payload inside the caller's buffer (header.size bytes).
+	// EAGER and ARRIVAL: the payload inside the caller's buffer
+	// (header.size bytes).
 	std::span<const std::byte> payload;
-	// The decoded body for RTS, CTS, FIN, READ_DONE; monostate for EAGER,
-	// WRITE_DATA and PROBE.
-	std::variant<std::monostate, RtsBody, CtsBody, FinBody, ReadDoneBody> body;
+	// The decoded body for RTS, CTS, FIN, READ_DONE, ARRIVAL; monostate for
+	// EAGER, WRITE_DATA and PROBE.
+	std::variant<std::monostate, RtsBody, CtsBody, FinBody, ReadDoneBody, ArrivalBody> body;
 };
 
 // Checks everything before anything is trusted: length >= header, version,
 // opcode, flags allowed for the opcode, reserved bytes, src_conn, exact
 // body length per opcode (0 for WRITE_DATA and PROBE),
-// eager size == len - header <= eager_limit, nonzero lengths within
+// eager (and arrival inline) size == what follows <= eager_limit, arrival
+// slot and counter in range, nonzero lengths within
 // max_message_size, enum fields, and that tag/cq_data are zero unless
 // flagged. `out` is written only when the result is Ok.
 WireStatus validate_message(const void* buf, std::size_t len, const Limits& limits,
 			    ParsedMessage& out) noexcept;
-
-// ---------------------------------------------------------------------------
-// 32-bit immediate data of RDMA writes (verbs carries only 4 bytes):
-// bits 31..28 dispatch kind, bits 27..0 an id whose meaning the kind defines.
-
-enum class ImmediateKind : std::uint8_t {
-	RendezvousPut = 1, // id: the receiver op id from the CTS
-	Collective = 2,    // id: the target's group slot and arrival counter
-};
-inline constexpr unsigned kImmediateIdBits = 28;
-inline constexpr std::uint32_t kMaxImmediateId = (1u << kImmediateIdBits) - 1;
-
-struct Immediate {
-	ImmediateKind kind;
-	std::uint32_t id;
-};
-
-// nullopt when id > kMaxImmediateId or kind is not an ImmediateKind.
-std::optional<std::uint32_t> encode_immediate(ImmediateKind kind, std::uint32_t id) noexcept;
-// nullopt for kinds this version does not define (kind 0 included, so a
-// zeroed immediate never dispatches).
-std::optional<Immediate> decode_immediate(std::uint32_t data) noexcept;
-
-// A collective write's immediate names the TARGET's slot for the group (so
-// one endpoint can hold many groups) and the engine's arrival counter.
-inline constexpr unsigned kCollectiveSlotBits = 10;
-inline constexpr unsigned kCollectiveCounterBits = kImmediateIdBits - kCollectiveSlotBits;
-inline constexpr std::uint32_t kMaxCollectiveSlots = 1u << kCollectiveSlotBits;
-inline constexpr std::uint32_t kMaxArrivalCounters = 1u << kCollectiveCounterBits;
-
-struct CollectiveArrival {
-	std::uint32_t slot = 0;
-	std::uint32_t counter = 0;
-};
-
-// nullopt when the slot or the counter is out of range.
-std::optional<std::uint32_t> encode_collective(const CollectiveArrival& a) noexcept;
-// The arrival an immediate of kind Collective names (its id).
-CollectiveArrival decode_collective(std::uint32_t id) noexcept;
 
 // ---------------------------------------------------------------------------
 // Collective control records: eager tagged messages with kFlagCollective,
@@ -316,7 +307,7 @@ struct JoinRecord {
 
 	std::uint32_t rank = 0;
 	std::uint32_t size = 0;
-	std::uint32_t slot = 0;   // the sender's group slot: goes into immediates to it
+	std::uint32_t slot = 0;   // the sender's group slot: named in arrivals to it
 	std::uint64_t config = 0; // fingerprint of the group configuration
 	std::array<std::byte, kScratchKeyBytes> scratch{}; // how to write into its scratch
 	// Where it runs and how members on its host map its memory file

@@ -46,7 +46,8 @@ InfoPtr make_core_hints(const char* prov, const fi_info* rcoll_hints)
 	h->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
 		  FI_REMOTE_WRITE;
 	// rcoll always hands the core fi_context2-sized contexts and accounts for
-	// receives consumed by write-with-immediate, so it can live with these.
+	// receives a peer's write-with-immediate consumes (rcoll sends none, a
+	// stranger may), so it can live with these.
 	h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
 	h->ep_attr->type = FI_EP_MSG;
 	h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;

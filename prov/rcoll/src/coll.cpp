@@ -91,6 +91,8 @@ void Collectives::progress()
 				   g->transport->slot());
 			begin_failure(*g, FI_EIO);
 		}
+		if (!g->failure && g->transport->misbehaved())
+			begin_failure(*g, FI_EIO);
 		// A member that stopped failed the group: so do we.
 		if (!g->failure && (g->transport->write_error() || g->transport->member_stopped()))
 			begin_failure(*g, FI_EIO);
@@ -164,15 +166,15 @@ bool Collectives::busy() const
 	return false;
 }
 
-void Collectives::on_arrival(uint32_t id)
+void Collectives::on_arrival(Peer& peer, const proto::ArrivalBody& a,
+			     std::span<const std::byte> payload)
 {
-	const proto::CollectiveArrival a = proto::decode_collective(id);
 	if (a.slot >= slots_.size() || !slots_[a.slot]) {
 		RCOLL_WARN(FI_LOG_EP_DATA, "collective arrival for unknown group slot %u\n",
 			   a.slot);
 		return;
 	}
-	slots_[a.slot]->transport->on_arrival(a.counter);
+	slots_[a.slot]->transport->on_arrival(peer, a, payload);
 }
 
 // ---------------------------------------------------------------------------

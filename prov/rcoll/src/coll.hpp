@@ -24,8 +24,8 @@ struct AddressVector;
 struct Endpoint;
 struct Peer;
 
-// Bounded by the arrival counters a group needs (they must fit the
-// immediate's counter bits, checked at join) and by what is tested.
+// Bounded by the arrival counters a group needs (they must fit an
+// arrival's counter field, checked at join) and by what is tested.
 inline constexpr size_t kMaxMembers = 16384;
 
 // fi_mc addresses: a tag bit no AV index reaches, plus the group's slot.
@@ -81,7 +81,9 @@ public:
 
 	// From the endpoint.
 	void progress();
-	void on_arrival(uint32_t id);
+	// An ARRIVAL message that came in on `peer`'s connection.
+	void on_arrival(Peer& peer, const proto::ArrivalBody& a,
+			std::span<const std::byte> payload);
 	void on_join_message(Peer& peer, const proto::MsgHeader& h,
 			     std::span<const std::byte> payload);
 	void on_peer_failed(Peer& peer);
@@ -155,7 +157,7 @@ private:
 	void keep_early(Peer& peer, uint64_t join_id, Early e);
 
 	Endpoint& ep_;
-	std::vector<std::unique_ptr<CollGroup>> slots_;       // index: slot in immediates
+	std::vector<std::unique_ptr<CollGroup>> slots_;       // index: slot in arrivals
 	std::unordered_map<uint64_t, uint32_t> ordinals_;     // joins per member list
 	std::unordered_multimap<uint64_t, Early> early_;      // ahead of our fi_join
 	std::unordered_map<uint64_t, size_t> early_per_peer_; // of them, by sender key

@@ -168,7 +168,7 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 			   CollTransport::kMaxSlots);
 		return -FI_ENOSPC;
 	}
-	// Every arrival counter of the group must fit the immediate.
+	// Every arrival counter of the group must fit an arrival message.
 	if (engine::Group::counter_count(size, config_) > CollTransport::kMaxCounters)
 		return -FI_EINVAL;
 

@@ -243,6 +243,21 @@ Errc CollTransport::write(const engine::WriteRequest& w) noexcept
 	if (members_[w.peer].mapping)
 		if (auto done = write_local(w, members_[w.peer], addr))
 			return *done;
+	if (w.has_immediate && w.immediate >= kMaxCounters)
+		return Errc::invalid_argument;
+
+	// An arrival whose bytes fit a message is that message alone: one
+	// core operation, as a write with immediate data would have been.
+	if (w.has_immediate && !w.target_key &&
+	    proto::ArrivalBody::kWireSize + w.length <=
+		    std::min<size_t>(peer->eager_limit, ep_.eager_limit)) {
+		if (!queue_completion(w.cookie)) // the bytes are copied: done at once
+			return Errc::no_memory;
+		Errc e = send_arrival(w, m, {static_cast<const std::byte*>(w.source), w.length});
+		if (e != Errc::ok)
+			events_.pop_back();
+		return e;
+	}
 
 	void* desc = nullptr;
 	if (w.length) {
@@ -255,8 +270,10 @@ Errc CollTransport::write(const engine::WriteRequest& w) noexcept
 			return Errc::invalid_argument;
 	}
 
-	if (w.length <= inject_limit_ && peer->injects.may_inject())
-		return inject(w, *peer, addr + w.offset, key, m.slot);
+	if (w.length <= inject_limit_ && peer->injects.may_inject()) {
+		Errc e = inject(w, *peer, addr + w.offset, key);
+		return e == Errc::ok && w.has_immediate ? send_arrival(w, m, {}) : e;
+	}
 
 	WriteContext* ctx;
 	try {
@@ -274,16 +291,41 @@ Errc CollTransport::write(const engine::WriteRequest& w) noexcept
 	ctx->peer = peer;
 	ctx->proves = peer->injects.posted;
 
-	std::optional<uint32_t> imm;
-	if (w.has_immediate && !(imm = proto::encode_collective({m.slot, w.immediate})))
-		return Errc::invalid_argument;
 	ssize_t ret = post_core_write(peer->conn.get(), w.source, w.length, desc, addr + w.offset,
-				      key, imm, &ctx->cc.space);
+				      key, &ctx->cc.space);
 	if (ret)
 		return refused(ret);
 	free_contexts_.pop_back();
 	in_flight_++;
-	return Errc::ok;
+	return w.has_immediate ? send_arrival(w, m, {}) : Errc::ok;
+}
+
+// The ARRIVAL behind a write (the connection keeps it behind the data), or
+// carrying the write's bytes. Once a write is posted the engine must not
+// repeat it: a message that cannot go fails the group instead.
+Errc CollTransport::send_arrival(const engine::WriteRequest& w, const Member& m,
+				 std::span<const std::byte> inline_payload) noexcept
+{
+	proto::MsgHeader h;
+	h.opcode = proto::Opcode::Arrival;
+	h.size = inline_payload.size();
+	// Without a payload the write placed the data: no offset to tell.
+	const proto::ArrivalBody body{m.slot, w.immediate, rank_,
+				      inline_payload.empty() ? 0 : w.offset};
+	ssize_t ret;
+	try {
+		ret = ep_.send_control(*m.peer, h, body, inline_payload);
+	} catch (const std::bad_alloc&) {
+		ret = -FI_ENOMEM;
+	}
+	if (ret == 0) {
+		activity_++;
+		return Errc::ok;
+	}
+	RCOLL_WARN(FI_LOG_EP_DATA, "collective arrival not sent: %s\n", fi_strerror(int(-ret)));
+	if (!write_error_)
+		write_error_ = int(-ret);
+	return inline_payload.empty() ? Errc::ok : Errc::would_block;
 }
 
 // A member on this host: the data is copied into its memory (its mapped
@@ -373,19 +415,14 @@ bool CollTransport::queue_completion(uint64_t cookie) noexcept
 // 8-byte allreduce step saves that work per message; the engine gets its
 // write_complete at once (the source may be reused: it was copied). The
 // peer's InjectLedger bounds how many injected writes stay unproven.
-Errc CollTransport::inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr, uint64_t key,
-			   uint32_t target_slot) noexcept
+Errc CollTransport::inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr,
+			   uint64_t key) noexcept
 {
 	fid_ep* conn = peer.conn.get();
 	if (!queue_completion(w.cookie)) // first, so a full deque cannot lose a posted write
 		return Errc::no_memory;
-	std::optional<uint32_t> imm;
-	if (w.has_immediate && !(imm = proto::encode_collective({target_slot, w.immediate}))) {
-		events_.pop_back();
-		return Errc::invalid_argument;
-	}
 	// No context: the core injects it.
-	ssize_t ret = post_core_write(conn, w.source, w.length, nullptr, addr, key, imm, nullptr);
+	ssize_t ret = post_core_write(conn, w.source, w.length, nullptr, addr, key, nullptr);
 	if (ret) {
 		events_.pop_back();
 		return refused(ret);
@@ -441,11 +478,38 @@ size_t CollTransport::poll(std::span<engine::TransportEvent> out) noexcept
 	return n;
 }
 
-void CollTransport::on_arrival(uint32_t counter)
+void CollTransport::on_arrival(const Peer& from, const proto::ArrivalBody& a,
+			       std::span<const std::byte> payload)
 {
+	if (a.rank >= members_.size() || members_[a.rank].peer != &from) {
+		RCOLL_WARN(FI_LOG_EP_DATA,
+			   "collective group (slot %u): an arrival claiming rank %u from a peer "
+			   "that is not that member: dropped\n",
+			   slot_, a.rank);
+		return;
+	}
+	if (failed_)
+		return; // the group's operations ended: nothing waits for it
+	std::span<std::byte> scratch = scratch_file_.scratch();
+	// Legitimate arrivals wait here only until the engine's next poll, or
+	// for an operation this member has not started: far fewer.
+	constexpr size_t kMaxWaitingEvents = size_t(1) << 20;
+	const bool outside = !payload.empty() && (a.offset > scratch.size() ||
+						  payload.size() > scratch.size() - a.offset);
+	if (outside || events_.size() >= kMaxWaitingEvents) {
+		if (!misbehaved_)
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "collective group (slot %u): member %u sent an arrival out of "
+				   "its scratch or beyond what can wait: failing the group\n",
+				   slot_, a.rank);
+		misbehaved_ = true;
+		return;
+	}
+	if (!payload.empty())
+		std::memcpy(scratch.data() + a.offset, payload.data(), payload.size());
 	engine::TransportEvent ev;
 	ev.kind = engine::TransportEvent::Kind::arrival;
-	ev.immediate = counter;
+	ev.immediate = a.counter;
 	activity_++;
 	events_.push_back(ev);
 }

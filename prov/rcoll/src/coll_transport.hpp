@@ -1,16 +1,18 @@
 // The collective engine's transport over rcoll's core connections: every
-// engine write is one RDMA write (with immediate data when the engine asks
-// for an arrival) on the core MSG endpoint to that member, into its scratch
-// region registered at join time or into a buffer it registered for one
-// call (Gupta et al. 2002: static registration per group, dynamic for
-// large messages). Arrivals come back through the endpoint's completion queue.
+// engine write is one RDMA write on the core MSG endpoint to that member,
+// into its scratch region registered at join time or into a buffer it
+// registered for one call (Gupta et al. 2002: static registration per group,
+// dynamic for large messages). When the engine asks for an arrival, an
+// ARRIVAL message follows the write on the same connection (its token says
+// who sent it, which no core's write immediate does); an arrival whose
+// bytes fit a message carries them instead of a write.
 //
 // Members on the same host are written to through the node-local path
 // instead (transport/local.hpp): a copy into their memory and a doorbell,
 // the same contract without the core.
 //
-// An arrival's immediate (proto::encode_collective) names the target's slot
-// for the group and the engine's arrival counter.
+// An arrival names the target's slot for the group, the engine's arrival
+// counter and the sender's rank.
 #pragma once
 
 #include "common.hpp"
@@ -107,8 +109,15 @@ public:
 	engine::Errc write(const engine::WriteRequest&) noexcept override;
 	size_t poll(std::span<engine::TransportEvent> out) noexcept override;
 
-	// From the endpoint's progress.
-	void on_arrival(uint32_t counter);
+	// An ARRIVAL message from `from`, which must be the member of its rank:
+	// its inline payload goes into the scratch, its counter to the engine.
+	// Anything else is dropped, and a member that sends what no member
+	// sends fails the group (misbehaved()).
+	void on_arrival(const Peer& from, const proto::ArrivalBody& a,
+			std::span<const std::byte> payload);
+	// A member sent an arrival that no member sends, or more than the
+	// engine can have waiting: the group must fail.
+	bool misbehaved() const { return misbehaved_; }
 	// A failed write is not handed to the engine, which would end the
 	// group's operations (deregistering their buffers) at once; it is kept
 	// for the glue, which fails the group in two steps (see fail()).
@@ -171,8 +180,10 @@ private:
 	bool queue_completion(uint64_t cookie) noexcept;
 	static int ring_error(local::Doorbell::Push result) noexcept;
 	void on_rung(uint32_t value);
-	engine::Errc inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr, uint64_t key,
-			    uint32_t target_slot) noexcept;
+	engine::Errc inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr,
+			    uint64_t key) noexcept;
+	engine::Errc send_arrival(const engine::WriteRequest& w, const Member& m,
+				  std::span<const std::byte> inline_payload) noexcept;
 	static engine::MemoryKey encode(const RemoteBuffer& r);
 	static RemoteBuffer decode(const engine::MemoryKey& k);
 
@@ -194,6 +205,7 @@ private:
 	uint64_t activity_ = 0;
 	std::deque<engine::TransportEvent> events_;
 	bool stopped_ = false;
+	bool misbehaved_ = false;
 	int failed_ = 0;
 	int write_error_ = 0;
 	size_t stop_marks_seen_ = 0;

@@ -31,7 +31,8 @@ const Param params[] = {
 	{"tx_pool_size", &Config::tx_pool_size,
 	 "Most sends in flight per endpoint before -FI_EAGAIN"},
 	{"rndv_completion", &Config::rndv_completion,
-	 "How a rendezvous PUT is detected at the receiver: imm (write with immediate data) or "
+	 "How a rendezvous PUT is detected at the receiver: fin (a FIN message behind the write) "
+	 "or "
 	 "poll (last-byte polling)"},
 	{"unexpected_max", &Config::unexpected_max,
 	 "Bytes of one peer's messages that may wait for a receive (eager payloads plus a fixed "
@@ -164,10 +165,10 @@ Config read_config()
 			   c.core.c_str());
 		c.core = "auto";
 	}
-	if (c.rndv_completion != "imm" && c.rndv_completion != "poll") {
-		RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_RNDV_COMPLETION=%s unknown; using imm\n",
+	if (c.rndv_completion != "fin" && c.rndv_completion != "poll") {
+		RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_RNDV_COMPLETION=%s unknown; using fin\n",
 			   c.rndv_completion.c_str());
-		c.rndv_completion = "imm";
+		c.rndv_completion = "fin";
 	}
 	return c;
 }

@@ -15,7 +15,7 @@ struct Config {
 	size_t rx_low_watermark = 8; // refill when fewer are posted
 	size_t rx_pool_max = 4096;   // hard limit of the receive pool
 	size_t tx_pool_size = 1024;  // sends in flight per endpoint before -FI_EAGAIN
-	std::string rndv_completion = "imm"; // imm (write with immediate) | poll (last byte)
+	std::string rndv_completion = "fin"; // fin (a FIN behind the write) | poll (last byte)
 	size_t rma_chunk = size_t(1) << 30;  // largest single core RMA operation
 	bool progress_thread = false;        // a progress thread even without FI_PROGRESS_AUTO
 	size_t spin_us = 50;                 // busy-poll this long before blocking

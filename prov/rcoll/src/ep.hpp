@@ -41,6 +41,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -184,16 +185,19 @@ struct Endpoint {
 	ssize_t post_tx(BufferRecord* r);
 	ssize_t transmit(Peer& peer, BufferRecord* r);
 	void flush_backlog(Peer& peer);
+	// A message's bytes after the header: its body, then `tail` (an
+	// arrival's inline payload).
 	ssize_t send_buffered(Peer& peer, const proto::MsgHeader& header, const void* body,
-			      size_t body_len);
+			      size_t body_len, std::span<const std::byte> tail = {});
 	ssize_t send_control(Peer& peer, const proto::MsgHeader& header, const void* body,
-			     size_t body_len);
+			     size_t body_len, std::span<const std::byte> tail = {});
 	template <class Body>
-	ssize_t send_control(Peer& peer, const proto::MsgHeader& header, const Body& body)
+	ssize_t send_control(Peer& peer, const proto::MsgHeader& header, const Body& body,
+			     std::span<const std::byte> tail = {})
 	{
 		std::byte bytes[Body::kWireSize];
 		proto::encode_body(body, bytes);
-		return send_control(peer, header, bytes, sizeof(bytes));
+		return send_control(peer, header, bytes, sizeof(bytes), tail);
 	}
 
 	// Sending: eager, and the rendezvous sender (send.cpp).
@@ -219,7 +223,6 @@ struct Endpoint {
 	void issue_chunk(RecvOp& op);
 	void on_chunk_done(RecvOp& op, int err);
 	void on_fin(Peer& peer, const proto::FinBody& fin);
-	void on_rendezvous_put(uint32_t receiver_id);
 	void poll_last_bytes();
 	bool failed_source(uint64_t key) const;
 	void fail_receive(RecvOp& op);

@@ -101,7 +101,8 @@ struct SendOp {
 	uint32_t cookie = 0;
 	proto::MsgHeader header{}; // tag, flags and CQ data for the RTS
 	std::optional<proto::RendezvousSender> machine;
-	ChunkedRma transfer; // the write the machine asked for
+	ChunkedRma transfer;               // the write the machine asked for
+	std::optional<proto::FinBody> fin; // to send once its last chunk is posted
 	CoreContext transfer_cc{&finish_transfer<SendOp>, this};
 };
 
@@ -116,7 +117,7 @@ struct RecvOp : proto::PostedReceive {
 	size_t len = 0;
 	void* core_desc = nullptr;
 	CoreRegistration own_mr;
-	uint32_t id = 0; // slab id: carried in the CTS and the immediate
+	uint32_t id = 0; // slab id: carried in the CTS and the FIN
 	// Once matched to a rendezvous request.
 	Peer* peer = nullptr;
 	proto::MsgHeader header{};

@@ -1,6 +1,6 @@
 // Progress: the loop that drives the core (connection events, completions,
 // refills, retries) and the dispatch of what the core reports: completions
-// through their context, messages by opcode, immediates by kind.
+// through their context, messages by opcode.
 #include "attr.hpp"
 #include "coll.hpp"
 #include "config.hpp"
@@ -213,20 +213,22 @@ void Endpoint::on_receive(BufferRecord* r, size_t len)
 		break;
 	case Opcode::Probe: break; // counted above; its sender only wanted our kernel's ACK
 	case Opcode::ReadDone: on_read_done(*peer, std::get<proto::ReadDoneBody>(m.body)); break;
+	case Opcode::Arrival:
+		if (coll)
+			coll->on_arrival(*peer, std::get<proto::ArrivalBody>(m.body), m.payload);
+		else
+			RCOLL_WARN(FI_LOG_EP_DATA, "collective arrival at an endpoint without "
+						   "collectives: dropped\n");
+		break;
 	}
 }
 
-// The immediate of a core write that landed here: rcoll's dispatch kind
-// says whose it is.
+// Immediate data of a core write that landed here. rcoll never sends any
+// (its completion would not say who sent it): whoever did is not rcoll.
 void Endpoint::on_remote_write(uint64_t data)
 {
-	auto imm = proto::decode_immediate(uint32_t(data));
-	if (imm && imm->kind == proto::ImmediateKind::RendezvousPut)
-		on_rendezvous_put(imm->id);
-	else if (imm && imm->kind == proto::ImmediateKind::Collective && coll)
-		coll->on_arrival(imm->id);
-	else
-		RCOLL_WARN(FI_LOG_EP_DATA, "unknown immediate data %#x\n", unsigned(data));
+	RCOLL_WARN(FI_LOG_EP_DATA, "dropping immediate data %#x: rcoll sends none\n",
+		   unsigned(data));
 }
 
 // Core operations the core refused with -FI_EAGAIN.

@@ -286,7 +286,7 @@ void Endpoint::start_rendezvous_recv(RecvOp& op, Peer& peer, const MsgHeader& h,
 			   proto::RemoteBuffer{reinterpret_cast<uint64_t>(op.buf), key});
 	const auto path = proto::RendezvousReceiver::path_for(op.source);
 	const auto mode = config().rndv_poll_last_byte() ? proto::CompletionMode::PollLastByte
-							 : proto::CompletionMode::Immediate;
+							 : proto::CompletionMode::Fin;
 	run_recv_actions(op, op.machine->on_rts(rts, h.size, path, mode, slot_random));
 }
 
@@ -369,17 +369,6 @@ void Endpoint::on_fin(Peer& peer, const proto::FinBody& fin)
 		return;
 	}
 	run_recv_actions(*op, op->machine->on_fin(fin));
-}
-
-// The immediate of a rendezvous PUT: its data landed.
-void Endpoint::on_rendezvous_put(uint32_t receiver_id)
-{
-	RecvOp* op = rx.recvs.find(receiver_id);
-	if (!op || !op->machine) {
-		RCOLL_WARN(FI_LOG_EP_DATA, "immediate for an unknown receive\n");
-		return;
-	}
-	run_recv_actions(*op, op->machine->on_immediate());
 }
 
 // An eager message or a rendezvous request: to the oldest posted receive

@@ -150,13 +150,9 @@ ssize_t Endpoint::run_send_actions(SendOp& op, const proto::Actions& actions)
 			t.remote_addr = w->target.addr;
 			t.key = w->target.key;
 			t.length = w->length;
-			t.immediate = w->immediate;
 			t.done = 0;
+			op.fin = w->fin;
 			issue_chunk(op);
-		} else if (auto* fin = std::get_if<proto::action::SendFin>(&a)) {
-			MsgHeader h;
-			h.opcode = Opcode::Fin;
-			send_control(*op.peer, h, fin->body);
 		} else if (auto* done = std::get_if<proto::action::Complete>(&a)) {
 			app.report_tx(op.context, op.flags, op.len, outcome_errno(done->outcome),
 				      op.report, app.send_cntr);
@@ -173,13 +169,19 @@ ssize_t Endpoint::run_send_actions(SendOp& op, const proto::Actions& actions)
 	return 0;
 }
 
-// The PUT data, chunk by chunk; the last carries the immediate that tells
-// the receiver it landed.
+// The PUT data, chunk by chunk. The FIN follows the last chunk as soon as
+// it is posted: the connection keeps it behind the data.
 void Endpoint::issue_chunk(SendOp& op)
 {
 	ssize_t ret = post_chunk(*op.peer, op.transfer, op.transfer_cc);
-	if (ret && ret != -FI_EAGAIN)
+	if (ret && ret != -FI_EAGAIN) {
 		run_send_actions(op, op.machine->on_write_failed());
+	} else if (!ret && op.fin && op.transfer.posted_last()) {
+		MsgHeader h;
+		h.opcode = Opcode::Fin;
+		send_control(*op.peer, h, *op.fin);
+		op.fin.reset();
+	}
 }
 
 void Endpoint::on_chunk_done(SendOp& op, int err)

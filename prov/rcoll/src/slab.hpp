@@ -1,6 +1,7 @@
-// Records that a peer names by id (rendezvous cookies, receive ids carried in
-// 28-bit immediates): an id is a slot index plus a generation, so a stale or
-// forged id from the wire never reaches a recycled record.
+// Records that a peer names by id (rendezvous cookies, receive ids in CTS and
+// FIN): an id is a slot index plus a generation, so a stale id from the wire
+// never reaches a recycled record (and the glue accepts an id only from the
+// peer whose operation it names).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@ class Slab {
 public:
 	static constexpr unsigned kIndexBits = 20;
 	static constexpr uint32_t kIndexMask = (1u << kIndexBits) - 1;
-	static constexpr uint32_t kGenerationMask = 0xff; // 20 + 8 bits fit an immediate id
+	static constexpr uint32_t kGenerationMask = 0xff;
 
 	// A new record and its id; nullptr when every slot is taken.
 	T* create(uint32_t& id)

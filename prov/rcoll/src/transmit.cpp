@@ -134,16 +134,19 @@ void Endpoint::flush_backlog(Peer& peer)
 // A header-and-body message through a bounce buffer, in order with the
 // peer's other buffered messages; -FI_EAGAIN when the pool is empty.
 ssize_t Endpoint::send_buffered(Peer& peer, const MsgHeader& header, const void* body,
-				size_t body_len)
+				size_t body_len, std::span<const std::byte> tail)
 {
 	BufferRecord* r = tx.buffers->take();
 	if (!r)
 		return -FI_EAGAIN;
 	r->peer = &peer;
 	r->header = header;
+	std::byte* out = r->buffer->data() + proto::kHeaderSize;
 	if (body_len)
-		memcpy(r->buffer->data() + proto::kHeaderSize, body, body_len);
-	r->len = proto::kHeaderSize + body_len;
+		memcpy(out, body, body_len);
+	if (!tail.empty())
+		memcpy(out + body_len, tail.data(), tail.size());
+	r->len = proto::kHeaderSize + body_len + tail.size();
 	// A probe exists to fail: it needs a completion. verbs (1.17) drops
 	// the error of an injected send without a trace, and only an error
 	// completion tells us which connection died.
@@ -157,17 +160,19 @@ ssize_t Endpoint::send_buffered(Peer& peer, const MsgHeader& header, const void*
 // Never fails for want of a transmit buffer (see QueuedControl). A message
 // for a failed peer is dropped: the operations it belonged to are failing.
 ssize_t Endpoint::send_control(Peer& peer, const MsgHeader& header, const void* body,
-			       size_t body_len)
+			       size_t body_len, std::span<const std::byte> tail)
 {
 	if (peer.state == Peer::State::failed)
 		return -FI_ENOTCONN;
 	if (peer.controls.empty()) {
-		ssize_t ret = send_buffered(peer, header, body, body_len);
+		ssize_t ret = send_buffered(peer, header, body, body_len, tail);
 		if (ret != -FI_EAGAIN)
 			return ret;
 	}
 	auto* bytes = static_cast<const std::byte*>(body);
-	peer.controls.push_back(QueuedControl{header, {bytes, bytes + body_len}});
+	QueuedControl c{header, {bytes, bytes + body_len}};
+	c.body.insert(c.body.end(), tail.begin(), tail.end());
+	peer.controls.push_back(std::move(c));
 	tx.backlogged++;
 	return 0;
 }
