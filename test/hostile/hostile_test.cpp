@@ -506,6 +506,84 @@ int mapped_scratch_files()
 	return n;
 }
 
+// The hostile side of a join with the victim: the victim's join record (and
+// the header it came with, for our reply), once the victim joined.
+std::vector<std::byte> victim_join_record(Bootstrap& boot, RawPeer& raw, proto::MsgHeader& h)
+{
+	boot.signal_wait_at_least(victim_joining, 1, [] {});
+	std::vector<std::byte> m;
+	do {
+		m = raw.receive();
+		expect(m.size() >= proto::kHeaderSize, "a short message from the victim");
+		proto::ParsedMessage parsed;
+		proto::Limits limits{4096, raw.accept().conn_id + 1, uint64_t(1) << 40};
+		expect(proto::validate_message(m.data(), m.size(), limits, parsed) ==
+			       proto::WireStatus::Ok,
+		       "an invalid message from the victim");
+		h = parsed.header;
+	} while (!(h.flags & proto::kFlagCollective));
+	std::vector<std::byte> record(m.begin() + proto::kHeaderSize, m.end());
+	expect(record.size() == proto::JoinRecord::kWireSize, "a join record of %zu bytes",
+	       record.size());
+	h.src_conn = raw.accept().conn_id;
+	h.token = raw.accept().token;
+	return record;
+}
+
+// The victim side: a group of the victim and the hostile peer, joined once
+// the hostile peer connected. Whether the join completed (a refused member
+// ends it with an error).
+struct PairGroup {
+	FidPtr<fid_av_set> set;
+	FidPtr<fid_mc> mc;
+	fi_addr_t coll_addr = 0; // of the AV set
+	bool joined = false;
+};
+
+PairGroup start_join_with_hostile(Bootstrap& boot, Endpoint& ep, const World& world)
+{
+	boot.signal_wait_at_least(hostile_connected, 1, [&] { ep.progress(); });
+	const fi_addr_t self = ep.insert_address(ep.local_address());
+	const fi_addr_t hostile = ep.insert_address(world.names[kHostile]);
+	fi_av_set_attr attr{};
+	attr.count = 2;
+	attr.start_addr = FI_ADDR_NOTAVAIL;
+	attr.end_addr = FI_ADDR_NOTAVAIL;
+	PairGroup g;
+	fid_av_set* set = nullptr;
+	FT_CHECK(fi_av_set(ep.av(), &attr, &set, nullptr));
+	g.set.reset(set);
+	FT_CHECK(fi_av_set_insert(set, self));
+	FT_CHECK(fi_av_set_insert(set, hostile));
+	FT_CHECK(fi_av_set_addr(set, &g.coll_addr));
+	fid_mc* mc = nullptr;
+	FT_CHECK(fi_join_collective(ep.ep(), g.coll_addr, set, 0, &mc, nullptr));
+	g.mc.reset(mc);
+	boot.signal_set(victim_joining, 1);
+	return g;
+}
+
+void wait_joined(Endpoint& ep, PairGroup& g)
+{
+	uint32_t event = 0;
+	alignas(fi_eq_err_entry) std::byte entry[sizeof(fi_eq_err_entry)];
+	const Deadline deadline(seconds(20));
+	for (;;) {
+		ep.progress();
+		ssize_t n = fi_eq_read(ep.eq(), &event, entry, sizeof(entry), 0);
+		if (n == -FI_EAVAIL) {
+			fi_eq_err_entry err{};
+			fi_eq_readerr(ep.eq(), &err, 0);
+			return;
+		}
+		if (n > 0 && event == FI_JOIN_COMPLETE) {
+			g.joined = true;
+			return;
+		}
+		expect(!deadline.expired(), "the join with the hostile member did not end");
+	}
+}
+
 // A remote member copies the victim's own join record (host, process, memory
 // file and nonce) into its own: the victim must not map its own file as
 // that member's scratch (its writes "to the member" would then land in its
@@ -516,64 +594,18 @@ void case_join_record_names_victim(Bootstrap& boot, const Options& options)
 		RawPeer raw(world.names[kVictim], request(key));
 		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
 		boot.signal_set(hostile_connected, 1);
-		boot.signal_wait_at_least(victim_joining, 1, [] {});
-		std::vector<std::byte> m;
 		proto::MsgHeader h;
-		do {
-			m = raw.receive();
-			expect(m.size() >= proto::kHeaderSize, "a short message from the victim");
-			proto::ParsedMessage parsed;
-			proto::Limits limits{4096, raw.accept().conn_id + 1, uint64_t(1) << 40};
-			expect(proto::validate_message(m.data(), m.size(), limits, parsed) ==
-				       proto::WireStatus::Ok,
-			       "an invalid message from the victim");
-			h = parsed.header;
-		} while (!(h.flags & proto::kFlagCollective));
 		// The victim's record, as ours: rank 1 of 2, everything else its own.
-		std::vector<std::byte> record(m.begin() + proto::kHeaderSize, m.end());
-		expect(record.size() == 72, "a join record of %zu bytes", record.size());
+		std::vector<std::byte> record = victim_join_record(boot, raw, h);
 		const uint32_t rank = 1;
 		std::memcpy(record.data() + 4, &rank, sizeof(rank));
-		h.src_conn = raw.accept().conn_id;
-		h.token = raw.accept().token;
 		raw.send_message(h, record);
 		return std::string("sent the victim's own join record as its own");
 	};
 	auto victim_action = [](Bootstrap& boot, Endpoint& ep, const World& world) {
-		boot.signal_wait_at_least(hostile_connected, 1, [&] { ep.progress(); });
-		const fi_addr_t self = ep.insert_address(ep.local_address());
-		const fi_addr_t hostile = ep.insert_address(world.names[kHostile]);
-		fi_av_set_attr attr{};
-		attr.count = 2;
-		attr.start_addr = FI_ADDR_NOTAVAIL;
-		attr.end_addr = FI_ADDR_NOTAVAIL;
-		fid_av_set* set = nullptr;
-		FT_CHECK(fi_av_set(ep.av(), &attr, &set, nullptr));
-		FidPtr<fid_av_set> set_guard(set);
-		FT_CHECK(fi_av_set_insert(set, self));
-		FT_CHECK(fi_av_set_insert(set, hostile));
-		fi_addr_t coll_addr = 0;
-		FT_CHECK(fi_av_set_addr(set, &coll_addr));
-		fid_mc* mc = nullptr;
-		FT_CHECK(fi_join_collective(ep.ep(), coll_addr, set, 0, &mc, nullptr));
-		FidPtr<fid_mc> mc_guard(mc);
-		boot.signal_set(victim_joining, 1);
+		PairGroup group = start_join_with_hostile(boot, ep, world);
 		const int before = mapped_scratch_files();
-		uint32_t event = 0;
-		alignas(fi_eq_err_entry) std::byte entry[sizeof(fi_eq_err_entry)];
-		const Deadline deadline(seconds(20));
-		for (;;) {
-			ep.progress();
-			ssize_t n = fi_eq_read(ep.eq(), &event, entry, sizeof(entry), 0);
-			if (n == -FI_EAVAIL) {
-				fi_eq_err_entry err{};
-				fi_eq_readerr(ep.eq(), &err, 0);
-				break; // refusing the member is fine too
-			}
-			if (n > 0 && event == FI_JOIN_COMPLETE)
-				break;
-			expect(!deadline.expired(), "the join with the hostile member did not end");
-		}
+		wait_joined(ep, group);
 		const int after = mapped_scratch_files();
 		expect(after == before,
 		       "the victim mapped %d more scratch file(s) for a member on another host "
@@ -581,6 +613,106 @@ void case_join_record_names_victim(Bootstrap& boot, const Options& options)
 		       after - before);
 	};
 	run_case(boot, options, 0, attack, victim_action, FI_COLLECTIVE);
+}
+
+// A member of the victim's group (the hostile peer, joined as rank 1 from
+// another host) sends ARRIVAL messages no member sends: bytes beyond the
+// group's scratch region, or more arrivals than can wait (2^20) while the
+// victim has no operation going. The victim fails the group, so that its
+// next barrier ends with an error instead of writing outside its memory or
+// growing without bound, and keeps serving the honest peer.
+enum class MemberAttack { outside_scratch, flood };
+
+void member_arrivals(Bootstrap& boot, const Options& options, MemberAttack kind)
+{
+	constexpr size_t kCap = size_t(1) << 20; // arrivals that may wait, the default
+	auto attack = [kind](Bootstrap& boot, const World& world, uint64_t key) {
+		RawPeer raw(world.names[kVictim], request(key));
+		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
+		boot.signal_set(hostile_connected, 1);
+		proto::MsgHeader h;
+		std::vector<std::byte> record = victim_join_record(boot, raw, h);
+		proto::JoinRecord victim;
+		proto::StopNotice unused;
+		expect(proto::decode_coll_record(record, victim, unused) == proto::CollRecord::join,
+		       "the victim's join record does not decode");
+		proto::JoinRecord mine = victim; // its configuration and scratch layout
+		mine.rank = 1;
+		mine.slot = 0;
+		mine.host = 0; // another host: no node-local path
+		mine.nonce = 0;
+		mine.pid = 0;
+		mine.fd = -1;
+		proto::encode_join_record(mine, record.data());
+		raw.send_message(h, record);
+		boot.signal_wait_at_least(pair_barrier, 1, [] {}); // the victim joined
+		proto::MsgHeader a;
+		a.opcode = proto::Opcode::Arrival;
+		a.src_conn = raw.accept().conn_id;
+		a.token = raw.accept().token;
+		std::vector<std::byte> body(proto::ArrivalBody::kWireSize + 4096, std::byte{0x5a});
+		if (kind == MemberAttack::outside_scratch) {
+			int sent = 0;
+			try {
+				for (uint64_t offset :
+				     {uint64_t(1) << 40, uint64_t(64) << 20, ~uint64_t(0) - 8}) {
+					a.size = 4096;
+					proto::encode_body(
+						proto::ArrivalBody{victim.slot, 0, 1, offset},
+						body.data());
+					raw.send_message(a, body);
+					sent++;
+				}
+			} catch (const CheckFailure&) {
+				// The victim failed the member: its connection ended.
+			}
+			return strfmt("sent %d arrivals with 4 KiB for offsets beyond the scratch",
+				      sent);
+		}
+		a.size = 0;
+		proto::encode_body(proto::ArrivalBody{victim.slot, 0, 1, 0}, body.data());
+		const auto one = std::span(body).first(proto::ArrivalBody::kWireSize);
+		// Four times the cap: without it the victim would keep them all.
+		const size_t sent = raw.inject_messages(a, one, 4 * kCap);
+		return strfmt("sent %zu arrivals while the victim had no operation", sent);
+	};
+	auto victim_action = [kind](Bootstrap& boot, Endpoint& ep, const World& world) {
+		PairGroup group = start_join_with_hostile(boot, ep, world);
+		wait_joined(ep, group);
+		expect(group.joined, "the victim did not complete the join with the member");
+		const size_t before = resident_bytes();
+		boot.signal_set(pair_barrier, 1);
+		boot.signal_wait_at_least(hostile_done, 1, [&] { ep.progress(); });
+		const Deadline drain(std::chrono::milliseconds(500)); // what is still in flight
+		while (!drain.expired())
+			ep.progress();
+		// A waiting arrival takes about 24 bytes: 24 MiB at the cap, 96 MiB
+		// for the whole flood.
+		const size_t grown = resident_bytes() - std::min(before, resident_bytes());
+		expect(grown < (size_t(64) << 20),
+		       "the victim grew by %zu MiB holding one member's arrivals", grown >> 20);
+		OpContext ctx;
+		FT_POST(ep, fi_barrier(ep.ep(), fi_mc_addr(group.mc.get()), &ctx));
+		const Deadline deadline(seconds(20));
+		while (!ctx.done) {
+			expect(!deadline.expired(),
+			       "the barrier of the attacked group did not end");
+			ep.progress();
+		}
+		expect(ctx.error != 0, "the barrier of a group whose member sent %s succeeded",
+		       kind == MemberAttack::flood ? "2^20 arrivals" : "bytes outside its scratch");
+	};
+	run_case(boot, options, 0, attack, victim_action, FI_COLLECTIVE);
+}
+
+void case_member_arrival_outside_scratch(Bootstrap& boot, const Options& options)
+{
+	member_arrivals(boot, options, MemberAttack::outside_scratch);
+}
+
+void case_member_arrival_flood(Bootstrap& boot, const Options& options)
+{
+	member_arrivals(boot, options, MemberAttack::flood);
 }
 
 // Collective arrivals count only from the member they name. A process that
@@ -721,6 +853,14 @@ const HostileCase kCases[] = {
 	 "write immediates from a connected stranger and ARRIVAL messages naming members it is "
 	 "not change no collective result; the group's allreduces all verify",
 	 seconds(90), case_forged_arrivals},
+	{"member-arrival-outside-scratch",
+	 "a member's ARRIVAL with bytes beyond the group's scratch fails the group (its barrier "
+	 "ends with an error); nothing is written; the honest peer is served",
+	 seconds(60), case_member_arrival_outside_scratch},
+	{"member-arrival-flood",
+	 "a member that sends more arrivals than can wait (2^20, the cap) while nothing runs "
+	 "fails the group; the honest peer is served",
+	 seconds(120), case_member_arrival_flood},
 	{"join-record-names-victim",
 	 "a member whose join record copies the victim's own host, process and memory file is "
 	 "not mapped: the victim maps no second copy of its own scratch",

@@ -49,6 +49,11 @@ public:
 	std::span<std::byte> local() { return {local_.data(), local_.size()}; }
 	// A header (src_conn and token as given) and a body.
 	void send_message(const rcoll::proto::MsgHeader& header, std::span<const std::byte> body);
+	// The same message `count` times, injected back to back (small
+	// messages only). Returns how many the core took before the
+	// connection ended (`count` when it did not).
+	size_t inject_messages(const rcoll::proto::MsgHeader& header,
+			       std::span<const std::byte> body, size_t count);
 
 private:
 	struct Outcome {

@@ -2,15 +2,27 @@
 
 namespace rcoll {
 
+namespace {
+
+// The record of buffer `b` (records go by buffer index), made on first use.
+template <class Records, class Finish>
+BufferRecord* record_for(Records& records, proto::BounceBuffer* b, Finish finish)
+{
+	while (records.size() <= b->index())
+		records.emplace_back(finish);
+	BufferRecord* r = &records[b->index()];
+	r->buffer = b;
+	return r;
+}
+
+} // namespace
+
 BufferRecord* TransmitBuffers::take()
 {
 	proto::BounceBuffer* b = pool_->acquire();
 	if (!b)
 		return nullptr;
-	while (records_.size() <= b->index())
-		records_.emplace_back(&BufferRecord::finish_send);
-	BufferRecord* r = &records_[b->index()];
-	r->buffer = b;
+	BufferRecord* r = record_for(records_, b, &BufferRecord::finish_send);
 	r->peer = nullptr;
 	r->header = proto::MsgHeader{};
 	r->len = 0;
@@ -27,13 +39,7 @@ BufferRecord* TransmitBuffers::take()
 BufferRecord* ReceiveBuffers::next_to_post()
 {
 	proto::BounceBuffer* b = pool_->acquire_for_post();
-	if (!b)
-		return nullptr;
-	while (records_.size() <= b->index())
-		records_.emplace_back(&BufferRecord::finish_receive);
-	BufferRecord* r = &records_[b->index()];
-	r->buffer = b;
-	return r;
+	return b ? record_for(records_, b, &BufferRecord::finish_receive) : nullptr;
 }
 
 } // namespace rcoll

@@ -478,7 +478,7 @@ size_t CollTransport::poll(std::span<engine::TransportEvent> out) noexcept
 	return n;
 }
 
-void CollTransport::on_arrival(const Peer& from, const proto::ArrivalBody& a,
+void CollTransport::on_arrival(Peer& from, const proto::ArrivalBody& a,
 			       std::span<const std::byte> payload)
 {
 	if (a.rank >= members_.size() || members_[a.rank].peer != &from) {
@@ -498,11 +498,13 @@ void CollTransport::on_arrival(const Peer& from, const proto::ArrivalBody& a,
 						  payload.size() > scratch.size() - a.offset);
 	if (outside || events_.size() >= kMaxWaitingEvents) {
 		if (!misbehaved_)
-			RCOLL_WARN(FI_LOG_EP_DATA,
-				   "collective group (slot %u): member %u sent an arrival out of "
-				   "its scratch or beyond what can wait: failing the group\n",
-				   slot_, a.rank);
+			RCOLL_WARN(
+				FI_LOG_EP_DATA,
+				"collective group (slot %u): member %u sent an arrival out of "
+				"its scratch or beyond what can wait: failing it and the group\n",
+				slot_, a.rank);
 		misbehaved_ = true;
+		ep_.schedule_failure(from, -FI_EOTHER);
 		return;
 	}
 	if (!payload.empty())

@@ -112,8 +112,8 @@ public:
 	// An ARRIVAL message from `from`, which must be the member of its rank:
 	// its inline payload goes into the scratch, its counter to the engine.
 	// Anything else is dropped, and a member that sends what no member
-	// sends fails the group (misbehaved()).
-	void on_arrival(const Peer& from, const proto::ArrivalBody& a,
+	// sends fails, and so does the group (misbehaved()).
+	void on_arrival(Peer& from, const proto::ArrivalBody& a,
 			std::span<const std::byte> payload);
 	// A member sent an arrival that no member sends, or more than the
 	// engine can have waiting: the group must fail.

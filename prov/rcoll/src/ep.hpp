@@ -25,8 +25,7 @@
 #include "ops.hpp"
 #include "peer.hpp"
 #include "peer_table.hpp"
-#include "proto/match.hpp"
-#include "proto/pool.hpp"
+#include "proto/rendezvous.hpp"
 #include "proto/wire.hpp"
 #include "slab.hpp"
 #include "wait.hpp"
@@ -38,7 +37,6 @@
 
 #include <chrono>
 #include <cstddef>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -225,7 +223,8 @@ struct Endpoint {
 	void on_fin(Peer& peer, const proto::FinBody& fin);
 	void poll_last_bytes();
 	bool failed_source(uint64_t key) const;
-	void fail_receive(RecvOp& op);
+	// A posted receive ends without data, with `err` (FI_EIO, FI_ECANCELED).
+	void end_receive(RecvOp& op, int err);
 
 	// RMA (rma.cpp).
 	void issue_chunk(RmaOp& op);

@@ -146,7 +146,7 @@ void Endpoint::fail_peer(Peer& peer, int err)
 	// rendezvous requests fails (match_unexpected).
 	for (proto::MatchQueue* q : {&rx.msg_queue, &rx.tagged_queue})
 		q->drain_directed(peer.key, [&](proto::PostedReceive& pr) {
-			fail_receive(static_cast<RecvOp&>(pr));
+			end_receive(static_cast<RecvOp&>(pr), FI_EIO);
 		});
 }
 

@@ -154,7 +154,7 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 	} else if (source != proto::kAnySource && failed_source(source)) {
 		// Nothing it delivered matches, and it will send nothing more.
 		queue.remove(*op);
-		fail_receive(*op);
+		end_receive(*op, FI_EIO);
 		return 0;
 	}
 	if (u)
@@ -438,13 +438,13 @@ void Endpoint::poll_last_bytes()
 	}
 }
 
-void Endpoint::fail_receive(RecvOp& op)
+void Endpoint::end_receive(RecvOp& op, int err)
 {
 	app.report_rx({.context = op.context,
 		       .flags = op.flags,
 		       .buf = op.buf,
 		       .tag = op.tag,
-		       .err = FI_EIO});
+		       .err = err});
 	rx.recvs.destroy(op.id);
 }
 
@@ -454,13 +454,7 @@ ssize_t Endpoint::cancel(void* context)
 {
 	for (proto::MatchQueue* q : {&rx.msg_queue, &rx.tagged_queue}) {
 		if (proto::PostedReceive* pr = q->cancel(context)) {
-			auto& op = *static_cast<RecvOp*>(pr);
-			app.report_rx({.context = op.context,
-				       .flags = op.flags,
-				       .buf = op.buf,
-				       .tag = op.tag,
-				       .err = FI_ECANCELED});
-			rx.recvs.destroy(op.id);
+			end_receive(*static_cast<RecvOp*>(pr), FI_ECANCELED);
 			return 0;
 		}
 	}
