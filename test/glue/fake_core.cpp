@@ -1207,6 +1207,7 @@ int getinfo(uint32_t, const char* node, const char* service, uint64_t flags, con
 	info->domain_attr->rx_ctx_cnt = 256;
 	info->domain_attr->mr_cnt = 1 << 16;
 	info->tx_attr->size = 1024;
+	info->tx_attr->msg_order = info->rx_attr->msg_order = FI_ORDER_SAW | FI_ORDER_SAS;
 	info->tx_attr->iov_limit = kIovLimit;
 	info->tx_attr->rma_iov_limit = 1;
 	info->tx_attr->inject_size = kInjectSize;

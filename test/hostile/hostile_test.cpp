@@ -43,7 +43,8 @@ enum Signal {
 	victim_done = 3,
 	hostile_connected = 4,
 	victim_joining = 5,
-	pair_barrier = 6
+	pair_barrier = 6,
+	target_address = 7
 };
 
 struct Options {
@@ -233,6 +234,34 @@ void run_case(Bootstrap& boot, const Options& options, size_t hostile_messages, 
 	boot.note(run_victim(boot, ep, world, hostile_messages));
 }
 
+// The rendezvous request the victim sends the hostile peer first.
+proto::RtsBody receive_rts(RawPeer& raw)
+{
+	const std::vector<std::byte> m = raw.receive();
+	proto::Limits limits;
+	limits.eager_limit = 4096;
+	limits.connection_count = raw.accept().conn_id + 1;
+	limits.max_message_size = uint64_t(1) << 40;
+	proto::ParsedMessage parsed;
+	expect(proto::validate_message(m.data(), m.size(), limits, parsed) ==
+			       proto::WireStatus::Ok &&
+		       parsed.header.opcode == proto::Opcode::Rts,
+	       "expected a rendezvous request from the victim");
+	return std::get<proto::RtsBody>(parsed.body);
+}
+
+// Ends a rendezvous the victim sent, as the receiver that read it.
+void send_read_done(RawPeer& raw, const proto::RtsBody& rts)
+{
+	proto::MsgHeader h;
+	h.opcode = proto::Opcode::ReadDone;
+	h.src_conn = raw.accept().conn_id;
+	h.token = raw.accept().token;
+	std::byte body[proto::ReadDoneBody::kWireSize];
+	proto::encode_body(proto::ReadDoneBody{rts.sender_cookie}, body);
+	raw.send_message(h, body);
+}
+
 // A message naming another peer's connection (every small connection id)
 // with a token the sender does not have: its own connection's, or none.
 void case_forged_source(Bootstrap& boot, const Options& options)
@@ -359,17 +388,7 @@ void case_rendezvous_scope(Bootstrap& boot, const Options& options)
 		RawPeer raw(world.names[kVictim], request(key));
 		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
 		boot.signal_set(hostile_connected, 1);
-		const std::vector<std::byte> m = raw.receive();
-		proto::Limits limits;
-		limits.eager_limit = 4096;
-		limits.connection_count = raw.accept().conn_id + 1;
-		limits.max_message_size = uint64_t(1) << 40;
-		proto::ParsedMessage parsed;
-		expect(proto::validate_message(m.data(), m.size(), limits, parsed) ==
-				       proto::WireStatus::Ok &&
-			       parsed.header.opcode == proto::Opcode::Rts,
-		       "expected a rendezvous request from the victim");
-		const auto rts = std::get<proto::RtsBody>(parsed.body);
+		const proto::RtsBody rts = receive_rts(raw);
 		std::vector<std::string> wrong;
 		if (int err = raw.read(kMessage, rts.addr, rts.key))
 			wrong.push_back(strfmt("reading the message failed: %s", fi_strerror(err)));
@@ -381,14 +400,8 @@ void case_rendezvous_scope(Bootstrap& boot, const Options& options)
 			wrong.push_back("read 4 KiB after the message");
 		if (raw.write(16, rts.addr, rts.key) == 0)
 			wrong.push_back("wrote into the message");
-		proto::MsgHeader h;
-		h.opcode = proto::Opcode::ReadDone;
-		h.src_conn = raw.accept().conn_id;
-		h.token = raw.accept().token;
-		std::byte body[proto::ReadDoneBody::kWireSize];
-		proto::encode_body(proto::ReadDoneBody{rts.sender_cookie}, body);
 		try {
-			raw.send_message(h, body);
+			send_read_done(raw, rts);
 		} catch (const CheckFailure&) {
 			// The core may have ended the connection over a refused access.
 		}
@@ -410,6 +423,64 @@ void case_rendezvous_scope(Bootstrap& boot, const Options& options)
 				     hostile, kTag, &ctx));
 		// Completes, well or not (the hostile peer's connection may end).
 		ep.wait_done(ctx, "the send to the hostile peer");
+	};
+	run_case(boot, options, 0, attack, victim_action);
+}
+
+// A core checks a write's key against every registration of its domain, not
+// the connection's. The hostile peer sees one key of the victim's (the
+// rendezvous key of a message sent to it) and guesses the keys of the
+// registrations made after it, writing at the address of one (addresses are
+// no secret: it is told it). Counted-up keys (the tcp core's own) would open
+// the victim's buffer with the first guesses; each wrong guess costs the
+// guesser its connection, so it reconnects with a new key each time.
+void case_guessed_keys(Bootstrap& boot, const Options& options)
+{
+	constexpr size_t kMessage = 64 * 1024, kTarget = 4096;
+	constexpr int kGuesses = 16;
+	auto attack = [](Bootstrap& boot, const World& world, uint64_t key) {
+		RawPeer raw(world.names[kVictim], request(key));
+		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
+		boot.signal_set(hostile_connected, 1);
+		const proto::RtsBody rts = receive_rts(raw);
+		boot.signal_wait_at_least(target_address, 1, [] {});
+		const uint64_t target = boot.signal_get(target_address);
+		int landed = 0;
+		for (int i = 1; i <= kGuesses; i++) {
+			RawPeer guesser(world.names[kVictim], request(random_u64()));
+			expect(guesser.accepted(), "the victim refused a guesser: %s",
+			       guesser.refusal().c_str());
+			if (guesser.write(16, target, rts.key + uint64_t(i)) == 0)
+				landed++;
+		}
+		// End the rendezvous as the receiver it is.
+		expect(raw.read(kMessage, rts.addr, rts.key) == 0, "reading the message failed");
+		send_read_done(raw, rts);
+		expect(landed == 0,
+		       "%d of %d writes with keys counted on from a rendezvous key "
+		       "landed in a registration never offered",
+		       landed, kGuesses);
+		return strfmt("%d writes with the %d keys after a rendezvous key (%#llx) were "
+			      "refused",
+			      kGuesses, kGuesses, (unsigned long long)rts.key);
+	};
+	auto victim_action = [](Bootstrap& boot, Endpoint& ep, const World& world) {
+		const fi_addr_t hostile = ep.insert_address(world.names[kHostile]);
+		RegisteredBuffer message(ep, kMessage);
+		std::memset(message.data(), 0xa5, kMessage);
+		boot.signal_wait_at_least(hostile_connected, 1, [&] { ep.progress(); });
+		OpContext ctx;
+		FT_POST(ep, fi_tsend(ep.ep(), message.data(), kMessage, message.desc(), hostile,
+				     kTag, &ctx));
+		// Registered after the rendezvous key: the one a counter gives next.
+		RegisteredBuffer target(ep, kTarget);
+		std::memset(target.data(), 0x3c, kTarget);
+		boot.signal_set(target_address, reinterpret_cast<uint64_t>(target.data()));
+		ep.wait_done(ctx, "the send to the hostile peer");
+		for (size_t i = 0; i < kTarget; i++)
+			expect(target.data()[i] == 0x3c,
+			       "byte %zu of a buffer whose key nobody was given is %#x", i,
+			       target.data()[i]);
 	};
 	run_case(boot, options, 0, attack, victim_action);
 }
@@ -617,11 +688,12 @@ void case_join_record_names_victim(Bootstrap& boot, const Options& options)
 
 // A member of the victim's group (the hostile peer, joined as rank 1 from
 // another host) sends ARRIVAL messages no member sends: bytes beyond the
-// group's scratch region, or more arrivals than can wait (2^20) while the
-// victim has no operation going. The victim fails the group, so that its
+// group's scratch region, a counter the group does not have, or more
+// arrivals on one counter than can wait (2^20) while the victim has no
+// operation going. The victim fails the group, so that its
 // next barrier ends with an error instead of writing outside its memory or
 // growing without bound, and keeps serving the honest peer.
-enum class MemberAttack { outside_scratch, flood };
+enum class MemberAttack { outside_scratch, unknown_counter, flood };
 
 void member_arrivals(Bootstrap& boot, const Options& options, MemberAttack kind)
 {
@@ -670,6 +742,14 @@ void member_arrivals(Bootstrap& boot, const Options& options, MemberAttack kind)
 				      sent);
 		}
 		a.size = 0;
+		if (kind == MemberAttack::unknown_counter) {
+			// The largest counter an ARRIVAL can name; a pair has far fewer.
+			proto::encode_body(proto::ArrivalBody{victim.slot,
+							      proto::kMaxArrivalCounters - 1, 1, 0},
+					   body.data());
+			raw.send_message(a, std::span(body).first(proto::ArrivalBody::kWireSize));
+			return std::string("sent an arrival for a counter the group lacks");
+		}
 		proto::encode_body(proto::ArrivalBody{victim.slot, 0, 1, 0}, body.data());
 		const auto one = std::span(body).first(proto::ArrivalBody::kWireSize);
 		// Four times the cap: without it the victim would keep them all.
@@ -686,10 +766,10 @@ void member_arrivals(Bootstrap& boot, const Options& options, MemberAttack kind)
 		const Deadline drain(std::chrono::milliseconds(500)); // what is still in flight
 		while (!drain.expired())
 			ep.progress();
-		// A waiting arrival takes about 24 bytes: 24 MiB at the cap, 96 MiB
-		// for the whole flood.
+		// Waiting arrivals are counted per counter: queued one by one (24
+		// bytes each) they took 24 MiB up to the cap, 96 MiB without one.
 		const size_t grown = resident_bytes() - std::min(before, resident_bytes());
-		expect(grown < (size_t(64) << 20),
+		expect(grown < (size_t(8) << 20),
 		       "the victim grew by %zu MiB holding one member's arrivals", grown >> 20);
 		OpContext ctx;
 		FT_POST(ep, fi_barrier(ep.ep(), fi_mc_addr(group.mc.get()), &ctx));
@@ -700,7 +780,9 @@ void member_arrivals(Bootstrap& boot, const Options& options, MemberAttack kind)
 			ep.progress();
 		}
 		expect(ctx.error != 0, "the barrier of a group whose member sent %s succeeded",
-		       kind == MemberAttack::flood ? "2^20 arrivals" : "bytes outside its scratch");
+		       kind == MemberAttack::flood             ? "2^20 arrivals"
+		       : kind == MemberAttack::unknown_counter ? "an unknown counter"
+							       : "bytes outside its scratch");
 	};
 	run_case(boot, options, 0, attack, victim_action, FI_COLLECTIVE);
 }
@@ -708,6 +790,11 @@ void member_arrivals(Bootstrap& boot, const Options& options, MemberAttack kind)
 void case_member_arrival_outside_scratch(Bootstrap& boot, const Options& options)
 {
 	member_arrivals(boot, options, MemberAttack::outside_scratch);
+}
+
+void case_member_arrival_unknown_counter(Bootstrap& boot, const Options& options)
+{
+	member_arrivals(boot, options, MemberAttack::unknown_counter);
 }
 
 void case_member_arrival_flood(Bootstrap& boot, const Options& options)
@@ -841,6 +928,10 @@ const HostileCase kCases[] = {
 	 "the key in a rendezvous request reads exactly the message, not the registered memory "
 	 "around it, and cannot write it",
 	 seconds(60), case_rendezvous_scope},
+	{"guessed-keys",
+	 "writes with the keys after a rendezvous key the hostile peer saw reach no "
+	 "registration",
+	 seconds(60), case_guessed_keys},
 	{"unexpected-limit",
 	 "a peer that sends more than FI_RCOLL_UNEXPECTED_MAX of messages nobody receives fails; "
 	 "the victim's memory stays bounded and the honest peer is served",
@@ -857,6 +948,10 @@ const HostileCase kCases[] = {
 	 "a member's ARRIVAL with bytes beyond the group's scratch fails the group (its barrier "
 	 "ends with an error); nothing is written; the honest peer is served",
 	 seconds(60), case_member_arrival_outside_scratch},
+	{"member-arrival-unknown-counter",
+	 "a member's ARRIVAL for a counter the group does not have fails the group (its barrier "
+	 "ends with an error); the honest peer is served",
+	 seconds(60), case_member_arrival_unknown_counter},
 	{"member-arrival-flood",
 	 "a member that sends more arrivals than can wait (2^20, the cap) while nothing runs "
 	 "fails the group; the honest peer is served",

@@ -152,8 +152,19 @@ int RawPeer::read(size_t len, uint64_t addr, uint64_t key)
 
 int RawPeer::write(size_t len, uint64_t addr, uint64_t key)
 {
-	FT_CHECK(fi_write(ep_.get(), local_.data(), len, fi_mr_desc(local_mr_.get()), 0, addr, key,
-			  &rma_ctx_));
+	// Delivery complete: the target's core answers once it has placed the
+	// bytes, or refused them; a plain write completes once sent.
+	iovec iov{local_.data(), len};
+	void* desc = fi_mr_desc(local_mr_.get());
+	fi_rma_iov rma{addr, len, key};
+	fi_msg_rma msg{};
+	msg.msg_iov = &iov;
+	msg.desc = &desc;
+	msg.iov_count = 1;
+	msg.rma_iov = &rma;
+	msg.rma_iov_count = 1;
+	msg.context = &rma_ctx_;
+	FT_CHECK(fi_writemsg(ep_.get(), &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION));
 	return wait(rma_ctx_).err;
 }
 

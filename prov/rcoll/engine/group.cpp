@@ -625,7 +625,7 @@ void Group::handle_event(const TransportEvent& ev) noexcept
 	switch (ev.kind) {
 	case TransportEvent::Kind::arrival:
 		if (ev.immediate < counters_.size())
-			counters_[ev.immediate]++;
+			counters_[ev.immediate] += ev.arrivals;
 		else
 			misbehaved_ = true; // ignored; see peer_misbehaved()
 		break;

@@ -72,9 +72,10 @@ struct WriteRequest {
 struct TransportEvent {
 	enum class Kind : uint8_t { write_complete, arrival, error };
 	Kind kind = Kind::arrival;
-	uint32_t immediate = 0; // arrival
+	uint32_t immediate = 0; // arrival: its counter
 	uint64_t cookie = 0;    // write_complete, error of a write
 	Errc error = Errc::ok;  // error
+	uint32_t arrivals = 1;  // arrival: how many at once
 };
 
 class Transport {

@@ -53,6 +53,7 @@ InfoPtr make_core_hints(const char* prov, const fi_info* rcoll_hints)
 	h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	h->domain_attr->mr_mode = kCoreMrMode;
 	h->domain_attr->threading = FI_THREAD_DOMAIN; // rcoll serialises core calls per domain
+	h->tx_attr->msg_order = h->rx_attr->msg_order = kCoreOrder;
 	h->fabric_attr->prov_name = strdup(prov);
 	if (rcoll_hints) {
 		if (rcoll_hints->fabric_attr && rcoll_hints->fabric_attr->name)
@@ -88,11 +89,13 @@ InfoPtr core_getinfo(const char* node, const char* service, uint64_t flags,
 		if (ret == -FI_ENODATA)
 			ret = fi_getinfo(core_version, node, service, core_flags | kHiddenCoreFlag,
 					 hints.get(), &found);
-		if (ret == FI_SUCCESS && found && found->domain_attr &&
-		    found->domain_attr->cq_data_size < kCqDataSize) {
+		if (ret == FI_SUCCESS && found &&
+		    ((found->tx_attr->msg_order & kCoreOrder) != kCoreOrder ||
+		     (found->rx_attr->msg_order & kCoreOrder) != kCoreOrder)) {
 			RCOLL_WARN(FI_LOG_CORE,
-				   "core %s: %zu bytes of remote CQ data, rcoll needs %zu\n",
-				   prov.c_str(), found->domain_attr->cq_data_size, kCqDataSize);
+				   "core %s: sends may pass sends or writes before them, "
+				   "which rcoll's protocol needs them not to\n",
+				   prov.c_str());
 			fi_freeinfo(found);
 			continue;
 		}

@@ -17,7 +17,11 @@ inline constexpr uint64_t kCaps = kTxCaps | kRxCaps | kDomainCaps;
 inline constexpr int kAppMrMode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 // What rcoll itself always honours towards the core, whichever it is.
 inline constexpr int kCoreMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-inline constexpr size_t kCqDataSize = 4; // verbs' immediate data
+inline constexpr size_t kCqDataSize = 4; // what applications may send, as on verbs
+// What rcoll needs of the core's order on one connection: the message that
+// says what a write did (a rendezvous FIN, a collective ARRIVAL) arrives
+// after the write, and messages in the order they were sent.
+inline constexpr uint64_t kCoreOrder = FI_ORDER_SAW | FI_ORDER_SAS;
 inline constexpr size_t kMaxMsgSize = size_t(1) << 40;
 inline constexpr uint32_t kProviderVersion = FI_VERSION(0, 1);
 

@@ -175,6 +175,7 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	g->peers = peers;
 	g->transport = std::make_unique<CollTransport>(ep_, slot, peers, g->rank);
 	int ret = g->transport->init(engine::Group::scratch_bytes(size, config_),
+				     engine::Group::counter_count(size, config_),
 				     config().coll_local);
 	if (ret)
 		return ret;

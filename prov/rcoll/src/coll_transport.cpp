@@ -39,8 +39,14 @@ CollTransport::~CollTransport()
 	registrations_.clear();
 }
 
-int CollTransport::init(size_t scratch_bytes, bool node_local)
+int CollTransport::init(size_t scratch_bytes, uint64_t counters, bool node_local)
 {
+	try {
+		waiting_arrivals_.assign(counters, 0);
+		counters_waiting_.reserve(counters);
+	} catch (const std::bad_alloc&) {
+		return -FI_ENOMEM;
+	}
 	host_ = local::host_identity();
 	offer_local_ = node_local && host_;
 	if (int err = scratch_file_.create(scratch_bytes, offer_local_, ep_.address.key)) {
@@ -55,7 +61,7 @@ int CollTransport::init(size_t scratch_bytes, bool node_local)
 	}
 	std::span<std::byte> s = scratch_file_.scratch();
 	// Members write into the scratch; this member writes from it.
-	return scratch_mr_.reg(ep_.domain->core.get(), s.data(), s.size() ? s.size() : 1,
+	return scratch_mr_.reg(*ep_.domain, s.data(), s.size() ? s.size() : 1,
 			       FI_WRITE | FI_REMOTE_WRITE);
 }
 
@@ -180,7 +186,7 @@ Errc CollTransport::register_memory(std::span<std::byte> buffer, engine::Access 
 	try {
 		auto reg = std::make_unique<CoreRegistration>();
 		if (!buffer.empty() &&
-		    reg->reg(ep_.domain->core.get(), buffer.data(), buffer.size(), core_access))
+		    reg->reg(*ep_.domain, buffer.data(), buffer.size(), core_access))
 			return Errc::no_resources;
 		uint64_t handle;
 		if (!free_registrations_.empty()) {
@@ -453,6 +459,15 @@ size_t CollTransport::poll(std::span<engine::TransportEvent> out) noexcept
 		out[n++] = events_.front();
 		events_.pop_front();
 	}
+	while (n < out.size() && !counters_waiting_.empty()) {
+		const uint32_t counter = counters_waiting_.back();
+		counters_waiting_.pop_back();
+		out[n] = engine::TransportEvent{};
+		out[n].kind = engine::TransportEvent::Kind::arrival;
+		out[n].immediate = counter;
+		out[n].arrivals = std::exchange(waiting_arrivals_[counter], 0);
+		n++;
+	}
 	// What members on this host rang: arrivals, and marks (see stop()).
 	while (n < out.size()) {
 		uint32_t rung[64];
@@ -462,6 +477,7 @@ size_t CollTransport::poll(std::span<engine::TransportEvent> out) noexcept
 				on_rung(rung[i]);
 				continue;
 			}
+			out[n] = engine::TransportEvent{};
 			out[n].kind = engine::TransportEvent::Kind::arrival;
 			out[n].immediate = rung[i];
 			n++;
@@ -491,29 +507,30 @@ void CollTransport::on_arrival(Peer& from, const proto::ArrivalBody& a,
 	if (failed_)
 		return; // the group's operations ended: nothing waits for it
 	std::span<std::byte> scratch = scratch_file_.scratch();
-	// Legitimate arrivals wait here only until the engine's next poll, or
-	// for an operation this member has not started: far fewer.
-	constexpr size_t kMaxWaitingEvents = size_t(1) << 20;
 	const bool outside = !payload.empty() && (a.offset > scratch.size() ||
 						  payload.size() > scratch.size() - a.offset);
-	if (outside || events_.size() >= kMaxWaitingEvents) {
+	// A counter the group lacks, or 2^20 arrivals on one counter before the
+	// engine took any (members run at most two operations ahead), no honest
+	// member sends.
+	constexpr uint32_t kMaxWaitingArrivals = uint32_t(1) << 20;
+	if (outside || a.counter >= waiting_arrivals_.size() ||
+	    waiting_arrivals_[a.counter] >= kMaxWaitingArrivals) {
 		if (!misbehaved_)
-			RCOLL_WARN(
-				FI_LOG_EP_DATA,
-				"collective group (slot %u): member %u sent an arrival out of "
-				"its scratch or beyond what can wait: failing it and the group\n",
-				slot_, a.rank);
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "collective group (slot %u): member %u sent an arrival for "
+				   "bytes out of its scratch, a counter the group lacks or "
+				   "beyond what can wait (counter %u): failing it and the "
+				   "group\n",
+				   slot_, a.rank, a.counter);
 		misbehaved_ = true;
 		ep_.schedule_failure(from, -FI_EOTHER);
 		return;
 	}
 	if (!payload.empty())
 		std::memcpy(scratch.data() + a.offset, payload.data(), payload.size());
-	engine::TransportEvent ev;
-	ev.kind = engine::TransportEvent::Kind::arrival;
-	ev.immediate = a.counter;
+	if (waiting_arrivals_[a.counter]++ == 0)
+		counters_waiting_.push_back(a.counter); // reserved: never allocates
 	activity_++;
-	events_.push_back(ev);
 }
 
 void CollTransport::on_write_done(WriteContext* ctx, int err)

@@ -69,8 +69,9 @@ public:
 	};
 
 	// Allocates and registers the scratch region, offered to local members
-	// when `node_local`; 0 or -FI_E*.
-	int init(size_t scratch_bytes, bool node_local);
+	// when `node_local`, and room for the group's `counters` arrival
+	// counters; 0 or -FI_E*.
+	int init(size_t scratch_bytes, uint64_t counters, bool node_local);
 	// How peers reach this member's scratch region.
 	engine::MemoryKey scratch_key() const;
 	LocalAddress local_address() const;
@@ -203,7 +204,11 @@ private:
 	std::vector<WriteContext*> free_contexts_;
 	size_t in_flight_ = 0;
 	uint64_t activity_ = 0;
-	std::deque<engine::TransportEvent> events_;
+	std::deque<engine::TransportEvent> events_; // write completions
+	// Arrivals through the core not yet polled, counted per counter, and the
+	// counters that have some: what a member sends cannot grow them.
+	std::vector<uint32_t> waiting_arrivals_;
+	std::vector<uint32_t> counters_waiting_;
 	bool stopped_ = false;
 	bool misbehaved_ = false;
 	int failed_ = 0;

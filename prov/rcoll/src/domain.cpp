@@ -86,13 +86,21 @@ int Domain::open(Fabric* fabric, fi_info* info, fid_domain** out, void* context)
 	// need them (tcp honours them): every path then runs as it would on verbs.
 	// (Only the domain gets them: endpoints are checked against what the
 	// core advertised.)
+	// The one exception is the keys: a core that lets rcoll choose them
+	// (tcp) gets unguessable ones; one that must choose (verbs) refuses the
+	// domain without FI_MR_PROV_KEY and is asked again with it.
 	InfoPtr strict(fi_dupinfo(core_info.get()));
 	if (!strict)
 		return -FI_ENOMEM;
-	strict->domain_attr->mr_mode = kCoreMrMode;
 	auto domain = std::make_unique<Domain>();
 	fid_domain* core = nullptr;
+	strict->domain_attr->mr_mode = kCoreMrMode & ~FI_MR_PROV_KEY;
 	int ret = fi_domain(fabric->core.get(), strict.get(), &core, nullptr);
+	domain->core_takes_keys = ret == 0;
+	if (ret) {
+		strict->domain_attr->mr_mode = kCoreMrMode;
+		ret = fi_domain(fabric->core.get(), strict.get(), &core, nullptr);
+	}
 	if (ret) {
 		RCOLL_WARN(FI_LOG_DOMAIN, "core fi_domain: %s\n", fi_strerror(-ret));
 		return ret;

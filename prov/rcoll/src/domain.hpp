@@ -20,6 +20,8 @@ struct Domain {
 	InfoPtr info;      // the rcoll info it was opened with
 	InfoPtr core_info; // the core MSG info behind it
 	FidPtr<fid_domain> core;
+	// The core registers with the keys rcoll draws (see register_with_core).
+	bool core_takes_keys = false;
 	std::mutex lock; // every operation on objects of this domain holds it
 	std::atomic<int> children{0};
 	std::vector<Endpoint*> endpoints; // under lock; walked by the progress thread

@@ -429,7 +429,7 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	}
 	ep->address.core_len = uint16_t(len);
 
-	ep->core.registrar = std::make_unique<CoreRegistrar>(core_domain);
+	ep->core.registrar = std::make_unique<CoreRegistrar>(*domain);
 	proto::ReceivePoolConfig rx;
 	rx.buffer_size = proto::kHeaderSize + cfg.eager_size;
 	rx.buffers_per_chunk = 64;

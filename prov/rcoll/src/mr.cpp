@@ -1,13 +1,27 @@
 #include "mr.hpp"
 
 #include "domain.hpp"
+#include "secret.hpp"
 
 namespace rcoll {
 
-int CoreRegistration::reg(fid_domain* core_domain, const void* buf, size_t len, uint64_t access)
+int register_with_core(const Domain& domain, const void* buf, size_t len, uint64_t access,
+		       fid_mr** out)
+{
+	if (!domain.core_takes_keys)
+		return fi_mr_reg(domain.core.get(), buf, len, access, 0, 0, 0, out, nullptr);
+	// A key already in use is -FI_ENOKEY: draw again (2^-64 per try).
+	int ret = -FI_ENOKEY;
+	for (int attempt = 0; attempt < 4 && ret == -FI_ENOKEY; attempt++)
+		ret = fi_mr_reg(domain.core.get(), buf, len, access, 0, unguessable_u64(), 0, out,
+				nullptr);
+	return ret;
+}
+
+int CoreRegistration::reg(const Domain& domain, const void* buf, size_t len, uint64_t access)
 {
 	fid_mr* mr = nullptr;
-	int ret = fi_mr_reg(core_domain, buf, len, access, 0, 0, 0, &mr, nullptr);
+	int ret = register_with_core(domain, buf, len, access, &mr);
 	if (ret) {
 		RCOLL_WARN(FI_LOG_MR, "core fi_mr_reg(%zu bytes): %s\n", len, fi_strerror(-ret));
 		return ret;
@@ -48,8 +62,7 @@ int register_region(Domain* domain, const fi_mr_attr* attr, uint64_t flags, fid_
 	std::lock_guard guard(domain->lock);
 	// Local access rights are always added (kLocalAccess); remote ones
 	// only as asked: peers get no more than the application offers.
-	int ret = mr->core.reg(domain->core.get(), iov.iov_base, iov.iov_len,
-			       attr->access | kLocalAccess);
+	int ret = mr->core.reg(*domain, iov.iov_base, iov.iov_len, attr->access | kLocalAccess);
 	if (ret)
 		return ret;
 	mr->domain = domain;
@@ -106,7 +119,7 @@ int CoreRegistrar::register_region(void* addr, size_t length, proto::RegisteredR
 	fid_mr* mr = nullptr;
 	// Bounce buffers are only sent from and received into: no peer may
 	// read or write them.
-	int ret = fi_mr_reg(core_, addr, length, FI_SEND | FI_RECV, 0, 0, 0, &mr, nullptr);
+	int ret = register_with_core(domain_, addr, length, FI_SEND | FI_RECV, &mr);
 	if (ret) {
 		RCOLL_WARN(FI_LOG_MR, "registering a bounce-buffer chunk: %s\n", fi_strerror(-ret));
 		return ret;

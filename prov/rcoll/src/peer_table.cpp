@@ -1,34 +1,17 @@
 #include "peer_table.hpp"
 
-#include <sys/random.h>
+#include "secret.hpp"
 
 #include <algorithm>
-#include <random>
 
 namespace rcoll {
-namespace {
-
-// A secret no peer can predict: from the kernel's random source, never 0.
-uint64_t random_token()
-{
-	uint64_t token = 0;
-	while (token == 0) {
-		if (getrandom(&token, sizeof(token), 0) != ssize_t(sizeof(token))) {
-			std::random_device device; // also the kernel's source, by another door
-			token = uint64_t(device()) << 32 | device();
-		}
-	}
-	return token;
-}
-
-} // namespace
 
 Peer& PeerTable::add(uint64_t key, const EpAddress* address)
 {
 	auto peer = std::make_unique<Peer>();
 	peer->local_id = uint32_t(peers_.size());
 	peer->key = key;
-	peer->rx_token = random_token();
+	peer->rx_token = unguessable_u64();
 	if (address)
 		peer->address = *address;
 	Peer& p = *peer;

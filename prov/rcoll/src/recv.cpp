@@ -265,8 +265,7 @@ void Endpoint::start_rendezvous_recv(RecvOp& op, Peer& peer, const MsgHeader& h,
 		// The sender gets a key to exactly the bytes it may write, for
 		// writing only, whatever the application's registration covers;
 		// the GET path reads into them.
-		int ret = op.own_mr.reg(domain->core.get(), op.buf, transfer,
-					FI_READ | FI_REMOTE_WRITE);
+		int ret = op.own_mr.reg(*domain, op.buf, transfer, FI_READ | FI_REMOTE_WRITE);
 		if (ret) {
 			app.report_rx({.context = op.context,
 				       .flags = completion_flags(h),

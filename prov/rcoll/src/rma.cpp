@@ -40,7 +40,7 @@ ssize_t Endpoint::rma(bool write, const void* buf, size_t len, void* desc, fi_ad
 	if (desc) {
 		t.desc = core_desc_of(desc);
 	} else if (len) {
-		int ret = op->own_mr.reg(domain->core.get(), buf, len,
+		int ret = op->own_mr.reg(*domain, buf, len,
 					 write ? FI_WRITE | FI_SEND : FI_READ | FI_RECV);
 		if (ret)
 			return ret;
@@ -52,8 +52,7 @@ ssize_t Endpoint::rma(bool write, const void* buf, size_t len, void* desc, fi_ad
 		t.local = op->inject_copy.data();
 		op->own_mr = CoreRegistration();
 		if (len) {
-			int ret = op->own_mr.reg(domain->core.get(), t.local, len,
-						 FI_WRITE | FI_SEND);
+			int ret = op->own_mr.reg(*domain, t.local, len, FI_WRITE | FI_SEND);
 			if (ret)
 				return ret;
 		}

@@ -110,7 +110,7 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 	// The receiver gets a key to exactly this message, for reading only,
 	// whatever the application's registration covers; the PUT path writes
 	// from it too.
-	if (int ret = op->own_mr.reg(domain->core.get(), buf, len, FI_WRITE | FI_REMOTE_READ)) {
+	if (int ret = op->own_mr.reg(*domain, buf, len, FI_WRITE | FI_REMOTE_READ)) {
 		tx.sends.destroy(cookie);
 		return ret;
 	}
