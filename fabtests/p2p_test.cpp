@@ -115,6 +115,10 @@ const P2pCase kCases[] = {
 	 "4 application threads per rank send and receive 150 tagged messages each (8 B..70 KB) "
 	 "on one endpoint at once: every payload verified",
 	 2, seconds(120), case_threads},
+	{"tx-context-size",
+	 "sends beyond tx_attr->size outstanding return -FI_EAGAIN; every accepted one arrives "
+	 "verified once the receiver posts its receives",
+	 2, seconds(60), case_tx_context_size},
 };
 
 void usage(FILE* out)

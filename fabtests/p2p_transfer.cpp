@@ -424,3 +424,80 @@ void case_inject(Bootstrap& boot, const TestOptions& options)
 }
 
 } // namespace fabtests
+
+namespace fabtests {
+
+// More sends than tx_attr->size outstanding: libfabric requires -FI_EAGAIN
+// by then (the application's flow control), not a queue without bound.
+// Rank 0 posts rendezvous-sized sends that rank 1 does not receive yet,
+// until one returns -FI_EAGAIN; then rank 1 receives them all, verified.
+void case_tx_context_size(Bootstrap& boot, const TestOptions& options)
+{
+	constexpr size_t kMessage = 20 * 1024; // above rcoll's default eager size
+	constexpr uint64_t kWarmTag = 1, kBase = 0x7C00'0000ULL;
+	constexpr int kPosted = 0;
+	Endpoint ep({options.provider});
+	const auto peers = ep.exchange_addresses(boot);
+	const fi_addr_t peer = peers[static_cast<size_t>(1 - boot.rank())];
+	const size_t tx_size = ep.info().tx_attr->size;
+	const size_t tries = tx_size + 64;
+	expect(tx_size > 0 && tx_size <= 65536, "tx_attr->size is %zu", tx_size);
+	RegisteredBuffer buffer(ep, tries * kMessage);
+	std::vector<OpContext> ctx(tries);
+	// A first message sets the connection up: nothing waits for it below.
+	OpContext warm;
+	if (boot.rank() == 0) {
+		FT_POST(ep,
+			fi_tsend(ep.ep(), buffer.data(), 1, buffer.desc(), peer, kWarmTag, &warm));
+		ep.wait_ok(warm, "the first send");
+		size_t posted = 0;
+		ssize_t ret = 0;
+		for (; posted < tries; posted++) {
+			fill_pattern(buffer.bytes(posted * kMessage, kMessage),
+				     make_seed(0x7C, posted));
+			ret = fi_tsend(ep.ep(), buffer.data() + posted * kMessage, kMessage,
+				       buffer.desc(), peer, kBase + posted, &ctx[posted]);
+			if (ret == -FI_EAGAIN)
+				break;
+			expect(ret == 0, "fi_tsend #%zu: %s", posted, fi_strerror(int(-ret)));
+			ep.progress(); // what can finish does: only tx_attr->size stops the sends
+		}
+		boot.signal_set(kPosted, posted + 1);
+		expect(ret == -FI_EAGAIN && posted <= tx_size,
+		       "%zu sends outstanding, tx_attr->size %zu, %s", posted, tx_size,
+		       ret == -FI_EAGAIN ? "then -FI_EAGAIN" : "and no -FI_EAGAIN");
+		for (size_t i = 0; i < posted; i++)
+			ep.wait_ok(ctx[i], strfmt("send #%zu", i));
+		// Room again: the next send goes.
+		OpContext again;
+		FT_POST(ep, fi_tsend(ep.ep(), buffer.data(), kMessage, buffer.desc(), peer,
+				     kBase + tries, &again));
+		ep.wait_ok(again, "a send after the others completed");
+		boot.barrier();
+		boot.note(strfmt("-FI_EAGAIN after %zu outstanding sends (tx_attr->size %zu); all "
+				 "%zu verified at the receiver",
+				 posted, tx_size, posted));
+		return;
+	}
+	FT_POST(ep, fi_trecv(ep.ep(), buffer.data(), 1, buffer.desc(), peer, kWarmTag, 0, &warm));
+	ep.wait_ok(warm, "the first receive");
+	boot.signal_wait_at_least(kPosted, 1, [&] { ep.progress(); });
+	const size_t posted = boot.signal_get(kPosted) - 1;
+	for (size_t i = 0; i < posted; i++)
+		FT_POST(ep, fi_trecv(ep.ep(), buffer.data() + i * kMessage, kMessage, buffer.desc(),
+				     peer, kBase + i, 0, &ctx[i]));
+	for (size_t i = 0; i < posted; i++) {
+		ep.wait_ok(ctx[i], strfmt("receive #%zu", i));
+		expect(ctx[i].entry.len == kMessage, "receive #%zu: %zu bytes", i,
+		       size_t(ctx[i].entry.len));
+		expect_pattern(buffer.bytes(i * kMessage, kMessage), make_seed(0x7C, i),
+			       strfmt("message #%zu", i));
+	}
+	OpContext last;
+	FT_POST(ep, fi_trecv(ep.ep(), buffer.data(), kMessage, buffer.desc(), peer, kBase + tries,
+			     0, &last));
+	ep.wait_ok(last, "the last receive");
+	boot.barrier();
+}
+
+} // namespace fabtests

@@ -17,10 +17,13 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -44,7 +47,9 @@ enum Signal {
 	hostile_connected = 4,
 	victim_joining = 5,
 	pair_barrier = 6,
-	target_address = 7
+	victim_ready = 7,
+	victim_stuck = 8,
+	target_address = 9
 };
 
 struct Options {
@@ -564,6 +569,284 @@ void case_early_join_limit(Bootstrap& boot, const Options& options)
 	run_case(boot, options, 0, attack, NoVictimAction{}, FI_COLLECTIVE);
 }
 
+// ---------------------------------------------------------------- send backlogs
+
+constexpr size_t kBacklogMessage = 4096; // above any core's inject size
+constexpr uint64_t kBacklogTag = 0x0b;
+
+uint64_t backlog_seed(size_t i) { return make_seed(0xb1, i); }
+
+// The victim's eager sends to one peer, each with its own pattern.
+struct Flood {
+	Endpoint& ep;
+	fi_addr_t to;
+	RegisteredBuffer buffer;
+	std::vector<OpContext> ctx;
+	size_t posted = 0;
+
+	Flood(Endpoint& e, fi_addr_t dest, size_t most)
+		: ep(e), to(dest), buffer(e, most * kBacklogMessage), ctx(most)
+	{}
+	// One more send; false on -FI_EAGAIN.
+	bool post()
+	{
+		expect(posted < ctx.size(), "the victim took %zu sends to one peer", posted);
+		const auto bytes = buffer.bytes(posted * kBacklogMessage, kBacklogMessage);
+		fill_pattern(bytes, backlog_seed(posted));
+		const ssize_t ret = fi_tsend(ep.ep(), bytes.data(), kBacklogMessage, buffer.desc(),
+					     to, kBacklogTag, &ctx[posted]);
+		if (ret == -FI_EAGAIN)
+			return false;
+		expect(ret == 0, "fi_tsend #%zu: %s", posted, fi_strerror(int(-ret)));
+		posted++;
+		return true;
+	}
+	// Sends until every send has returned -FI_EAGAIN for `quiet`.
+	void until_stuck(std::chrono::milliseconds quiet)
+	{
+		const Deadline limit(seconds(30));
+		auto last = Clock::now();
+		while (Clock::now() - last < quiet) {
+			expect(!limit.expired(), "the victim's sends never stopped");
+			if (post())
+				last = Clock::now();
+			else
+				ep.progress();
+		}
+	}
+	// Sends `count` in all, retrying on -FI_EAGAIN.
+	void send_all(size_t count)
+	{
+		const Deadline limit(seconds(60));
+		while (posted < count) {
+			expect(!limit.expired(), "%zu of %zu sends posted", posted, count);
+			if (!post())
+				ep.progress();
+		}
+	}
+	size_t completed() const
+	{
+		return size_t(std::count_if(ctx.begin(), ctx.begin() + posted,
+					    [](const OpContext& c) { return c.done; }));
+	}
+	size_t failed() const
+	{
+		return size_t(std::count_if(ctx.begin(), ctx.begin() + posted,
+					    [](const OpContext& c) { return c.done && c.error; }));
+	}
+	void wait_all(seconds budget)
+	{
+		ep.progress_until([&] { return completed() == posted; },
+				  strfmt("%zu sends to complete", posted), budget);
+	}
+};
+
+// The hostile side: reads `count` messages, checking each one's pattern and
+// order; pauses `pause` after every `burst`.
+size_t read_flood(RawPeer& raw, size_t count, size_t burst, std::chrono::milliseconds pause)
+{
+	for (size_t i = 0; i < count; i++) {
+		const std::vector<std::byte> m = raw.receive();
+		expect(m.size() == proto::kHeaderSize + kBacklogMessage,
+		       "message #%zu has %zu bytes", i, m.size());
+		const std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(m.data()) +
+							       proto::kHeaderSize,
+						       kBacklogMessage);
+		expect_pattern(payload, backlog_seed(i), strfmt("message #%zu", i));
+		if (burst && i % burst == burst - 1)
+			std::this_thread::sleep_for(pause);
+	}
+	return count;
+}
+
+// The hostile side of the backlog cases: connected, it tells the victim.
+std::unique_ptr<RawPeer> connect_reader(Bootstrap& boot, const World& world, uint64_t key)
+{
+	auto raw = std::make_unique<RawPeer>(world.names[kVictim], request(key));
+	expect(raw->accepted(), "the victim refused a new peer: %s", raw->refusal().c_str());
+	boot.signal_set(hostile_connected, 1);
+	return raw;
+}
+
+// The victim's side: the hostile peer's address, once it is connected.
+fi_addr_t await_reader(Bootstrap& boot, Endpoint& ep, const World& world)
+{
+	const fi_addr_t hostile = ep.insert_address(world.names[kHostile]);
+	boot.signal_wait_at_least(hostile_connected, 1, [&] { ep.progress(); });
+	return hostile;
+}
+
+// The hostile peer stops reading; the victim sends until its sends to it
+// return -FI_EAGAIN, and must hold at most FI_RCOLL_BACKLOG_MAX (default
+// 256) of them: the rest of its transmit buffers stay for other peers.
+// Then the peer reads again: every message arrives, in order.
+void case_backlog_limit(Bootstrap& boot, const Options& options)
+{
+	constexpr size_t kLimit = 256; // the default
+	constexpr size_t kToHonest = 512;
+	auto attack = [](Bootstrap& boot, const World& world, uint64_t key) {
+		const auto raw = connect_reader(boot, world, key);
+		boot.signal_wait_at_least(
+			victim_stuck, 1, [] {}, seconds(60));
+		const size_t count = boot.signal_get(victim_stuck) - 1;
+		read_flood(*raw, count, 0, {});
+		return strfmt("read nothing until the victim's sends stalled, then all %zu, "
+			      "verified in order",
+			      count);
+	};
+	auto victim_action = [](Bootstrap& boot, Endpoint& ep, const World& world) {
+		const fi_addr_t hostile = await_reader(boot, ep, world);
+		const fi_addr_t honest = ep.insert_address(world.names[kHonest]);
+		Flood flood(ep, hostile, 1 << 16);
+		flood.until_stuck(std::chrono::milliseconds(500));
+		const size_t held = flood.posted - flood.completed();
+		// Sends to another peer go on meanwhile.
+		Flood other(ep, honest, kToHonest);
+		other.send_all(kToHonest);
+		other.wait_all(seconds(20));
+		expect(other.failed() == 0, "%zu sends to the honest peer failed", other.failed());
+		boot.signal_set(victim_stuck, flood.posted + 1);
+		flood.wait_all(seconds(30));
+		expect(flood.failed() == 0, "%zu sends to the slow peer failed", flood.failed());
+		expect(held <= kLimit,
+		       "%zu sends to a peer that stopped reading were held (FI_RCOLL_BACKLOG_MAX "
+		       "%zu)",
+		       held, kLimit);
+		boot.note(
+			strfmt("%zu sends held when the peer stopped reading (cap %zu); %zu to the "
+			       "honest peer meanwhile",
+			       held, kLimit, kToHonest));
+	};
+	run_case(boot, options, 0, attack, victim_action);
+}
+
+// The hostile peer stops reading for good: once its backlog has stood still
+// for FI_RCOLL_BACKLOG_TIMEOUT_MS (1 s here), it fails and the sends it held
+// complete with an error.
+void case_backlog_timeout(Bootstrap& boot, const Options& options)
+{
+	constexpr int kTimeoutMs = 1000;
+	if (boot.rank() == kVictim)
+		setenv("FI_RCOLL_BACKLOG_TIMEOUT_MS", std::to_string(kTimeoutMs).c_str(), 1);
+	auto attack = [](Bootstrap& boot, const World& world, uint64_t key) {
+		const auto raw = connect_reader(boot, world, key);
+		boot.signal_wait_at_least(
+			victim_stuck, 1, [] {}, seconds(60));
+		return std::string("read nothing");
+	};
+	auto victim_action = [](Bootstrap& boot, Endpoint& ep, const World& world) {
+		const fi_addr_t hostile = await_reader(boot, ep, world);
+		Flood flood(ep, hostile, 1 << 16);
+		flood.until_stuck(std::chrono::milliseconds(300));
+		const auto stuck = Clock::now();
+		const size_t held = flood.posted - flood.completed();
+		try {
+			flood.wait_all(seconds(10));
+		} catch (const CheckFailure&) {
+			boot.signal_set(victim_stuck, 1);
+			throw;
+		}
+		boot.signal_set(victim_stuck, 1);
+		const auto waited =
+			std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stuck);
+		expect(flood.failed() == held, "%zu of %zu held sends failed", flood.failed(),
+		       held);
+		expect(waited.count() >= kTimeoutMs / 2,
+		       "the peer failed %lld ms after its backlog stopped",
+		       (long long)waited.count());
+		boot.note(strfmt("%zu held sends failed %lld ms after the peer stopped reading",
+				 held, (long long)waited.count()));
+	};
+	run_case(boot, options, 0, attack, victim_action);
+}
+
+// A peer that reads slowly but steadily, with FI_RCOLL_BACKLOG_TIMEOUT_MS
+// (1 s here) far below the time it takes: it is not failed, and every
+// message arrives, verified in order.
+void case_slow_reader(Bootstrap& boot, const Options& options)
+{
+	constexpr size_t kMessages = 3000; // 12 MB: more than socket buffers hold
+	if (boot.rank() == kVictim)
+		setenv("FI_RCOLL_BACKLOG_TIMEOUT_MS", "1000", 1);
+	auto attack = [](Bootstrap& boot, const World& world, uint64_t key) {
+		const auto raw = connect_reader(boot, world, key);
+		const auto start = Clock::now();
+		read_flood(*raw, kMessages, 16, std::chrono::milliseconds(20));
+		return strfmt("read %zu messages in %.1f s, 16 every 20 ms, verified in order",
+			      kMessages,
+			      std::chrono::duration<double>(Clock::now() - start).count());
+	};
+	auto victim_action = [](Bootstrap& boot, Endpoint& ep, const World& world) {
+		const fi_addr_t hostile = await_reader(boot, ep, world);
+		Flood flood(ep, hostile, kMessages);
+		flood.send_all(kMessages);
+		flood.wait_all(seconds(60));
+		expect(flood.failed() == 0, "%zu sends to the slow reader failed", flood.failed());
+	};
+	run_case(boot, options, 0, attack, victim_action);
+}
+
+// ---------------------------------------------------------------- unknown peers
+
+// Connections from keys the victim's AV does not hold: FI_RCOLL_UNKNOWN_PEERS_MAX
+// (default 1024) are accepted, the rest refused; once they close, as many
+// new ones are accepted on the same records (conn ids), not new ones.
+void case_unknown_peers_limit(Bootstrap& boot, const Options& options)
+{
+	constexpr size_t kLimit = 1024; // the default
+	constexpr size_t kExtra = 32;
+	// Each connection is a descriptor on both sides; the cap is also at
+	// most half of RLIMIT_NOFILE.
+	rlimit files{};
+	expect(getrlimit(RLIMIT_NOFILE, &files) == 0, "getrlimit");
+	if (files.rlim_cur < 4 * kLimit && files.rlim_max > files.rlim_cur) {
+		files.rlim_cur = std::min<rlim_t>(files.rlim_max, 4 * kLimit);
+		setrlimit(RLIMIT_NOFILE, &files);
+	}
+	if (files.rlim_cur < 4 * kLimit)
+		throw NotApplicable(
+			strfmt("RLIMIT_NOFILE is %llu", (unsigned long long)files.rlim_cur));
+	auto attack = [](Bootstrap& boot, const World& world, uint64_t) {
+		boot.signal_wait_at_least(victim_ready, 1, [] {});
+		hostile::RawCrowd crowd(world.names[kVictim]);
+		const std::vector<uint32_t> first = crowd.connect(kLimit + kExtra);
+		expect(first.size() == kLimit && crowd.refused() == kExtra,
+		       "the victim accepted %zu of %zu connections from unknown keys (cap %zu)",
+		       first.size(), kLimit + kExtra, kLimit);
+		const uint32_t top = *std::max_element(first.begin(), first.end());
+		crowd.close_all();
+		// The victim sees them close in its own time: retry the refused.
+		std::vector<uint32_t> second;
+		const Deadline limit(seconds(30));
+		while (second.size() < kLimit) {
+			expect(!limit.expired(), "after they closed, %zu of %zu reconnected",
+			       second.size(), kLimit);
+			const auto more = crowd.connect(kLimit - second.size());
+			second.insert(second.end(), more.begin(), more.end());
+			if (second.size() < kLimit)
+				std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		}
+		const uint32_t top2 = *std::max_element(second.begin(), second.end());
+		expect(top2 <= top,
+		       "new connection ids up to %u after the first %zu closed (up to %u)", top2,
+		       kLimit, top);
+		const size_t refused = crowd.refused();
+		expect(crowd.connect(1).empty(), "a connection beyond the cap was accepted");
+		crowd.close_all();
+		return strfmt(
+			"%zu of %zu accepted, the rest refused; after they closed %zu more on "
+			"the same records (%zu refusals while they closed)",
+			first.size(), kLimit + kExtra, second.size(), refused - kExtra);
+	};
+	auto victim_action = [](Bootstrap& boot, Endpoint& ep, const World& world) {
+		ep.insert_address(world.names[kHonest]);
+		boot.signal_set(victim_ready, 1);
+		boot.signal_wait_at_least(
+			hostile_done, 1, [&] { ep.progress(); }, seconds(120));
+	};
+	run_case(boot, options, 0, attack, victim_action);
+}
+
 // Memory files of rcoll collective scratch regions this process maps.
 int mapped_scratch_files()
 {
@@ -956,6 +1239,22 @@ const HostileCase kCases[] = {
 	 "a member that sends more arrivals than can wait (2^20, the cap) while nothing runs "
 	 "fails the group; the honest peer is served",
 	 seconds(120), case_member_arrival_flood},
+	{"backlog-limit",
+	 "a peer that stops reading holds at most FI_RCOLL_BACKLOG_MAX sends (then -FI_EAGAIN); "
+	 "sends to the honest peer go on; once it reads, all arrive verified",
+	 seconds(120), case_backlog_limit},
+	{"backlog-timeout",
+	 "a peer whose backlog stands still for FI_RCOLL_BACKLOG_TIMEOUT_MS fails: its held "
+	 "sends complete with an error; the honest peer is served",
+	 seconds(90), case_backlog_timeout},
+	{"slow-reader",
+	 "a peer that reads slowly but steadily is not failed by the backlog timeout; all its "
+	 "messages arrive verified",
+	 seconds(120), case_slow_reader},
+	{"unknown-peers-limit",
+	 "FI_RCOLL_UNKNOWN_PEERS_MAX connections from keys not in the AV are accepted, more are "
+	 "refused; closed ones' records are reused; the honest peer is served",
+	 seconds(180), case_unknown_peers_limit},
 	{"join-record-names-victim",
 	 "a member whose join record copies the victim's own host, process and memory file is "
 	 "not mapped: the victim maps no second copy of its own scratch",

@@ -1,5 +1,8 @@
 #include "raw_peer.hpp"
 
+#include <sys/random.h>
+
+#include <algorithm>
 #include <cstring>
 
 namespace hostile {
@@ -17,41 +20,58 @@ rcoll::EpAddress parse_address(std::span<const uint8_t> bytes)
 	return a;
 }
 
-RawPeer::RawPeer(std::span<const uint8_t> rcoll_address, const proto::Handshake& handshake)
+namespace {
+
+// A tcp fabric, domain, EQ and CQ, and the info that connects to the core
+// listener an rcoll address names.
+void open_core(std::span<const uint8_t> rcoll_address, uint64_t caps, uint64_t mr_mode,
+	       InfoPtr& info_out, FidPtr<fid_fabric>& fabric_out, FidPtr<fid_eq>& eq_out,
+	       FidPtr<fid_domain>& domain_out, FidPtr<fid_cq>& cq_out)
 {
 	const rcoll::EpAddress target = parse_address(rcoll_address);
 	InfoPtr hints(fi_allocinfo());
 	hints->ep_attr->type = FI_EP_MSG;
-	hints->caps = FI_MSG | FI_RMA;
+	hints->caps = caps;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->addr_format = FI_SOCKADDR;
 	hints->fabric_attr->prov_name = strdup("tcp");
-	hints->domain_attr->mr_mode =
-		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->domain_attr->mr_mode = int(mr_mode);
 	fi_info* info = nullptr;
 	FT_CHECK(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &info));
-	info_.reset(info);
-	free(info_->dest_addr);
-	info_->dest_addr = malloc(target.core_len);
-	std::memcpy(info_->dest_addr, target.core, target.core_len);
-	info_->dest_addrlen = target.core_len;
-
+	info_out.reset(info);
+	free(info->dest_addr);
+	info->dest_addr = malloc(target.core_len);
+	std::memcpy(info->dest_addr, target.core, target.core_len);
+	info->dest_addrlen = target.core_len;
 	fid_fabric* fabric = nullptr;
-	FT_CHECK(fi_fabric(info_->fabric_attr, &fabric, nullptr));
-	fabric_.reset(fabric);
+	FT_CHECK(fi_fabric(info->fabric_attr, &fabric, nullptr));
+	fabric_out.reset(fabric);
 	fi_eq_attr eq_attr{};
 	eq_attr.wait_obj = FI_WAIT_UNSPEC;
+	eq_attr.size = 4096; // a crowd's connection events
 	fid_eq* eq = nullptr;
 	FT_CHECK(fi_eq_open(fabric, &eq_attr, &eq, nullptr));
-	eq_.reset(eq);
+	eq_out.reset(eq);
 	fid_domain* domain = nullptr;
-	FT_CHECK(fi_domain(fabric, info_.get(), &domain, nullptr));
-	domain_.reset(domain);
+	FT_CHECK(fi_domain(fabric, info, &domain, nullptr));
+	domain_out.reset(domain);
 	fi_cq_attr cq_attr{};
 	cq_attr.format = FI_CQ_FORMAT_MSG;
 	fid_cq* cq = nullptr;
 	FT_CHECK(fi_cq_open(domain, &cq_attr, &cq, nullptr));
-	cq_.reset(cq);
+	cq_out.reset(cq);
+}
+
+} // namespace
+
+RawPeer::RawPeer(std::span<const uint8_t> rcoll_address, const proto::Handshake& handshake)
+{
+	open_core(rcoll_address, FI_MSG | FI_RMA,
+		  FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY, info_, fabric_,
+		  eq_, domain_, cq_);
+	fid_eq* eq = eq_.get();
+	fid_domain* domain = domain_.get();
+	fid_cq* cq = cq_.get();
 	fid_ep* ep = nullptr;
 	FT_CHECK(fi_endpoint(domain, info_.get(), &ep, nullptr));
 	ep_.reset(ep);
@@ -233,6 +253,93 @@ size_t RawPeer::inject_messages(const proto::MsgHeader& header, std::span<const 
 		return count;
 	}
 	return count + 1;
+}
+
+RawCrowd::RawCrowd(std::span<const uint8_t> rcoll_address)
+{
+	open_core(rcoll_address, FI_MSG, 0, info_, fabric_, eq_, domain_, cq_);
+}
+
+RawCrowd::~RawCrowd() { close_all(); }
+
+std::vector<uint32_t> RawCrowd::connect(size_t count, size_t batch)
+{
+	std::vector<uint32_t> ids;
+	for (size_t first = 0; first < count; first += batch) {
+		const size_t n = std::min(batch, count - first);
+		std::vector<FidPtr<fid_ep>> pending(n);
+		std::vector<size_t> slot(n);
+		for (size_t i = 0; i < n; i++) {
+			slot[i] = i;
+			fid_ep* ep = nullptr;
+			FT_CHECK(fi_endpoint(domain_.get(), info_.get(), &ep, &slot[i]));
+			pending[i].reset(ep);
+			FT_CHECK(fi_ep_bind(ep, &eq_->fid, 0));
+			FT_CHECK(fi_ep_bind(ep, &cq_->fid, FI_TRANSMIT | FI_RECV));
+			FT_CHECK(fi_enable(ep));
+			proto::Handshake h;
+			h.kind = proto::HandshakeKind::Request;
+			uint64_t key = 0;
+			while (key == 0)
+				expect(getrandom(&key, sizeof(key), 0) == ssize_t(sizeof(key)),
+				       "getrandom");
+			h.endpoint_key = key;
+			h.eager_limit = 4096;
+			h.token = key ^ 0x5a5a5a5a5a5a5a5aULL;
+			std::byte blob[proto::Handshake::kWireSize];
+			proto::encode_handshake(h, blob);
+			FT_CHECK(fi_connect(ep, info_->dest_addr, blob, sizeof(blob)));
+		}
+		for (size_t resolved = 0; resolved < n;) {
+			alignas(fi_eq_cm_entry) std::byte event[sizeof(fi_eq_cm_entry) + 64] = {};
+			uint32_t kind = 0;
+			ssize_t got = fi_eq_sread(eq_.get(), &kind, event, sizeof(event), 10000, 0);
+			if (got == -FI_EAVAIL) {
+				fi_eq_err_entry err{};
+				fi_eq_readerr(eq_.get(), &err, 0);
+				const size_t i = *static_cast<size_t*>(err.fid->context);
+				pending[i].reset();
+				refused_++;
+				resolved++;
+				continue;
+			}
+			expect(got > 0, "connecting: %s", fi_strerror(int(-got)));
+			const auto* entry = reinterpret_cast<const fi_eq_cm_entry*>(event);
+			if (kind == FI_SHUTDOWN)
+				continue; // an earlier connection ended
+			expect(kind == FI_CONNECTED, "connecting: event %u", kind);
+			proto::Handshake accept;
+			expect(proto::check_handshake(entry->data,
+						      size_t(got) - sizeof(fi_eq_cm_entry),
+						      proto::HandshakeKind::Accept,
+						      accept) == proto::WireStatus::Ok,
+			       "the rcoll endpoint's accept is not a valid handshake");
+			const size_t i = *static_cast<size_t*>(entry->fid->context);
+			ids.push_back(accept.conn_id);
+			connected_.push_back(std::move(pending[i]));
+			resolved++;
+		}
+	}
+	return ids;
+}
+
+void RawCrowd::close_all()
+{
+	for (FidPtr<fid_ep>& ep : connected_)
+		fi_shutdown(ep.get(), 0);
+	connected_.clear();
+	// What the shutdowns left in the EQ belongs to closed endpoints.
+	alignas(fi_eq_cm_entry) std::byte event[sizeof(fi_eq_cm_entry) + 64];
+	uint32_t kind;
+	for (;;) {
+		const ssize_t ret = fi_eq_read(eq_.get(), &kind, event, sizeof(event), 0);
+		if (ret == -FI_EAVAIL) {
+			fi_eq_err_entry err{};
+			fi_eq_readerr(eq_.get(), &err, 0);
+		} else if (ret <= 0) {
+			break;
+		}
+	}
 }
 
 } // namespace hostile

@@ -81,6 +81,32 @@ private:
 	FidPtr<fid_mr> recv_mr_, local_mr_;
 };
 
+// Many bare connections from one process to one rcoll endpoint, each
+// presenting its own endpoint key: they only connect and close.
+class RawCrowd {
+public:
+	explicit RawCrowd(std::span<const uint8_t> rcoll_address);
+	RawCrowd(const RawCrowd&) = delete;
+	RawCrowd& operator=(const RawCrowd&) = delete;
+	~RawCrowd();
+
+	// Requests `count` connections with new random keys, `batch` at a time.
+	// Returns the conn_id of each accepted one (the refused are closed).
+	std::vector<uint32_t> connect(size_t count, size_t batch = 64);
+	// Closes every accepted connection.
+	void close_all();
+	size_t refused() const { return refused_; }
+
+private:
+	fabtests::InfoPtr info_;
+	FidPtr<fid_fabric> fabric_;
+	FidPtr<fid_eq> eq_;
+	FidPtr<fid_domain> domain_;
+	FidPtr<fid_cq> cq_;
+	std::vector<FidPtr<fid_ep>> connected_;
+	size_t refused_ = 0;
+};
+
 // The fields of an rcoll endpoint address the tests need.
 rcoll::EpAddress parse_address(std::span<const uint8_t> bytes);
 

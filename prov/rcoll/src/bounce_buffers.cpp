@@ -1,5 +1,7 @@
 #include "bounce_buffers.hpp"
 
+#include "peer.hpp"
+
 namespace rcoll {
 
 namespace {
@@ -28,12 +30,21 @@ BufferRecord* TransmitBuffers::take()
 	r->len = 0;
 	r->context = nullptr;
 	r->cq_flags = 0;
-	r->report = r->count = r->in_core = false;
+	r->report = r->count = r->in_core = r->held = false;
 	r->may_inject = true;
 	r->payload = nullptr;
 	r->payload_desc = nullptr;
 	r->payload_len = 0;
 	return r;
+}
+
+void TransmitBuffers::release(BufferRecord& r)
+{
+	if (r.held) {
+		r.held = false;
+		r.peer->tx_held--;
+	}
+	pool_->release(*r.buffer);
 }
 
 BufferRecord* ReceiveBuffers::next_to_post()

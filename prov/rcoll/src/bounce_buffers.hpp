@@ -20,7 +20,7 @@ public:
 	{}
 	// A free buffer's record, reset; nullptr when the pool is at its limit.
 	BufferRecord* take();
-	void release(BufferRecord& r) { pool_->release(*r.buffer); }
+	void release(BufferRecord& r);
 	// A take would succeed.
 	bool available() const
 	{
@@ -32,6 +32,7 @@ public:
 		return pool_->max_buffers() - pool_->capacity() + pool_->free_count();
 	}
 	bool all_free() const { return pool_->free_count() == pool_->capacity(); }
+	size_t in_use() const { return pool_->capacity() - pool_->free_count(); }
 	template <class F>
 	void for_each(F&& f)
 	{

@@ -37,6 +37,15 @@ const Param params[] = {
 	{"unexpected_max", &Config::unexpected_max,
 	 "Bytes of one peer's messages that may wait for a receive (eager payloads plus a fixed "
 	 "cost per message); a peer that sends more fails (0: no limit)"},
+	{"backlog_max", &Config::backlog_max,
+	 "Messages to one peer that may wait in its send backlog (queued, or held by the core "
+	 "because the peer reads no faster); beyond it sends to that peer return -FI_EAGAIN"},
+	{"backlog_timeout_ms", &Config::backlog_timeout_ms,
+	 "Milliseconds a peer's send backlog may stand still (the peer stopped reading) before "
+	 "the peer fails and its operations complete with an error (0: never)"},
+	{"unknown_peers_max", &Config::unknown_peers_max,
+	 "Peers made for connection requests from endpoints not in the address vector (at most "
+	 "half of RLIMIT_NOFILE); further requests are refused, and records of failed ones reused"},
 	{"rma_chunk", &Config::rma_chunk,
 	 "Largest single core RMA transfer; larger ones are split"},
 	{"progress_thread", &Config::progress_thread,
@@ -160,6 +169,8 @@ Config read_config()
 	clamp("RX_POOL_MAX", c.rx_pool_max, c.rx_posted, size_t(1) << 20);
 	clamp("TX_POOL_SIZE", c.tx_pool_size, 8, size_t(1) << 20);
 	clamp("RMA_CHUNK", c.rma_chunk, 4096, size_t(1) << 31);
+	clamp("BACKLOG_MAX", c.backlog_max, 1, size_t(1) << 20);
+	clamp("UNKNOWN_PEERS_MAX", c.unknown_peers_max, 1, size_t(1) << 20);
 	if (c.core.empty() || c.core == "rcoll") {
 		RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_CORE=%s cannot be a core; using auto\n",
 			   c.core.c_str());

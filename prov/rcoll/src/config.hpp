@@ -28,6 +28,14 @@ struct Config {
 	size_t unexpected_max = size_t(256) << 20; // bytes per peer waiting for a receive
 	// Join records per peer ahead of our fi_join.
 	size_t coll_early_max = 1024;
+	// Messages to one peer holding transmit buffers (its backlog) before
+	// sends to it return -FI_EAGAIN, and how long that backlog may stand
+	// still before the peer fails.
+	size_t backlog_max = 256;
+	size_t backlog_timeout_ms = 300000;
+	// Peers made for connection requests from keys not in the AV (also at
+	// most half of RLIMIT_NOFILE: each holds a socket).
+	size_t unknown_peers_max = 1024;
 	// Collectives straight through shared memory, and the largest
 	// broadcast and reduction that take that path.
 	bool coll_shm = true;

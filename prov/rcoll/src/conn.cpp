@@ -10,6 +10,7 @@
 #include "ep.hpp"
 
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -58,6 +59,63 @@ Peer* Endpoint::peer_for(fi_addr_t addr, int& err, bool inject)
 	}
 	err = 0;
 	return &peer;
+}
+
+// The peer for a connection request from a key we have no peer for. One
+// the address vector names (or ourselves) is always welcome; others
+// (strangers) are allowed up to FI_RCOLL_UNKNOWN_PEERS_MAX, and never more
+// than half the descriptors this process may open, each holding a
+// connection. A failed stranger's record serves the next one, so strangers
+// that come and go do not grow the table.
+Peer* Endpoint::admit_stranger(uint64_t key)
+{
+	auto in_av = [&](uint64_t k) { return app.av && app.av->find(k) != FI_ADDR_NOTAVAIL; };
+	if (key == address.key || in_av(key))
+		return &peers.add(key, nullptr);
+	size_t cap = config().unknown_peers_max;
+	rlimit files{};
+	if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY)
+		cap = std::min<size_t>(cap, files.rlim_cur / 2);
+	size_t strangers = 0;
+	for (const auto& p : peers) {
+		if (!p->stranger)
+			continue;
+		if (in_av(p->key)) {
+			p->stranger = false; // the application named it since
+			continue;
+		}
+		if (reusable(*p)) {
+			peers.recycle(*p, key);
+			p->stranger = true;
+			return p.get();
+		}
+		strangers++;
+	}
+	if (strangers >= cap)
+		return nullptr;
+	Peer& peer = peers.add(key, nullptr);
+	peer.stranger = true;
+	return &peer;
+}
+
+// A failed peer that nothing refers to any more: no connection, message,
+// operation or unreceived message of its own.
+bool Endpoint::reusable(const Peer& peer)
+{
+	if (peer.state != Peer::State::failed || peer.conn || peer.losing || peer.passive ||
+	    peer.tx_held || !peer.backlog.empty() || !peer.controls.empty() ||
+	    peer.unexpected_bytes)
+		return false;
+	for (const PendingFailure& f : failing)
+		if (f.peer == &peer)
+			return false;
+	bool used = false;
+	tx.sends.for_each([&](SendOp& op) { used |= op.peer == &peer; });
+	rx.recvs.for_each([&](RecvOp& op) { used |= op.peer == &peer; });
+	for (const auto& op : rma_ops)
+		used |= op->peer == &peer;
+	tx.buffers->for_each([&](BufferRecord& r) { used |= r.in_core && r.peer == &peer; });
+	return !used;
 }
 
 fid_ep* Endpoint::open_core_ep(fi_info* core_info, Peer& peer)
@@ -143,7 +201,13 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 		RCOLL_INFO(FI_LOG_EP_CTRL, "connection request from %016llx\n",
 			   (unsigned long long)hs.endpoint_key);
 		Peer* known = peers.by_key(hs.endpoint_key);
-		Peer& peer = known ? *known : peers.add(hs.endpoint_key, nullptr);
+		if (!known)
+			known = admit_stranger(hs.endpoint_key);
+		if (!known)
+			return reject(
+				"FI_RCOLL_UNKNOWN_PEERS_MAX endpoints not in the address vector "
+				"are connected");
+		Peer& peer = *known;
 		const bool self = hs.endpoint_key == address.key;
 		const bool ours_live = peer.active && peer.conn &&
 				       (peer.state == Peer::State::connecting ||

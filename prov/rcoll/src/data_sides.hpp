@@ -38,6 +38,7 @@ struct TransmitSide {
 	size_t backlogged = 0;  // > 0: some peer may hold queued sends
 	size_t inject_size = 0; // the core's tx_attr: largest fi_inject
 	size_t iov_limit = 1;   // ... and most gather entries of a send
+	size_t size = 0;        // our tx_attr->size: most operations outstanding
 };
 
 } // namespace rcoll

@@ -200,7 +200,7 @@ ssize_t tx_size_left(fid_ep* f)
 	return guarded([&]() -> ssize_t {
 		Endpoint* ep = owner_of<Endpoint>(f);
 		std::lock_guard guard(ep->domain->lock);
-		return ssize_t(ep->tx.buffers->room());
+		return ssize_t(std::min(ep->tx.buffers->room(), ep->tx_room()));
 	});
 }
 
@@ -444,6 +444,9 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	tx.buffer_size = proto::kHeaderSize + cfg.eager_size;
 	tx.buffers_per_chunk = 64;
 	tx.max_buffers = cfg.tx_pool_size;
+	const fi_tx_attr* tx_attr = info->tx_attr;
+	ep->tx.size = tx_attr && tx_attr->size ? std::min(tx_attr->size, cfg.tx_pool_size)
+					       : cfg.tx_pool_size;
 	ep->tx.buffers = std::make_unique<TransmitBuffers>(
 		std::make_unique<proto::TransmitPool>(*ep->core.registrar, tx));
 

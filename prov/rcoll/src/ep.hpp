@@ -157,6 +157,15 @@ struct Endpoint {
 	};
 	std::vector<PendingFailure> failing;
 
+	// Transmit operations that may still start before tx_attr->size are
+	// outstanding: eager sends and control messages (each holds a bounce
+	// buffer), rendezvous sends and RMA operations.
+	size_t tx_room() const
+	{
+		const size_t used = tx.buffers->in_use() + tx.sends.live() + rma_ops.size();
+		return used < tx.size ? tx.size - used : 0;
+	}
+
 	// Application operations (caller holds the domain lock).
 	ssize_t send(const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t tag,
 		     uint64_t data, uint64_t flags, void* context);
@@ -178,6 +187,10 @@ struct Endpoint {
 	void handle_cm_error(const fi_eq_err_entry& err);
 	void count_peers_on_host();
 	int poll_cm();
+	// A peer for a connection request from a key no peer has; nullptr when
+	// FI_RCOLL_UNKNOWN_PEERS_MAX strangers are about already.
+	Peer* admit_stranger(uint64_t key);
+	bool reusable(const Peer& peer);
 
 	// Core messages through bounce buffers (transmit.cpp).
 	ssize_t post_tx(BufferRecord* r);
@@ -245,6 +258,7 @@ struct Endpoint {
 
 	// Peer failure: detection and what follows (peer_failure.cpp).
 	void check_connect_timeouts();
+	void check_backlogs();
 	void probe_silent_peers();
 	void send_probe(Peer& peer);
 	uint64_t mark_awaited_peers();

@@ -73,6 +73,7 @@ struct BufferRecord {
 	bool report = false;  // write a CQ entry
 	bool count = false;   // bump the send counter
 	bool in_core = false; // posted to the core, completion pending
+	bool held = false;    // counted in peer->tx_held until released
 	uint64_t proves = 0;  // the peer's injects posted before it (InjectLedger)
 	// The send may complete once rcoll holds the data (FI_INJECT_COMPLETE):
 	// small ones are then injected into the core, which reports nothing.

@@ -85,6 +85,19 @@ struct Peer {
 	// Bytes of its messages waiting for a receive (Unexpected::charged):
 	// bounded by FI_RCOLL_UNEXPECTED_MAX.
 	size_t unexpected_bytes = 0;
+	// Messages to it holding transmit buffers (its backlog, and those the
+	// core still sends): at most FI_RCOLL_BACKLOG_MAX take an application
+	// send. `tx_left` counts those the core finished; a scan that finds it
+	// unchanged since `stuck_since` for FI_RCOLL_BACKLOG_TIMEOUT_MS fails
+	// the peer (it stopped reading).
+	size_t tx_held = 0;
+	uint64_t tx_left = 0;
+	uint64_t tx_left_seen = 0;
+	bool backlog_watched = false; // held at the last scan too: stuck_since is valid
+	std::chrono::steady_clock::time_point stuck_since;
+	// Made for a connection request from a key not in the AV: counted
+	// against FI_RCOLL_UNKNOWN_PEERS_MAX, and reused once dead.
+	bool stranger = false;
 	// Its process, once a collective group found it on this host: one
 	// pidfd for every group (transport/local.hpp).
 	std::shared_ptr<local::ProcessWatch> process;

@@ -88,6 +88,37 @@ void Endpoint::probe_silent_peers()
 	}
 }
 
+// A peer that stopped reading: what we send it waits in the core or in its
+// backlog, and nothing of it leaves for FI_RCOLL_BACKLOG_TIMEOUT_MS. It
+// fails, so its transmit buffers serve the other peers again. A slow reader
+// moves its backlog now and then and is never failed. Called with
+// probe_silent_peers; reads the clock only while some buffer is in use.
+void Endpoint::check_backlogs()
+{
+	const size_t timeout_ms = config().backlog_timeout_ms;
+	if (!timeout_ms || tx.buffers->all_free())
+		return;
+	const auto now = std::chrono::steady_clock::now();
+	for (const auto& p : peers) {
+		Peer& peer = *p;
+		const bool moved = peer.tx_left != peer.tx_left_seen;
+		peer.tx_left_seen = peer.tx_left;
+		if (peer.state != Peer::State::connected || !peer.tx_held) {
+			peer.backlog_watched = false;
+		} else if (!peer.backlog_watched || moved) {
+			// Newly backlogged, or it read since the last scan.
+			peer.backlog_watched = true;
+			peer.stuck_since = now;
+		} else if (now - peer.stuck_since > std::chrono::milliseconds(timeout_ms)) {
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "peer %s read none of %zu messages for %zu ms "
+				   "(FI_RCOLL_BACKLOG_TIMEOUT_MS): failing it\n",
+				   peer.address.to_string().c_str(), peer.tx_held, timeout_ms);
+			fail_peer(peer, -FI_ETIMEDOUT);
+		}
+	}
+}
+
 // A probe carries a completion (never injected): its error fails a dead
 // host's connection, and its success proves that every message injected to
 // the peer before it has left (InjectLedger).

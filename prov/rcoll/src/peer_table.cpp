@@ -47,6 +47,19 @@ Peer* PeerTable::by_key(uint64_t key) const
 	return it != by_key_.end() ? it->second : nullptr;
 }
 
+void PeerTable::recycle(Peer& peer, uint64_t key)
+{
+	auto it = by_key_.find(peer.key);
+	if (it != by_key_.end() && it->second == &peer)
+		by_key_.erase(it);
+	const uint32_t id = peer.local_id;
+	peer = Peer{};
+	peer.local_id = id;
+	peer.key = key;
+	peer.rx_token = unguessable_u64();
+	by_key_.emplace(key, &peer);
+}
+
 void PeerTable::learn_key(Peer& peer, uint64_t key)
 {
 	std::erase(unkeyed_, &peer);

@@ -28,6 +28,9 @@ public:
 	// has a live connection to it already (an earlier one, or one to
 	// ourselves, keeps its halves where they are: only the lookup moves).
 	void learn_key(Peer& peer, uint64_t key);
+	// A dead peer's record serves `key` from now on, as if new (a new
+	// secret token: the old connection's messages no longer pass).
+	void recycle(Peer& peer, uint64_t key);
 
 	size_t size() const { return peers_.size(); }
 	auto begin() const { return peers_.begin(); }

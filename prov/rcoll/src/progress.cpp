@@ -47,8 +47,10 @@ int Endpoint::progress()
 			retry_stalled();
 		if (!rx.polling.empty())
 			poll_last_bytes();
-		if (pace.core_rounds % kCmPollInterval == 0)
+		if (pace.core_rounds % kCmPollInterval == 0) {
 			probe_silent_peers(); // reads the clock: not on every round
+			check_backlogs();
+		}
 		if (++pace.core_rounds % 1024 == 0)
 			check_connect_timeouts();
 	}

@@ -19,6 +19,8 @@ ssize_t Endpoint::rma(bool write, const void* buf, size_t len, void* desc, fi_ad
 		return -FI_EINVAL;
 	if ((flags & FI_REMOTE_CQ_DATA) && (data >> 32))
 		return -FI_EINVAL;
+	if (!tx_room())
+		return -FI_EAGAIN; // tx_attr->size operations are outstanding
 	int err = 0;
 	Peer* peer = peer_for(dest, err);
 	if (!peer)

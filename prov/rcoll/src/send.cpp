@@ -46,10 +46,18 @@ ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, 
 		RCOLL_WARN(FI_LOG_EP_DATA, "remote CQ data wider than 4 bytes\n");
 		return -FI_EINVAL;
 	}
+	// libfabric's flow control: beyond tx_attr->size outstanding, or beyond
+	// the peer's backlog cap (a peer that reads slower than we send must
+	// not take every transmit buffer), the application progresses and
+	// retries.
+	if (!tx_room())
+		return -FI_EAGAIN;
 	int err = 0;
 	Peer* peer = peer_for(dest, err, flags & kNoCompletion);
 	if (!peer)
 		return err;
+	if (peer->tx_held >= config().backlog_max)
+		return -FI_EAGAIN;
 	const bool inject = flags & FI_INJECT;
 	const size_t limit = peer->state == Peer::State::connected
 				     ? std::min<size_t>(eager_limit, peer->eager_limit)

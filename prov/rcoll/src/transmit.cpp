@@ -18,8 +18,10 @@ void BufferRecord::finish_send(Endpoint& ep, void* owner, const CoreEvent& event
 	auto* r = static_cast<BufferRecord*>(owner);
 	Peer* peer = r->peer;
 	r->in_core = false;
-	if (!event.err && peer)
+	if (!event.err && peer) {
 		peer->injects.prove(r->proves);
+		peer->tx_left++; // the peer reads: its backlog moved
+	}
 	if (r->count)
 		ep.app.report_tx(r->context, r->cq_flags, event.err ? 0 : r->header.size, event.err,
 				 event.err || r->report, ep.app.send_cntr);
@@ -31,6 +33,8 @@ void BufferRecord::finish_send(Endpoint& ep, void* owner, const CoreEvent& event
 ssize_t Endpoint::post_tx(BufferRecord* r)
 {
 	Peer& peer = *r->peer;
+	r->held = true; // until released: sent, injected, or failed
+	peer.tx_held++;
 	if (peer.state != Peer::State::connected || !peer.backlog.empty()) {
 		peer.backlog.push_back(r);
 		tx.backlogged++;
