@@ -92,6 +92,7 @@ BufferBytes buffer_bytes(const CallSpec& call, int group_size, int group_rank);
 struct EndpointOptions {
 	std::string provider = "rcoll";
 	bool bind_eq = true; // fi_join_collective needs one; the error case leaves it out
+	fi_wait_obj eq_wait_obj = FI_WAIT_NONE; // FI_WAIT_UNSPEC for fi_eq_sread
 	uint64_t caps = FI_MSG | FI_TAGGED | FI_COLLECTIVE;
 };
 
@@ -114,6 +115,7 @@ public:
 	fid_ep* ep() const { return base_.ep(); }
 	fid_domain* domain() const { return base_.domain(); }
 	fid_av* av() const { return base_.av(); }
+	fid_eq* eq() const { return base_.eq(); }
 	const fi_info& info() const { return base_.info(); }
 	const std::string& provider() const { return provider_; }
 

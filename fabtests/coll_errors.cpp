@@ -221,6 +221,17 @@ void run_invalid_arguments(Bootstrap& boot, const TestOptions& options)
 				  refused));
 }
 
+// Exchanges addresses and calls fi_join_collective on the set of every
+// rank (kept in `set`), without waiting; returns its result.
+int join_every_rank(CollEndpoint& ep, Bootstrap& boot, AvSetPtr& set, fid_mc** mc, void* context)
+{
+	const auto world = ep.exchange_addresses(boot);
+	set = av_set_range(ep, world.front(), world.back(), 1, world.size());
+	fi_addr_t addr = FI_ADDR_NOTAVAIL;
+	FT_CHECK(fi_av_set_addr(set.get(), &addr));
+	return fi_join_collective(ep.ep(), addr, set.get(), 0, mc, context);
+}
+
 // fi_join_collective needs an EQ bound to the endpoint (fi_collective(3)).
 void run_join_without_eq(Bootstrap& boot, const TestOptions& options)
 {
@@ -229,13 +240,10 @@ void run_join_without_eq(Bootstrap& boot, const TestOptions& options)
 		EndpointOptions without_eq{options.provider};
 		without_eq.bind_eq = false;
 		CollEndpoint ep(without_eq);
-		const auto world = ep.exchange_addresses(boot);
-		AvSetPtr set = av_set_range(ep, world.front(), world.back(), 1, world.size());
-		fi_addr_t addr = FI_ADDR_NOTAVAIL;
-		FT_CHECK(fi_av_set_addr(set.get(), &addr));
+		AvSetPtr set;
 		fid_mc* mc = nullptr;
 		int context = 0;
-		const int rc = fi_join_collective(ep.ep(), addr, set.get(), 0, &mc, &context);
+		const int rc = join_every_rank(ep, boot, set, &mc, &context);
 		expect_refused(rc, {-FI_ENOEQ, -FI_EINVAL, -FI_EOPBADSTATE},
 			       "fi_join_collective without an EQ");
 		refused_with = rc_text(rc);
@@ -248,6 +256,52 @@ void run_join_without_eq(Bootstrap& boot, const TestOptions& options)
 	check_barrier_semantics(ep, boot, *group, 0, 2);
 	ProgressingBarrier(ep, boot, boot.size()).wait();
 	summary_note(boot, "refused with " + refused_with + "; joins once an EQ is bound");
+}
+
+// An application that waits for its join in fi_eq_sread alone and never
+// reads a CQ (manual progress): reading the EQ must drive the join, or
+// every member blocks there for good.
+void run_join_eq_only(Bootstrap& boot, const TestOptions& options)
+{
+	EndpointOptions blocking{options.provider};
+	blocking.eq_wait_obj = FI_WAIT_UNSPEC;
+	CollEndpoint ep(blocking);
+	AvSetPtr set;
+	fid_mc* raw = nullptr;
+	int context = 0;
+	FT_CHECK(join_every_rank(ep, boot, set, &raw, &context));
+	FidPtr<fid_mc> mc(raw);
+	const auto budget = seconds(20);
+	Deadline deadline(budget);
+	uint32_t event = 0;
+	fi_eq_entry entry{};
+	ssize_t rc;
+	while ((rc = fi_eq_sread(ep.eq(), &event, &entry, sizeof entry, 100, 0)) == -FI_EAGAIN) {
+		boot.check_abort();
+		expect(!deadline.expired(),
+		       "no FI_JOIN_COMPLETE after %lld s in fi_eq_sread (the only call waiting "
+		       "for it)",
+		       static_cast<long long>(budget.count()));
+	}
+	if (rc == -FI_EAVAIL) {
+		fi_eq_err_entry err{};
+		fi_eq_readerr(ep.eq(), &err, 0);
+		throw CheckFailure(strfmt("the join failed: %s", fi_strerror(err.err)));
+	}
+	expect(rc == static_cast<ssize_t>(sizeof entry) && event == FI_JOIN_COMPLETE,
+	       "fi_eq_sread returned %zd, event %u: want FI_JOIN_COMPLETE", rc, event);
+	expect(entry.fid == &raw->fid && entry.context == &context,
+	       "FI_JOIN_COMPLETE names fid %p context %p, want %p and %p",
+	       static_cast<void*>(entry.fid), entry.context, static_cast<void*>(&raw->fid),
+	       static_cast<void*>(&context));
+	// The group works (now reading the CQ).
+	OpContext ctx;
+	FT_CHECK(fi_barrier(ep.ep(), fi_mc_addr(raw), &ctx));
+	ep.track(ctx);
+	ep.wait_done(ctx, "barrier on the group joined through fi_eq_sread");
+	expect_collective_completion(ctx, "barrier on the group joined through fi_eq_sread");
+	ProgressingBarrier(ep, boot, boot.size()).wait();
+	summary_note(boot, "FI_JOIN_COMPLETE reached a member waiting only in fi_eq_sread");
 }
 
 // fi_query_collective: every collective x datatype (x operation), checked
@@ -438,6 +492,10 @@ void add_error_cases(std::vector<CollCase>& cases)
 	cases.push_back({"join-without-eq",
 			 "fi_join_collective on an endpoint without an EQ is refused", 2,
 			 seconds(60), "", run_join_without_eq});
+	cases.push_back({"join-eq-only",
+			 "3 ranks join and wait only in fi_eq_sread (no CQ read): the EQ read "
+			 "drives the join to FI_JOIN_COMPLETE; the group then works",
+			 3, seconds(60), "", run_join_eq_only});
 	cases.push_back(
 		{"query-collective",
 		 "fi_query_collective: 0 for the pairs fi_atomic(3) defines (with datatype size), "

@@ -852,7 +852,7 @@ Endpoint::Endpoint(const EndpointConfig& config) : track_contexts_(config.track_
 	FT_CHECK(fi_ep_bind(ep_.get(), &av_->fid, 0));
 	if (config.bind_eq) {
 		fi_eq_attr eq_attr{};
-		eq_attr.wait_obj = FI_WAIT_NONE;
+		eq_attr.wait_obj = config.eq_wait_obj;
 		fid_eq* eq = nullptr;
 		FT_CHECK(fi_eq_open(fabric_.get(), &eq_attr, &eq, nullptr));
 		eq_.reset(eq);

@@ -278,8 +278,9 @@ struct EndpointConfig {
 	std::string provider; // hints->fabric_attr->prov_name
 	uint64_t caps = FI_MSG | FI_TAGGED | FI_RMA;
 	fi_av_type av_type = FI_AV_TABLE;
-	size_t cq_size = 0;   // 0: provider default
-	bool bind_eq = false; // an EQ for fi_join and connection events
+	size_t cq_size = 0;                     // 0: provider default
+	bool bind_eq = false;                   // an EQ for fi_join and connection events
+	fi_wait_obj eq_wait_obj = FI_WAIT_NONE; // FI_WAIT_UNSPEC: fi_eq_sread works
 	// Only contexts passed to Endpoint::track are dereferenced on completion.
 	bool track_contexts = false;
 	// The verbs rules, so that tcp runs exercise what verbs demands.
@@ -323,6 +324,13 @@ public:
 	fid_cq* cq() const { return cq_.get(); }
 	fid_av* av() const { return av_.get(); }
 	fid_eq* eq() const { return eq_.get(); } // null unless EndpointConfig::bind_eq
+	// Closes the endpoint now, before the objects it is bound to (the
+	// destructor would); returns fi_close's result.
+	int close_endpoint()
+	{
+		fid_ep* ep = ep_.release();
+		return ep ? fi_close(&ep->fid) : 0;
+	}
 	const fi_info& info() const { return *info_; }
 	std::string provider_name() const;
 

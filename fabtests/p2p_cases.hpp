@@ -53,6 +53,7 @@ void case_inject_then_close(Bootstrap&, const TestOptions&);
 void case_node_service(Bootstrap&, const TestOptions&);
 void case_node_service_refused(Bootstrap&, const TestOptions&);
 void case_close_bound_eq(Bootstrap&, const TestOptions&);
+void case_eq_read_while_closing(Bootstrap&, const TestOptions&);
 void case_threads(Bootstrap&, const TestOptions&);
 void case_tx_context_size(Bootstrap&, const TestOptions&);
 

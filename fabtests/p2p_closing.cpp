@@ -3,6 +3,8 @@
 // receivable, and nothing waits for it forever.
 #include "p2p_cases.hpp"
 
+#include <atomic>
+#include <cstdlib>
 #include <thread>
 
 namespace fabtests {
@@ -293,6 +295,76 @@ void case_close_bound_eq(Bootstrap& boot, const TestOptions& options)
 	       fi_strerror(-rc));
 	boot.note("fi_close of an EQ bound to an open endpoint: -FI_EBUSY; the endpoint then "
 		  "closes before it");
+}
+
+// One thread waits in fi_eq_sread, which drives the progress of the
+// endpoint bound to the EQ, while another closes that endpoint: the close
+// must wait until the reader has left the endpoint (AddressSanitizer sees a
+// read of freed memory otherwise), and the reader goes on waiting on the EQ
+// alone. The endpoint has a peer connection and a receive pending, so its
+// progress has work to do when it closes.
+void case_eq_read_while_closing(Bootstrap& boot, const TestOptions& options)
+{
+	const int rounds = options.quick ? 10 : 40;
+	const int peer = 1 - boot.rank();
+	// rcoll's fi_eq_sread then drives the endpoint for its whole timeout
+	// instead of sleeping between rounds: a close meets a reader inside the
+	// endpoint's progress far more often (read once, when rcoll loads).
+	setenv("FI_RCOLL_SPIN_US", "1000000", 1);
+	for (int round = 0; round < rounds; ++round) {
+		EndpointConfig config{options.provider};
+		config.bind_eq = true;
+		config.eq_wait_obj = FI_WAIT_UNSPEC;
+		Endpoint ep(config);
+		const auto addresses = ep.exchange_addresses(boot);
+		const fi_addr_t to = addresses[static_cast<size_t>(peer)];
+		std::vector<uint8_t> out(64, static_cast<uint8_t>(round)), in(64), never(64);
+		OpContext sent, received, pending;
+		auto tagged = [&](std::vector<uint8_t>& buf, uint64_t tag) {
+			return Transfer{Api::tagged, buf.data(), buf.size(), nullptr,
+					to,          tag,        0,          {}};
+		};
+		post_recv(ep, tagged(in, 1), received);
+		post_recv(ep, tagged(never, 2), pending);
+		post_send(ep, tagged(out, 1), sent);
+		ep.wait_ok(sent, "tagged send");
+		ep.wait_ok(received, "tagged receive");
+		boot.barrier();
+
+		std::atomic<bool> stop{false};
+		std::atomic<long> reads{0};
+		ssize_t odd = 0; // a result other than -FI_EAGAIN: no event was due
+		std::thread reader([&] {
+			while (!stop.load()) {
+				uint32_t event = 0;
+				fi_eq_entry entry{};
+				const ssize_t rc =
+					fi_eq_sread(ep.eq(), &event, &entry, sizeof entry, 1, 0);
+				if (rc != -FI_EAGAIN)
+					odd = rc;
+				reads.fetch_add(1);
+			}
+		});
+		while (reads.load() < 2)
+			std::this_thread::yield();
+		// At varying points of the reader's round.
+		std::this_thread::sleep_for(std::chrono::microseconds(97 * (round % 7)));
+		const int rc = ep.close_endpoint();
+		const long before = reads.load();
+		while (reads.load() < before + 2) // it reads on, from the EQ alone
+			std::this_thread::yield();
+		stop = true;
+		reader.join();
+		expect(rc == 0, "round %d: fi_close of the endpoint: %s", round, fi_strerror(-rc));
+		expect(odd == 0, "round %d: fi_eq_sread returned %zd (%s) with no event due", round,
+		       odd, fi_strerror(static_cast<int>(-odd)));
+		boot.barrier();
+	}
+	if (boot.rank() == 0)
+		boot.note(
+			strfmt("%d endpoints closed while another thread waited in fi_eq_sread on "
+			       "their EQ: every close returned 0, every read -FI_EAGAIN",
+			       rounds));
 }
 
 } // namespace fabtests

@@ -111,6 +111,11 @@ const P2pCase kCases[] = {
 	 1, seconds(60), case_node_service_refused},
 	{"close-bound-eq", "fi_close of an EQ still bound to an endpoint returns -FI_EBUSY", 1,
 	 seconds(30), case_close_bound_eq},
+	{"eq-read-while-closing",
+	 "one thread waits in fi_eq_sread (which drives the endpoint bound to the EQ) while "
+	 "another closes that endpoint, repeatedly: the close waits for the reader to leave "
+	 "the endpoint, the reader goes on waiting on the EQ alone",
+	 2, seconds(60), case_eq_read_while_closing},
 	{"threads",
 	 "4 application threads per rank send and receive 150 tagged messages each (8 B..70 KB) "
 	 "on one endpoint at once: every payload verified",

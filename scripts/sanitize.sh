@@ -54,12 +54,12 @@ tsan_run() { # PROGRESS_THREAD CLIENT CASE...
 		sed "s/^/tsan (progress thread $pt) /"
 }
 : >"$tsan/tsan-runs.log"
-tsan_run 0 rcoll_p2p_test threads
+tsan_run 0 rcoll_p2p_test threads eq-read-while-closing
 # (Not peer-killed: it needs transfers still in flight when the peer dies,
 # and a progress thread on the dying side may finish them first.)
 tsan_run 1 rcoll_p2p_test threads pingpong-tagged stream-msg unexpected-flood rma-read rma-write \
-	wildcard-source peer-closed
-tsan_run 1 rcoll_coll_test sweep-4 two-groups-in-flight rank-killed
+	wildcard-source peer-closed eq-read-while-closing
+tsan_run 1 rcoll_coll_test sweep-4 two-groups-in-flight rank-killed join-eq-only
 tsan_pass=$(grep -cE '^PASS ' "$tsan/tsan-runs.log")
 tsan_fail=$(grep -cE '^FAIL ' "$tsan/tsan-runs.log")
 tsan_reports=$(grep -cE 'WARNING: ThreadSanitizer' "$tsan/tsan-runs.log")

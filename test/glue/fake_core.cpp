@@ -426,6 +426,12 @@ ssize_t post(Ep* ep, Kind kind, std::vector<Segment> segments, const void* injec
 		n.stats.refused++;
 		return -FI_EAGAIN;
 	}
+	if (n.plan.fail) {
+		if (int err = n.plan.fail(op.info)) {
+			n.stats.failed++;
+			return err;
+		}
+	}
 	if (n.dead.count(op.info.from))
 		return 0; // a dead process sends nothing
 	op.from = ep;
@@ -984,6 +990,10 @@ int mr_reg(fid* f, const void* buf, size_t len, uint64_t access, uint64_t, uint6
 	   fid_mr** out, void* context)
 {
 	Net& n = net();
+	if (n.plan.refuse_registration && n.plan.refuse_registration(len)) {
+		n.stats.refused_registrations++;
+		return -FI_ENOMEM;
+	}
 	auto* mr = new Mr{};
 	mr->fid.fclass = FI_CLASS_MR;
 	mr->fid.context = context;

@@ -42,6 +42,11 @@ enum class Verdict {
 struct Plan {
 	// At post time: true makes the core refuse the post with -FI_EAGAIN.
 	std::function<bool(const Transfer&)> refuse;
+	// At post time, after `refuse`: a non-zero (negative) return is the
+	// error the core refuses the post with, as a broken connection does.
+	std::function<int(const Transfer&)> fail;
+	// At fi_mr_reg: true makes it fail with -FI_ENOMEM (a memlock limit).
+	std::function<bool(size_t len)> refuse_registration;
 	// At delivery time.
 	std::function<Verdict(const Transfer&)> deliver;
 	// Initiator completions of one delivery round are reported in reverse.
@@ -49,7 +54,7 @@ struct Plan {
 };
 
 struct Stats {
-	uint64_t posted = 0, refused = 0, delivered = 0;
+	uint64_t posted = 0, refused = 0, failed = 0, delivered = 0, refused_registrations = 0;
 	uint64_t connects = 0, accepts = 0, rejects = 0, shutdowns = 0;
 	uint64_t bad_descriptors = 0; // local buffers outside the descriptor's registration
 };

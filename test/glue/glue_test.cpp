@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -348,6 +349,164 @@ void exchange(World& w, int a, int b, int rounds, uint64_t seed)
 	Exchange(w, {{a, b}}, rounds, seed).complete_and_check();
 }
 
+// One join of the set of every node, made (or refused) by each node in turn.
+class Joins {
+public:
+	explicit Joins(World& w) : w_(w), n_(w.nodes.size())
+	{
+		for (size_t i = 0; i < n_; i++) {
+			Node& n = w.nodes[i];
+			n.joined.erase(&ctx_[i]); // the same address served an earlier join
+			fi_av_set_attr attr{};
+			attr.count = n_;
+			attr.start_addr = FI_ADDR_NOTAVAIL;
+			attr.end_addr = FI_ADDR_NOTAVAIL;
+			CHECK(fi_av_set(n.av, &attr, &sets_[i], nullptr));
+			for (fi_addr_t a : n.addr)
+				CHECK(fi_av_set_insert(sets_[i], a));
+		}
+	}
+	~Joins()
+	{
+		for (size_t i = 0; i < n_; i++) {
+			if (groups[i])
+				fi_close(&groups[i]->fid);
+			fi_close(&sets_[i]->fid);
+		}
+	}
+
+	// fi_join_collective on node i: its result (no group when it fails).
+	int start(int i)
+	{
+		fi_addr_t set_addr;
+		CHECK(fi_av_set_addr(sets_[i], &set_addr));
+		refused_[i] = fi_join_collective(w_.nodes[i].ep, set_addr, sets_[i], 0, &groups[i],
+						 &ctx_[i]);
+		if (refused_[i])
+			groups[i] = nullptr;
+		return refused_[i];
+	}
+	void start_all()
+	{
+		for (size_t i = 0; i < n_; i++)
+			CHECK(start(int(i)));
+	}
+	// Closes node i's group now.
+	int close(int i)
+	{
+		fid_mc* g = groups[i];
+		groups[i] = nullptr;
+		return fi_close(&g->fid);
+	}
+	// Node i's join event arrived; its error (0: joined).
+	bool reported(int i) { return w_.nodes[i].joined.count(&ctx_[i]); }
+	int error(int i) { return w_.nodes[i].joined.at(&ctx_[i]); }
+	// Progress until each of `nodes` has its join event.
+	bool run_until_reported(std::vector<int> nodes, std::chrono::milliseconds budget = 10s)
+	{
+		return w_.run_until(
+			[&] {
+				for (int i : nodes)
+					if (!reported(i))
+						return false;
+				return true;
+			},
+			budget);
+	}
+	// The joins of nodes a and b must fail, within five seconds (by a stop
+	// notice: FI_RCOLL_COLL_TIMEOUT_MS is a minute), because of `cause`.
+	// Node `quiet` (whose join was refused or whose group was closed) must
+	// get no event.
+	void expect_failed(int a, int b, int quiet, const char* cause)
+	{
+		cr_assert(run_until_reported({a, b}, 5s),
+			  "nodes %d and %d still wait for the join, although %s (%d: %s, %d: %s)",
+			  a, b, cause, a, reported(a) ? "over" : "waiting", b,
+			  reported(b) ? "over" : "waiting");
+		cr_assert(error(a) && error(b), "a join completed although %s (%d: %s, %d: %s)",
+			  cause, a, fi_strerror(error(a)), b, fi_strerror(error(b)));
+		w_.run_until([] { return false; }, 50ms);
+		cr_assert(!reported(quiet), "an event for node %d's join, although %s", quiet,
+			  cause);
+	}
+	// Every node joins; each must succeed.
+	void join_all()
+	{
+		start_all();
+		std::vector<int> all;
+		for (size_t i = 0; i < n_; i++)
+			all.push_back(int(i));
+		cr_assert(run_until_reported(all), "the join did not complete");
+		for (size_t i = 0; i < n_; i++)
+			cr_assert_eq(error(int(i)), 0, "node %zu's join failed: %s", i,
+				     fi_strerror(error(int(i))));
+	}
+
+	std::array<fid_mc*, 8> groups{};
+
+private:
+	World& w_;
+	size_t n_;
+	std::array<fid_av_set*, 8> sets_{};
+	std::array<int, 8> ctx_{};
+	std::array<int, 8> refused_{};
+};
+
+// Allreduces of `counts` elements on the groups, one per node: every result
+// must be exact.
+void check_allreduces(World& w, const std::array<fid_mc*, 8>& groups,
+		      std::initializer_list<size_t> counts)
+{
+	const int members = int(w.nodes.size());
+	for (size_t count : counts) {
+		std::vector<std::vector<uint64_t>> in(members), out(members);
+		std::array<int, 8> ctx{};
+		for (int i = 0; i < members; i++) {
+			w.nodes[i].done.erase(&ctx[i]); // the same address served the last round
+			in[i].resize(count);
+			out[i].assign(count, 0);
+			for (size_t k = 0; k < count; k++)
+				in[i][k] = uint64_t(i + 1) * 1000003 + k;
+			ssize_t ret;
+			while ((ret = fi_allreduce(w.nodes[i].ep, in[i].data(), count, nullptr,
+						   out[i].data(), nullptr, fi_mc_addr(groups[i]),
+						   FI_UINT64, FI_SUM, 0, &ctx[i])) == -FI_EAGAIN)
+				w.progress();
+			cr_assert_eq(ret, 0, "fi_allreduce: %s", fi_strerror(int(-ret)));
+		}
+		cr_assert(w.run_until([&] {
+			for (int i = 0; i < members; i++)
+				if (!w.completions(i, &ctx[i]))
+					return false;
+			return true;
+		}),
+			  "allreduce of %zu elements never completed", count);
+		const uint64_t ranks_sum = uint64_t(members) * (members + 1) / 2;
+		for (int i = 0; i < members; i++) {
+			cr_assert_eq(w.completions(i, &ctx[i]), 1);
+			cr_assert_eq(w.nodes[i].done[&ctx[i]][0].err, 0, "member %d: %s", i,
+				     fi_strerror(w.nodes[i].done[&ctx[i]][0].err));
+			for (size_t k = 0; k < count; k++) {
+				const uint64_t want = ranks_sum * 1000003 + members * k;
+				cr_assert_eq(out[i][k], want,
+					     "allreduce of %zu: member %d element %zu is %llu, "
+					     "want %llu",
+					     count, i, k, (unsigned long long)out[i][k],
+					     (unsigned long long)want);
+			}
+		}
+	}
+}
+
+// After a half-failed join: all nodes join the same list again, which must
+// succeed, and run verified allreduces on the group.
+void join_again(World& w)
+{
+	Joins again(w);
+	again.join_all();
+	check_allreduces(w, again.groups, {1, 3000});
+}
+
 } // namespace
 
 TestSuite(glue, .timeout = 60);
@@ -509,73 +668,80 @@ Test(glue, collective_over_refusing_reordering_core)
 	World w(members, true);
 	fake_core::plan().reverse_completions = true;
 	fake_core::plan().refuse = [](const fake_core::Transfer& t) { return t.ordinal % 2 == 0; };
-	std::vector<fid_av_set*> sets(members);
-	std::vector<fid_mc*> groups(members);
-	int join_ctx[members] = {};
-	for (int i = 0; i < members; i++) {
-		Node& n = w.nodes[i];
-		fi_av_set_attr attr{};
-		attr.count = members;
-		attr.start_addr = FI_ADDR_NOTAVAIL;
-		attr.end_addr = FI_ADDR_NOTAVAIL;
-		CHECK(fi_av_set(n.av, &attr, &sets[i], nullptr));
-		for (int j = 0; j < members; j++)
-			CHECK(fi_av_set_insert(sets[i], n.addr[j]));
-		fi_addr_t set_addr;
-		CHECK(fi_av_set_addr(sets[i], &set_addr));
-		CHECK(fi_join_collective(n.ep, set_addr, sets[i], 0, &groups[i], &join_ctx[i]));
-	}
-	cr_assert(w.run_until([&] {
-		for (int i = 0; i < members; i++)
-			if (!w.nodes[i].joined.count(&join_ctx[i]))
-				return false;
-		return true;
-	}),
-		  "the join did not complete");
-	for (int i = 0; i < members; i++)
-		cr_assert_eq(w.nodes[i].joined[&join_ctx[i]], 0, "member %d's join failed: %s", i,
-			     fi_strerror(w.nodes[i].joined[&join_ctx[i]]));
-
-	for (size_t count : {size_t(1), size_t(512), size_t(20000), size_t(1) << 17}) {
-		std::vector<std::vector<uint64_t>> in(members), out(members);
-		int ctx[members] = {};
-		for (int i = 0; i < members; i++) {
-			w.nodes[i].done.erase(&ctx[i]); // the same address served the last round
-			in[i].resize(count);
-			out[i].assign(count, 0);
-			for (size_t k = 0; k < count; k++)
-				in[i][k] = uint64_t(i + 1) * 1000003 + k;
-			ssize_t ret;
-			while ((ret = fi_allreduce(w.nodes[i].ep, in[i].data(), count, nullptr,
-						   out[i].data(), nullptr, fi_mc_addr(groups[i]),
-						   FI_UINT64, FI_SUM, 0, &ctx[i])) == -FI_EAGAIN)
-				w.progress();
-			cr_assert_eq(ret, 0, "fi_allreduce: %s", fi_strerror(int(-ret)));
-		}
-		cr_assert(w.run_until([&] {
-			for (int i = 0; i < members; i++)
-				if (!w.completions(i, &ctx[i]))
-					return false;
-			return true;
-		}),
-			  "allreduce of %zu elements never completed", count);
-		for (int i = 0; i < members; i++) {
-			cr_assert_eq(w.completions(i, &ctx[i]), 1);
-			cr_assert_eq(w.nodes[i].done[&ctx[i]][0].err, 0, "member %d: %s", i,
-				     fi_strerror(w.nodes[i].done[&ctx[i]][0].err));
-			for (size_t k = 0; k < count; k++) {
-				const uint64_t want = (1 + 2 + 3) * uint64_t(1000003) + 3 * k;
-				cr_assert_eq(out[i][k], want,
-					     "allreduce of %zu: member %d element %zu is %llu, "
-					     "want %llu",
-					     count, i, k, (unsigned long long)out[i][k],
-					     (unsigned long long)want);
-			}
-		}
-	}
+	Joins join(w);
+	join.join_all();
+	check_allreduces(w, join.groups, {1, 512, 20000, size_t(1) << 17});
 	cr_assert_gt(fake_core::stats().refused, 10u);
-	for (int i = 0; i < members; i++) {
-		fi_close(&groups[i]->fid);
-		fi_close(&sets[i]->fid);
+}
+
+// Half-failed joins. Members recognise a join by its member list and how
+// many joins of that list they made before: a join that fails on one
+// member must fail on every member, and use up its place in that count
+// everywhere, or every later join of the list is out of step.
+
+// Node 1's fi_join fails at once (the core refuses to register its group's
+// scratch) while nodes 0 and 2 join the same list: theirs must fail too, by
+// node 1's stop notice, and the next join of the list must succeed on all
+// three.
+Test(glue, join_refused_on_one_member)
+{
+	World w(3, true);
+	{
+		Joins first(w);
+		CHECK(first.start(0));
+		CHECK(first.start(2));
+		fake_core::plan().refuse_registration = [](size_t) { return true; };
+		const int refused = first.start(1);
+		fake_core::plan().refuse_registration = nullptr;
+		cr_assert_neq(refused, 0, "node 1's join went on without its scratch registered");
+		first.expect_failed(0, 2, 1, "node 1's fi_join failed");
 	}
+	join_again(w);
+}
+
+// The core refuses node 1's join record to node 2 (a connection breaking
+// under the post) after its record to node 0 left: node 1's fi_join fails,
+// and so must the joins of nodes 0 and 2, although node 0 got every record
+// (node 1's scratch is not to be written into). Then all three join again.
+Test(glue, join_record_refused_by_core)
+{
+	World w(3, true);
+	{
+		Joins warmup(w); // connects every pair: the next records go at once
+		warmup.join_all();
+	}
+	{
+		Joins half(w);
+		fake_core::plan().fail = [](const fake_core::Transfer& t) {
+			return t.kind == fake_core::Kind::Send && t.from == 1 && t.to == 2 ? -FI_EIO
+											   : 0;
+		};
+		const int refused = half.start(1);
+		fake_core::plan().fail = nullptr;
+		cr_assert_neq(refused, 0, "node 1's join went on without its record to node 2");
+		cr_assert_gt(fake_core::stats().failed, 0u);
+		CHECK(half.start(0));
+		CHECK(half.start(2));
+		half.expect_failed(0, 2, 1, "node 1's fi_join failed");
+	}
+	join_again(w);
+}
+
+// Node 0 closes its group while the join is still under way (before the
+// others joined): the others' joins must fail rather than complete a group
+// node 0 left, node 0 gets no event for the group it closed, and the next
+// join of the list succeeds on all three.
+Test(glue, group_closed_mid_join)
+{
+	World w(3, true);
+	{
+		Joins first(w);
+		CHECK(first.start(0));
+		w.run_until([] { return false; }, 20ms);
+		CHECK(first.close(0));
+		CHECK(first.start(1));
+		CHECK(first.start(2));
+		first.expect_failed(1, 2, 0, "node 0 closed its group");
+	}
+	join_again(w);
 }

@@ -16,6 +16,9 @@ mutants=(
 	"failed-peer-keeps-rendezvous-receives|peer_fails_mid_rendezvous|prov/rcoll/src/peer_failure.cpp|		if (op.peer == &peer && op.machine)\n|		if (op.peer == &peer && op.machine && false)\n"
 	"refused-collective-write-counted-as-posted|collective_over_refusing_reordering_core|prov/rcoll/src/coll_transport.cpp|	if (ret)\n		return refused(ret);\n	free_contexts_.pop_back();|	if (ret && ret != -FI_EAGAIN)\n		return refused(ret);\n	free_contexts_.pop_back();"
 	"both-accept-simultaneous-connects|simultaneous_connect|prov/rcoll/src/conn.cpp|		if (!self && ours_live && address.key < hs.endpoint_key) {|		if (false) {"
+	"refused-join-tells-no-member|join_refused_on_one_member|prov/rcoll/src/coll_group.cpp|	send_notice(join_id, rank, peers, notice);\n	take_early(join_id);|	take_early(join_id);"
+	"half-sent-join-not-failed|join_record_refused_by_core|prov/rcoll/src/coll_group.cpp|		joined.closed = true;\n		begin_failure(joined, -ret);|		joined.closed = true;"
+	"closed-joining-group-left-joining|group_closed_mid_join|prov/rcoll/src/coll_group.cpp|	if (g.state == CollGroup::State::joining) {\n		// Closed before|	if (false) {\n		// Closed before"
 )
 
 echo "== copying the sources and building the glue test"

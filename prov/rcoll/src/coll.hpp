@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace rcoll {
@@ -129,6 +130,10 @@ private:
 	void retire(CollGroup& g);
 	// A control record (stop or retire notice) to every live member.
 	void send_to_members(const CollGroup& g, std::span<const std::byte> notice);
+	// A collective record for join `join_id` to every live member of
+	// `peers` but `rank`; the first error of a send, or 0.
+	int send_notice(uint64_t join_id, uint32_t rank, const std::vector<Peer*>& peers,
+			std::span<const std::byte> record);
 	// Nothing more of member `r` arrives through the core: it retired or
 	// stopped, or its connection is gone.
 	static bool stopped_on_core(const CollGroup& g, uint32_t r);
@@ -155,12 +160,17 @@ private:
 	// Keeps `e` for the join `join_id`, up to FI_RCOLL_COLL_EARLY_MAX per
 	// peer (a peer that sends more fails).
 	void keep_early(Peer& peer, uint64_t join_id, Early e);
+	// Takes what was kept for the join `join_id`.
+	std::vector<Early> take_early(uint64_t join_id);
+	// A join that failed in fi_join before any record left.
+	void abandon_join(uint64_t join_id, uint32_t rank, const std::vector<Peer*>& peers);
 
 	Endpoint& ep_;
 	std::vector<std::unique_ptr<CollGroup>> slots_;       // index: slot in arrivals
 	std::unordered_map<uint64_t, uint32_t> ordinals_;     // joins per member list
 	std::unordered_multimap<uint64_t, Early> early_;      // ahead of our fi_join
 	std::unordered_map<uint64_t, size_t> early_per_peer_; // of them, by sender key
+	std::unordered_set<uint64_t> abandoned_;              // joins failed in fi_join
 	engine::GroupConfig config_;
 };
 

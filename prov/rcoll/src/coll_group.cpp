@@ -151,44 +151,51 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: this endpoint is not in the set\n");
 		return -FI_EINVAL;
 	}
-	for (uint32_t r = 0; r < size; r++) {
-		if (r == g->rank)
-			continue;
-		int err = 0;
-		peers[r] = ep_.peer_for(set->members[r], err);
-		if (!peers[r])
-			return err;
-	}
-
-	uint32_t slot = 0;
-	while (slot < slots_.size() && slots_[slot])
-		slot++;
-	if (slot >= CollTransport::kMaxSlots) {
-		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: %u groups per endpoint at most\n",
-			   CollTransport::kMaxSlots);
-		return -FI_ENOSPC;
-	}
-	// Every arrival counter of the group must fit an arrival message.
-	if (engine::Group::counter_count(size, config_) > CollTransport::kMaxCounters)
-		return -FI_EINVAL;
-
-	g->peers = peers;
-	g->transport = std::make_unique<CollTransport>(ep_, slot, peers, g->rank);
-	int ret = g->transport->init(engine::Group::scratch_bytes(size, config_),
-				     engine::Group::counter_count(size, config_),
-				     config().coll_local);
-	if (ret)
-		return ret;
 
 	// Members agree on this join by its id: the member list, the set's
 	// comm_key if it has one, and how many joins of that list and key this
 	// endpoint made before (so joins of one list with different keys may
 	// happen in any order).
+	// The member list is known: this join has its id on every member from
+	// here on, whether it goes on or fails. The ordinal is used up before
+	// anything can fail, so that the next join of the list has the same id
+	// everywhere; a join that fails tells the members it reaches (a stop
+	// notice), whose joins of this id then fail too.
 	uint64_t id_base = list_hash;
 	if (!set->comm_key.empty())
 		id_base = fnv1a(list_hash, set->comm_key.data(), set->comm_key.size());
 	const uint32_t ordinal = ordinals_[id_base]++;
 	g->join_id = fnv1a(id_base, &ordinal, sizeof(ordinal));
+
+	int ret = 0;
+	for (uint32_t r = 0; r < size; r++) {
+		int err = 0;
+		if (r != g->rank && !(peers[r] = ep_.peer_for(set->members[r], err)) && !ret)
+			ret = err;
+	}
+	uint32_t slot = 0;
+	while (slot < slots_.size() && slots_[slot])
+		slot++;
+	if (!ret && slot >= CollTransport::kMaxSlots) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: %u groups per endpoint at most\n",
+			   CollTransport::kMaxSlots);
+		ret = -FI_ENOSPC;
+	}
+	// Every arrival counter of the group must fit an arrival message.
+	if (!ret && engine::Group::counter_count(size, config_) > CollTransport::kMaxCounters)
+		ret = -FI_EINVAL;
+	if (!ret) {
+		g->peers = peers;
+		g->transport = std::make_unique<CollTransport>(ep_, slot, peers, g->rank);
+		ret = g->transport->init(engine::Group::scratch_bytes(size, config_),
+					 engine::Group::counter_count(size, config_),
+					 config().coll_local);
+	}
+	if (ret) {
+		abandon_join(g->join_id, g->rank, peers);
+		return ret;
+	}
+
 	g->join_context = context;
 	g->heard.assign(size, false);
 	g->heard[g->rank] = true;
@@ -202,49 +209,43 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	g->shell.fid.fid.ops = &fid_ops_table<close_group>;
 	g->shell.fid.fi_addr = kGroupAddressBit | slot;
 
+	// In its slot before its records go: whatever a send sets off (a
+	// failed connection) finds the group, and so do the members' answers.
+	if (slot == slots_.size())
+		slots_.emplace_back();
+	CollGroup& joined = *g;
+	slots_[slot] = std::move(g);
+
 	proto::JoinRecord rec;
-	rec.rank = g->rank;
+	rec.rank = joined.rank;
 	rec.size = size;
 	rec.slot = slot;
 	rec.config = config_fingerprint();
-	rec.scratch = g->transport->scratch_key().bytes;
-	const CollTransport::LocalAddress local = g->transport->local_address();
+	rec.scratch = joined.transport->scratch_key().bytes;
+	const CollTransport::LocalAddress local = joined.transport->local_address();
 	rec.host = local.host;
 	rec.nonce = local.nonce;
 	rec.pid = local.pid;
 	rec.fd = local.fd;
 	std::byte record[proto::JoinRecord::kWireSize];
 	proto::encode_join_record(rec, record);
-	proto::MsgHeader h;
-	h.opcode = proto::Opcode::Eager;
-	h.flags = proto::kFlagCollective | proto::kFlagTagged;
-	h.tag = g->join_id;
-	h.size = sizeof(record);
-	for (uint32_t r = 0; r < size; r++) {
-		if (r == g->rank)
-			continue;
-		ret = int(ep_.send_control(*peers[r], h, record, sizeof(record)));
-		if (ret) {
-			RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: sending the join record: %s\n",
-				   fi_strerror(-ret));
-			return ret;
-		}
+	ret = send_notice(joined.join_id, joined.rank, joined.peers, record);
+	if (ret) {
+		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: sending the join record: %s\n",
+			   fi_strerror(-ret));
+		// Members that got the record may write into our scratch: the
+		// group fails like any other (their joins too, by our stop
+		// notice) and keeps its slot until they stopped. The application
+		// gets the error and no group, so no event either.
+		joined.closed = true;
+		begin_failure(joined, -ret);
+		release_if_done(joined); // may free it
+		return ret;
 	}
-
-	if (slot == slots_.size())
-		slots_.emplace_back();
-	CollGroup& joined = *g;
-	slots_[slot] = std::move(g);
 	*mc = &joined.shell.fid;
 
 	// Records and stop notices that arrived before this call.
-	auto [first, last] = early_.equal_range(joined.join_id);
-	std::vector<Early> ready;
-	for (auto it = first; it != last; ++it) {
-		early_per_peer_[it->second.peer_key]--;
-		ready.push_back(std::move(it->second));
-	}
-	early_.erase(joined.join_id);
+	std::vector<Early> ready = take_early(joined.join_id);
 	for (const Early& e : ready)
 		if (!e.stop)
 			accept_record(joined, e.peer_key, e.record);
@@ -258,6 +259,30 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 		}
 	maybe_finish_join(joined);
 	return 0;
+}
+
+std::vector<Collectives::Early> Collectives::take_early(uint64_t join_id)
+{
+	auto [first, last] = early_.equal_range(join_id);
+	std::vector<Early> taken;
+	for (auto it = first; it != last; ++it) {
+		early_per_peer_[it->second.peer_key]--;
+		taken.push_back(std::move(it->second));
+	}
+	early_.erase(join_id);
+	return taken;
+}
+
+// A join that failed before this member exposed anything (no record sent):
+// the members it reaches fail theirs by its stop notice, and what they sent
+// or send for it is dropped (it is never made here).
+void Collectives::abandon_join(uint64_t join_id, uint32_t rank, const std::vector<Peer*>& peers)
+{
+	std::byte notice[proto::StopNotice::kWireSize];
+	proto::encode_stop_notice({rank}, notice);
+	send_notice(join_id, rank, peers, notice);
+	take_early(join_id);
+	abandoned_.insert(join_id);
 }
 
 // A member's record can arrive before our own record to it has left: it
@@ -313,12 +338,17 @@ void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
 		return;
 	}
 	for (auto& g : slots_) {
-		if (g && g->state == CollGroup::State::joining && g->join_id == h.tag) {
-			accept_record(*g, peer.key, join);
-			maybe_finish_join(*g);
+		if (g && g->join_id == h.tag) {
+			// Of a join made here; once it is over, nothing to keep.
+			if (g->state == CollGroup::State::joining) {
+				accept_record(*g, peer.key, join);
+				maybe_finish_join(*g);
+			}
 			return;
 		}
 	}
+	if (abandoned_.count(h.tag))
+		return;
 	keep_early(peer, h.tag, Early{peer.key, join});
 }
 
@@ -383,6 +413,8 @@ void Collectives::finish_join(CollGroup& g, int err)
 		if (!g.failure)
 			return begin_failure(g, -err); // which comes back here
 		g.state = CollGroup::State::failed;
+		if (g.closed)
+			return; // the application gave the group up: no event names it
 		fi_eq_err_entry e{};
 		e.fid = &g.shell.fid.fid;
 		e.context = g.join_context;
@@ -402,6 +434,15 @@ void Collectives::finish_join(CollGroup& g, int err)
 
 int Collectives::close(CollGroup& g)
 {
+	if (g.state == CollGroup::State::joining) {
+		// Closed before its join completed: the members fail their joins
+		// by our stop notice (rather than complete a group this member
+		// left), and the slot stays until they stopped writing into it.
+		g.closed = true;
+		begin_failure(g, FI_ECANCELED);
+		release_if_done(g); // may free it
+		return 0;
+	}
 	if (group_busy(g))
 		return -FI_EBUSY;
 	// Members may still write into our scratch (the tail of a recycle
@@ -427,14 +468,26 @@ void Collectives::retire(CollGroup& g)
 
 void Collectives::send_to_members(const CollGroup& g, std::span<const std::byte> notice)
 {
+	send_notice(g.join_id, g.rank, g.peers, notice);
+}
+
+int Collectives::send_notice(uint64_t join_id, uint32_t rank, const std::vector<Peer*>& peers,
+			     std::span<const std::byte> record)
+{
 	proto::MsgHeader h;
 	h.opcode = proto::Opcode::Eager;
 	h.flags = proto::kFlagCollective | proto::kFlagTagged;
-	h.tag = g.join_id;
-	h.size = notice.size();
-	for (uint32_t r = 0; r < g.size; r++)
-		if (r != g.rank && g.peers[r]->state != Peer::State::failed)
-			ep_.send_control(*g.peers[r], h, notice.data(), notice.size());
+	h.tag = join_id;
+	h.size = record.size();
+	int first = 0;
+	for (uint32_t r = 0; r < peers.size(); r++) {
+		if (r == rank || !peers[r] || peers[r]->state == Peer::State::failed)
+			continue;
+		int ret = int(ep_.send_control(*peers[r], h, record.data(), record.size()));
+		if (ret && !first)
+			first = ret;
+	}
+	return first;
 }
 
 // Freeing the slot is safe once nothing of any member can arrive at it
@@ -585,7 +638,9 @@ void Collectives::on_stop_notice(Peer& peer, uint64_t join_id, uint32_t rank)
 	}
 	// For a join not made yet: it fails when it is made (each member sends
 	// one notice per group, so none arrives for a group already released).
-	keep_early(peer, join_id, Early{peer.key, {}, true, rank});
+	// One that failed here before it began needs no notice.
+	if (!abandoned_.count(join_id))
+		keep_early(peer, join_id, Early{peer.key, {}, true, rank});
 }
 
 void Collectives::on_retire_notice(Peer& peer, uint64_t join_id, uint32_t rank)

@@ -34,6 +34,15 @@ int close_ep(fid* f)
 	return guarded([&] {
 		Endpoint* ep = owner_of<Endpoint>(f);
 		Domain* domain = ep->domain;
+		EventQueue* eq = nullptr;
+		{
+			std::lock_guard guard(domain->lock);
+			eq = ep->app.eq;
+		}
+		// Readers of the EQ drive this endpoint under the domain lock: they
+		// are waited for outside it, and pick it up no more.
+		if (eq)
+			eq->detach(ep);
 		{
 			std::lock_guard guard(domain->lock);
 			unlink(domain->endpoints, ep);
@@ -46,9 +55,9 @@ int close_ep(fid* f)
 					unlink(c->endpoints, ep);
 			if (ep->app.av)
 				ep->app.av->endpoints--;
-			if (ep->app.eq)
-				ep->app.eq->bound--;
-			delete ep;
+			delete ep; // its last progress may still report to the EQ
+			if (eq)
+				eq->bound--;
 		}
 		domain->children--;
 		return 0;
@@ -122,6 +131,7 @@ int bind_ep(fid* f, fid* bfid, uint64_t flags)
 				return -FI_EINVAL; // one EQ per endpoint
 			ep->app.eq = owner_of<EventQueue>(bfid);
 			ep->app.eq->bound++;
+			ep->app.eq->attach(ep);
 			return 0;
 		default: return -FI_EINVAL;
 		}
