@@ -15,6 +15,10 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${RCOLL_BUILD_DIR:-$top/build}
 
 phases=()
+# Phases add what failed and why here; it is printed last, where a CI
+# report that keeps only the end of the output still shows it.
+export RCOLL_WHY=$build/why-failed.txt
+mkdir -p "$build" && : >"$RCOLL_WHY"
 # phase NAME COMMAND...: runs a phase and records its time and outcome.
 phase() {
 	local name=$1 start status
@@ -42,6 +46,10 @@ phase "upstream MPICH (cached)" "$top/scripts/upstream.sh" mpich
 cd "$build" || exit 1
 phase "make check" make -j2 check
 status=$?
+for t in $(grep -aE '^(FAIL|ERROR): ' test-suite.log 2>/dev/null | awk '{print $2}'); do
+	{ grep -aE '^FAIL |\[FAIL\]' "$t.log" | head -n 5; tail -n 12 "$t.log"; } 2>/dev/null |
+		sed "s|^|make check $t: |" >>"$RCOLL_WHY"
+done
 # Each glue test shown to fail against a deliberate bug.
 phase "glue mutants (5)" "$top/test/glue/mutants.sh" || status=1
 # The same code under ASan and UBSan, in its own tree.
@@ -67,4 +75,9 @@ skip=$(grep -E '^# SKIP:' test-suite.log 2>/dev/null | awk '{print $3}')
 fail=$(grep -E '^# (FAIL|ERROR|XPASS):' test-suite.log 2>/dev/null | awk '{s += $3} END {print s + 0}')
 echo "make check: ${pass:-0} passed, ${fail:-0} failed${skip:+ ($skip skipped)}"
 print_phases
+if [ -s "$RCOLL_WHY" ]; then
+	echo
+	echo "== what failed (first lines of each)"
+	head -n 80 "$RCOLL_WHY"
+fi
 exit $status

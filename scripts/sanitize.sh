@@ -34,6 +34,16 @@ if [ -n "$reports" ]; then
 	echo "sanitizer reports in: $reports"
 	status=1
 fi
+# What failed, for the end of CI's output (scripts/check.sh prints it).
+why=${RCOLL_WHY:-/dev/null}
+for t in $(grep -aE '^(FAIL|ERROR): ' test-suite.log 2>/dev/null | awk '{print $2}'); do
+	{ grep -aE '^FAIL |\[FAIL\]' "$t.log" | head -n 5; tail -n 12 "$t.log"; } 2>/dev/null |
+		sed "s|^|asan $t: |" >>"$why"
+done
+for log in $reports; do
+	grep -aE -A 20 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$log" | head -n 30 |
+		sed "s|^|asan $log: |" >>"$why"
+done
 echo "sanitizers: $(grep -E '^# PASS:' test-suite.log | awk '{print $3}') passed," \
 	"$(grep -E '^# (FAIL|ERROR):' test-suite.log | awk '{s += $3} END {print s + 0}') failed," \
 	"$(echo "$reports" | grep -c . ) logs with reports"
@@ -64,5 +74,9 @@ tsan_pass=$(grep -cE '^PASS ' "$tsan/tsan-runs.log")
 tsan_fail=$(grep -cE '^FAIL ' "$tsan/tsan-runs.log")
 tsan_reports=$(grep -cE 'WARNING: ThreadSanitizer' "$tsan/tsan-runs.log")
 echo "ThreadSanitizer: $tsan_pass passed, $tsan_fail failed, $tsan_reports reports"
-[ "$tsan_fail" -eq 0 ] && [ "$tsan_reports" -eq 0 ] || status=1
+if [ "$tsan_fail" -ne 0 ] || [ "$tsan_reports" -ne 0 ]; then
+	status=1
+	grep -aE -A 30 '^FAIL |WARNING: ThreadSanitizer' "$tsan/tsan-runs.log" | head -n 40 |
+		sed 's/^/tsan: /' >>"$why"
+fi
 exit $status
