@@ -8,19 +8,26 @@ namespace rcoll {
 
 Peer& PeerTable::add(uint64_t key, const EpAddress* address)
 {
-	auto peer = std::make_unique<Peer>();
-	peer->local_id = uint32_t(peers_.size());
-	peer->key = key;
-	peer->rx_token = unguessable_u64();
+	peers_.push_back(std::make_unique<Peer>());
+	Peer& peer = *peers_.back();
+	reset(peer, uint32_t(peers_.size() - 1), key, address);
+	return peer;
+}
+
+// A fresh record for `key` (with a token of its own) in `peer`'s place,
+// found by its key from now on.
+void PeerTable::reset(Peer& peer, uint32_t local_id, uint64_t key, const EpAddress* address)
+{
+	peer = Peer{};
+	peer.local_id = local_id;
+	peer.key = key;
+	peer.rx_token = unguessable_u64();
 	if (address)
-		peer->address = *address;
-	Peer& p = *peer;
-	peers_.push_back(std::move(peer));
+		peer.address = *address;
 	if (key != EpAddress::kUnkeyed)
-		by_key_.emplace(key, &p);
+		by_key_.emplace(key, &peer);
 	else
-		unkeyed_.push_back(&p);
-	return p;
+		unkeyed_.push_back(&peer);
 }
 
 Peer& PeerTable::at(const EpAddress& a)
@@ -52,12 +59,7 @@ void PeerTable::recycle(Peer& peer, uint64_t key)
 	auto it = by_key_.find(peer.key);
 	if (it != by_key_.end() && it->second == &peer)
 		by_key_.erase(it);
-	const uint32_t id = peer.local_id;
-	peer = Peer{};
-	peer.local_id = id;
-	peer.key = key;
-	peer.rx_token = unguessable_u64();
-	by_key_.emplace(key, &peer);
+	reset(peer, peer.local_id, key, nullptr);
 }
 
 void PeerTable::learn_key(Peer& peer, uint64_t key)
