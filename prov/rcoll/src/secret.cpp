@@ -1,19 +1,57 @@
 #include "secret.hpp"
 
+#include <pthread.h>
 #include <sys/random.h>
 
+#include <atomic>
+#include <mutex>
 #include <random>
 
 namespace rcoll {
 
+namespace {
+
+// A fork copies every thread's pool into the child, which would then hand
+// out its parent's next values: a fork starts a new generation, and a pool
+// filled in an older one is refilled before use.
+std::atomic<uint64_t> fork_generation{0};
+
+void note_fork() { fork_generation.fetch_add(1, std::memory_order_relaxed); }
+
+// Values are drawn from the kernel in batches: one system call serves
+// kBatch registrations or tokens instead of one each.
+struct Pool {
+	static constexpr size_t kBatch = 32;
+	uint64_t values[kBatch];
+	size_t left = 0;
+	uint64_t generation = 0;
+
+	void refill()
+	{
+		static std::once_flag registered;
+		std::call_once(registered, [] { pthread_atfork(nullptr, nullptr, note_fork); });
+		generation = fork_generation.load(std::memory_order_relaxed);
+		if (getrandom(values, sizeof values, 0) != ssize_t(sizeof values)) {
+			std::random_device device; // also the kernel's source, by another door
+			for (uint64_t& v : values)
+				v = uint64_t(device()) << 32 | device();
+		}
+		left = kBatch;
+	}
+};
+
+} // namespace
+
 uint64_t unguessable_u64()
 {
+	thread_local Pool pool;
 	uint64_t value = 0;
 	while (value == 0) {
-		if (getrandom(&value, sizeof(value), 0) != ssize_t(sizeof(value))) {
-			std::random_device device; // also the kernel's source, by another door
-			value = uint64_t(device()) << 32 | device();
-		}
+		if (pool.left == 0 ||
+		    pool.generation != fork_generation.load(std::memory_order_relaxed))
+			pool.refill();
+		value = pool.values[--pool.left];
+		pool.values[pool.left] = 0; // handed out once
 	}
 	return value;
 }

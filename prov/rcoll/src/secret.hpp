@@ -6,7 +6,8 @@
 
 namespace rcoll {
 
-// 64 bits from the kernel's random source, never 0.
+// 64 bits from the kernel's random source, never 0; each value drawn is handed out once
+// (drawn in batches, per thread; a forked child draws its own).
 uint64_t unguessable_u64();
 
 } // namespace rcoll
