@@ -17,8 +17,9 @@ build=${RCOLL_BUILD_DIR:-$top/build}
 phases=()
 # Phases add what failed and why here; it is printed last, where a CI
 # report that keeps only the end of the output still shows it.
+mkdir -p "$build" && build=$(cd "$build" && pwd)
 export RCOLL_WHY=$build/why-failed.txt
-mkdir -p "$build" && : >"$RCOLL_WHY"
+: >"$RCOLL_WHY"
 # phase NAME COMMAND...: runs a phase and records its time and outcome.
 phase() {
 	local name=$1 start status

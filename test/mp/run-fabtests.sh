@@ -49,10 +49,13 @@ full)
     ;;
 esac
 
-# After each test runfabtests.sh SIGKILLs every process on the machine whose
-# name starts with "fi_": two runs at once would end each other's tests.
-exec 9>"${TMPDIR:-/tmp}/rcoll-runfabtests.lock"
-flock 9
+# runfabtests.sh SIGKILLs every process on the machine whose name starts
+# with "fi_" (after a test that failed or timed out, and when it ends): two
+# runs at once would end each other's tests. The tests themselves do not
+# inherit the lock (9>&- below).
+lock=${TMPDIR:-/tmp}/rcoll-runfabtests.lock
+exec 9>>"$lock" || { echo "run-fabtests: cannot open $lock"; exit 99; }
+flock -w 3600 9 || { echo "run-fabtests: another run held $lock for an hour"; exit 99; }
 
 hosts=${RCOLL_FABTESTS_HOSTS:-loopback}
 server_addr=127.0.0.1
@@ -66,8 +69,12 @@ loopback) ;;
 netns)
     [ "$(id -u)" = 0 ] || { echo "SKIP run-fabtests: netns hosts need root"; exit 77; }
     command -v ip >/dev/null || { echo "SKIP run-fabtests: no ip command (iproute2)"; exit 77; }
-    server_ns=rcollft$$-s
-    client_ns=rcollft$$-c
+    # Fixed names: runs are serialised by the lock, and a run that was
+    # killed leaves nothing the next one trips over.
+    server_ns=rcollft-server
+    client_ns=rcollft-client
+    ip netns delete "$server_ns" 2>/dev/null
+    ip netns delete "$client_ns" 2>/dev/null
     shim=$(mktemp -d)
     trap 'ip netns delete "$server_ns" 2>/dev/null; ip netns delete "$client_ns" 2>/dev/null; rm -rf "$shim"' EXIT
     errors=$shim/errors
@@ -128,7 +135,7 @@ for prov in "${providers[@]}"; do
         mode_started=$(date +%s)
         "$prefix/bin/runfabtests.sh" -v -T 60 -t "$sets" -p "$prefix/bin" -s "$server_addr" -c "$client_addr" \
             ${excludes[@]+"${excludes[@]}"} ${mode_args[@]+"${mode_args[@]}"} "$prov" \
-            ${host_args[@]+"${host_args[@]}"} >"$log" 2>&1
+            ${host_args[@]+"${host_args[@]}"} >"$log" 2>&1 9>&-
         p=$(awk '/^# Total Pass/ {print $NF}' "$log")
         f=$(awk '/^# Total Fail/ {print $NF}' "$log")
         n=$(awk '/^# Total Notrun/ {print $NF}' "$log")

@@ -697,6 +697,10 @@ Test(wire, handshake_rejections)
 		encode_handshake(Handshake{HandshakeKind::Accept, 77, 3, 4096, 5, 6}, b.data());
 		cr_assert_eq(check_handshake(b.data(), b.size(), HandshakeKind::Accept, out),
 			     WireStatus::BadField);
+		// Key 0 names no endpoint (an address not yet keyed).
+		encode_handshake(Handshake{HandshakeKind::Request, 0, 3, 4096, 5}, b.data());
+		cr_assert_eq(check_handshake(b.data(), b.size(), HandshakeKind::Request, out),
+			     WireStatus::BadField);
 	}
 	cr_assert_eq(check_handshake(nullptr, 56, HandshakeKind::Request, out),
 		     WireStatus::TooShort);

@@ -430,12 +430,14 @@ WireStatus check_handshake(const void* buf, std::size_t len, HandshakeKind expec
 		return WireStatus::LimitOutOfRange;
 	const auto token = load_le<std::uint64_t>(p + handshake_off::token);
 	const auto prior_token = load_le<std::uint64_t>(p + handshake_off::prior_token);
-	if (token == 0 || (expected == HandshakeKind::Accept && prior_token != 0))
+	const auto endpoint_key = load_le<std::uint64_t>(p + handshake_off::endpoint_key);
+	if (token == 0 || endpoint_key == 0 ||
+	    (expected == HandshakeKind::Accept && prior_token != 0))
 		return WireStatus::BadField;
 	out.kind = expected;
 	out.token = token;
 	out.prior_token = prior_token;
-	out.endpoint_key = load_le<std::uint64_t>(p + handshake_off::endpoint_key);
+	out.endpoint_key = endpoint_key;
 	out.conn_id = load_le<std::uint32_t>(p + handshake_off::conn_id);
 	out.eager_limit = eager_limit;
 	out.host = load_le<std::uint64_t>(p + handshake_off::host);

@@ -363,7 +363,7 @@ struct Handshake {
 	static constexpr std::size_t kWireSize = 48;
 
 	HandshakeKind kind = HandshakeKind::Request;
-	std::uint64_t endpoint_key = 0; // identifies the sending rcoll endpoint
+	std::uint64_t endpoint_key = 0; // identifies the sending rcoll endpoint; never 0
 	std::uint32_t conn_id = 0;      // src_conn the peer must put in its headers
 	std::uint32_t eager_limit = 0;  // largest eager payload the sender accepts
 	// A random secret the peer must put in its headers on this connection

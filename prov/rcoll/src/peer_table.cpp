@@ -8,24 +8,30 @@ namespace rcoll {
 
 Peer& PeerTable::add(uint64_t key, const EpAddress* address)
 {
-	peers_.push_back(std::make_unique<Peer>());
-	Peer& peer = *peers_.back();
-	reset(peer, uint32_t(peers_.size() - 1), key, address);
-	return peer;
+	auto peer = std::make_unique<Peer>();
+	reset(*peer, uint32_t(peers_.size()), key, address);
+	peers_.push_back(std::move(peer)); // may throw: nothing is indexed yet
+	index(*peers_.back());
+	return *peers_.back();
 }
 
-// A fresh record for `key` (with a token of its own) in `peer`'s place,
-// found by its key from now on.
+// A fresh record for `key`, with a token of its own, in `peer`'s place
+// (drawn first: should that throw, `peer` is as it was).
 void PeerTable::reset(Peer& peer, uint32_t local_id, uint64_t key, const EpAddress* address)
 {
+	const uint64_t token = unguessable_u64();
 	peer = Peer{};
 	peer.local_id = local_id;
 	peer.key = key;
-	peer.rx_token = unguessable_u64();
+	peer.rx_token = token;
 	if (address)
 		peer.address = *address;
-	if (key != EpAddress::kUnkeyed)
-		by_key_.emplace(key, &peer);
+}
+
+void PeerTable::index(Peer& peer)
+{
+	if (peer.key != EpAddress::kUnkeyed)
+		by_key_.emplace(peer.key, &peer);
 	else
 		unkeyed_.push_back(&peer);
 }
@@ -56,10 +62,13 @@ Peer* PeerTable::by_key(uint64_t key) const
 
 void PeerTable::recycle(Peer& peer, uint64_t key)
 {
-	auto it = by_key_.find(peer.key);
+	const uint64_t old_key = peer.key;
+	reset(peer, peer.local_id, key, nullptr);
+	auto it = by_key_.find(old_key);
 	if (it != by_key_.end() && it->second == &peer)
 		by_key_.erase(it);
-	reset(peer, peer.local_id, key, nullptr);
+	std::erase(unkeyed_, &peer);
+	index(peer);
 }
 
 void PeerTable::learn_key(Peer& peer, uint64_t key)

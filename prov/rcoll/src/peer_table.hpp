@@ -38,6 +38,7 @@ public:
 
 private:
 	void reset(Peer& peer, uint32_t local_id, uint64_t key, const EpAddress* address);
+	void index(Peer& peer);
 	std::vector<std::unique_ptr<Peer>> peers_; // index: local_id
 	std::unordered_map<uint64_t, Peer*> by_key_;
 	std::vector<Peer*> unkeyed_; // connecting to a listener whose key is not known yet

@@ -4,7 +4,6 @@
 #include <sys/random.h>
 
 #include <atomic>
-#include <mutex>
 #include <random>
 
 namespace rcoll {
@@ -28,15 +27,17 @@ struct Pool {
 
 	void refill()
 	{
-		static std::once_flag registered;
-		std::call_once(registered, [] { pthread_atfork(nullptr, nullptr, note_fork); });
-		generation = fork_generation.load(std::memory_order_relaxed);
-		if (getrandom(values, sizeof values, 0) != ssize_t(sizeof values)) {
+		// Without the fork handler a batch is one value: nothing is kept
+		// that a child could repeat.
+		static const bool fork_noted = pthread_atfork(nullptr, nullptr, note_fork) == 0;
+		const size_t n = fork_noted ? kBatch : 1;
+		if (getrandom(values, n * sizeof values[0], 0) != ssize_t(n * sizeof values[0])) {
 			std::random_device device; // also the kernel's source, by another door
-			for (uint64_t& v : values)
-				v = uint64_t(device()) << 32 | device();
+			for (size_t i = 0; i < n; i++)
+				values[i] = uint64_t(device()) << 32 | device();
 		}
-		left = kBatch;
+		generation = fork_generation.load(std::memory_order_relaxed);
+		left = n;
 	}
 };
 
