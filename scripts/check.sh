@@ -47,10 +47,7 @@ phase "upstream MPICH (cached)" "$top/scripts/upstream.sh" mpich
 cd "$build" || exit 1
 phase "make check" make -j2 check
 status=$?
-for t in $(grep -aE '^(FAIL|ERROR): ' test-suite.log 2>/dev/null | awk '{print $2}'); do
-	{ grep -aE '^FAIL |\[FAIL\]' "$t.log" | head -n 5; tail -n 12 "$t.log"; } 2>/dev/null |
-		sed "s|^|make check $t: |" >>"$RCOLL_WHY"
-done
+"$top/scripts/failed-tails.sh" "make check" >>"$RCOLL_WHY"
 # Each glue test shown to fail against a deliberate bug.
 phase "glue mutants" "$top/test/glue/mutants.sh" || status=1
 # The same code under ASan and UBSan, in its own tree.

@@ -36,10 +36,7 @@ if [ -n "$reports" ]; then
 fi
 # What failed, for the end of CI's output (scripts/check.sh prints it).
 why=${RCOLL_WHY:-/dev/null}
-for t in $(grep -aE '^(FAIL|ERROR): ' test-suite.log 2>/dev/null | awk '{print $2}'); do
-	{ grep -aE '^FAIL |\[FAIL\]' "$t.log" | head -n 5; tail -n 12 "$t.log"; } 2>/dev/null |
-		sed "s|^|asan $t: |" >>"$why"
-done
+"$top/scripts/failed-tails.sh" asan >>"$why"
 for log in $reports; do
 	grep -aE -A 20 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$log" | head -n 30 |
 		sed "s|^|asan $log: |" >>"$why"
