@@ -760,6 +760,7 @@ void OpContext::rearm()
 	err = {};
 	source = FI_ADDR_NOTAVAIL;
 	err_text.clear();
+	pieces.clear();
 }
 
 namespace {
@@ -918,9 +919,24 @@ void Endpoint::dispatch(const fi_cq_tagged_entry& entry, fi_addr_t source)
 	if (ctx->done)
 		throw CheckFailure(strfmt("second completion for one operation (flags %s)",
 					  describe_flags(entry.flags).c_str()));
+	if (ctx->multi) {
+		ctx->pieces.push_back({entry, 0, 0});
+		keep_multi_pending(*ctx, entry.flags);
+		return;
+	}
 	ctx->entry = entry;
 	ctx->source = source;
 	ctx->done = true;
+}
+
+// A multi-receive buffer is done at its release; until then, a tracked one
+// stays pending for its next completion.
+void Endpoint::keep_multi_pending(OpContext& ctx, uint64_t flags)
+{
+	if (flags & FI_MULTI_RECV)
+		ctx.done = true;
+	else if (track_contexts_)
+		pending_.push_back(&ctx);
 }
 
 bool Endpoint::forget_pending(const OpContext* ctx)
@@ -971,6 +987,15 @@ void Endpoint::dispatch_error()
 	OpContext* ctx = &context_of(err.op_context, err.flags);
 	expect(!ctx->done, "error completion (%d, %s) for an operation that already completed",
 	       err.err, fi_strerror(err.err));
+	if (ctx->multi) {
+		fi_cq_tagged_entry entry{err.op_context, err.flags, err.len,
+					 err.buf,        err.data,  err.tag};
+		ctx->pieces.push_back({entry, err.err, err.olen});
+		// A cancelled buffer is done too, whether or not its provider
+		// adds FI_MULTI_RECV (ofi_rxm does not).
+		keep_multi_pending(*ctx, err.err == FI_ECANCELED ? FI_MULTI_RECV : err.flags);
+		return;
+	}
 	ctx->err = err;
 	ctx->err.err_data = nullptr; // only valid until the next CQ read
 	ctx->error = err.err;

@@ -265,6 +265,16 @@ struct OpContext {
 	fi_cq_err_entry err{};               // failed completion (op_context, len, olen, ...)
 	fi_addr_t source = FI_ADDR_NOTAVAIL; // from fi_cq_readfrom when FI_SOURCE is on
 	std::string err_text;                // fi_cq_strerror for failed completions
+	// A multi-receive buffer (FI_MULTI_RECV) completes once per message it
+	// takes: each completion, good or failed, is kept in `pieces`, and `done`
+	// waits for the one that carries FI_MULTI_RECV (the buffer's release).
+	struct Piece {
+		fi_cq_tagged_entry entry{};
+		int error = 0;
+		size_t olen = 0;
+	};
+	bool multi = false;
+	std::vector<Piece> pieces;
 
 	void reset();
 	// Clears the outcome but keeps provider_context: FI_CLAIM receives must
@@ -386,6 +396,7 @@ private:
 	void dispatch_error();
 	OpContext& context_of(void* op_context, uint64_t flags);
 	bool forget_pending(const OpContext* ctx); // false: it was not pending
+	void keep_multi_pending(OpContext& ctx, uint64_t flags);
 
 	InfoPtr info_;
 	FidPtr<fid_fabric> fabric_;

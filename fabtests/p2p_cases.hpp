@@ -44,6 +44,7 @@ void case_directed_recv(Bootstrap&, const TestOptions&);
 void case_truncation(Bootstrap&, const TestOptions&);
 void case_truncation_recovery(Bootstrap&, const TestOptions&);
 void case_cancel_recv(Bootstrap&, const TestOptions&);
+void case_multi_recv(Bootstrap&, const TestOptions&);
 void case_rma_write(Bootstrap&, const TestOptions&);
 void case_rma_writedata(Bootstrap&, const TestOptions&);
 void case_rma_read(Bootstrap&, const TestOptions&);

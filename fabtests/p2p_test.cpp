@@ -80,6 +80,10 @@ const P2pCase kCases[] = {
 	{"cancel-recv",
 	 "fi_cancel of a posted receive gives FI_ECANCELED; the next message is unaffected", 2,
 	 seconds(60), case_cancel_recv},
+	{"multi-recv",
+	 "FI_MULTI_RECV: eager, rendezvous and empty messages from 2 senders fill buffers end to "
+	 "end in send order; release below FI_OPT_MIN_MULTI_RECV, repost, cancel, truncation",
+	 3, seconds(120), case_multi_recv},
 	{"rma-write",
 	 "fi_write 1 B..16 MiB both ways, keys/addresses exchanged by message, guards checked", 2,
 	 seconds(120), case_rma_write},

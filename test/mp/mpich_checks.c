@@ -6,6 +6,7 @@
  *                once on 4 duplicated communicators, checked
  *   finalize     ranks 1.. send to rank 0 and finalize before rank 0 has
  *                posted its receives; rank 0 receives every message intact
+ *   rma          MPI_Put, MPI_Get and MPI_Accumulate in fenced epochs, checked
  * Prints "PASS <name>: <detail>" from rank 0, or "FAIL <name>: <why>" from
  * the rank that saw it (and exits 1). */
 #include <mpi.h>
@@ -189,6 +190,67 @@ static int finalize_first(void)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- rma */
+
+/* One-sided traffic: MPI_Put, MPI_Get and MPI_Accumulate at sizes from 1 to
+ * 64 Ki doubles. Without native atomics, MPICH's ch4:ofi runs accumulates
+ * (and larger puts and gets) as its OFI active messages, which arrive in
+ * FI_MULTI_RECV buffers. */
+static int rma(void)
+{
+	enum { kMax = 65536, kRounds = 3 };
+	double* window_memory;
+	MPI_Win win;
+	MPI_Win_allocate(2 * kMax * sizeof(double), sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD,
+			 &window_memory, &win);
+	double* source = malloc(kMax * sizeof(double));
+	double* fetched = malloc(kMax * sizeof(double));
+	const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+	long checked = 0;
+	for (int count = 1; count <= kMax; count *= 8) {
+		for (int round = 0; round < kRounds; round++) {
+			for (int i = 0; i < 2 * kMax; i++)
+				window_memory[i] = -1.0;
+			for (int i = 0; i < count; i++)
+				source[i] = rank * 1e6 + round * 1e5 + i;
+			MPI_Win_fence(0, win);
+			/* Put into the right neighbour's first half; every rank adds
+			 * into rank 0's second half. */
+			MPI_Put(source, count, MPI_DOUBLE, right, 0, count, MPI_DOUBLE, win);
+			MPI_Accumulate(source, count, MPI_DOUBLE, 0, kMax, count, MPI_DOUBLE, MPI_SUM,
+				       win);
+			MPI_Win_fence(0, win);
+			MPI_Get(fetched, count, MPI_DOUBLE, left, 0, count, MPI_DOUBLE, win);
+			MPI_Win_fence(0, win);
+			for (int i = 0; i < count; i++) {
+				/* The left neighbour's own window holds what its left put. */
+				const int origin = (left + size - 1) % size;
+				const double want = origin * 1e6 + round * 1e5 + i;
+				if (window_memory[i] != left * 1e6 + round * 1e5 + i)
+					fail("rma", "put", i, window_memory[i], left * 1e6 + round * 1e5 + i);
+				if (fetched[i] != want)
+					fail("rma", "get", i, fetched[i], want);
+				if (rank == 0) {
+					/* -1 + sum over ranks of (r*1e6 + round*1e5 + i) */
+					const double sum = -1.0 + 1e6 * size * (size - 1) / 2.0 +
+							   size * (round * 1e5 + i);
+					if (window_memory[kMax + i] != sum)
+						fail("rma", "accumulate", i, window_memory[kMax + i], sum);
+				}
+			}
+			checked += count;
+		}
+	}
+	MPI_Win_free(&win);
+	free(source);
+	free(fetched);
+	if (rank == 0)
+		printf("PASS rma: MPI_Put, MPI_Get and MPI_Accumulate of 1..%d doubles, %ld "
+		       "elements checked per rank at %d ranks\n",
+		       kMax, checked, size);
+	return 0;
+}
+
 int main(int argc, char** argv)
 {
 	MPI_Init(&argc, &argv);
@@ -202,9 +264,12 @@ int main(int argc, char** argv)
 		rc = nonblocking();
 	else if (!strcmp(name, "finalize"))
 		rc = finalize_first();
+	else if (!strcmp(name, "rma"))
+		rc = rma();
 	else {
 		if (rank == 0)
-			printf("FAIL %s: unknown program (user-op, nonblocking, finalize)\n", name);
+			printf("FAIL %s: unknown program (user-op, nonblocking, finalize, rma)\n",
+			       name);
 		rc = 1;
 	}
 	fflush(stdout);

@@ -69,8 +69,8 @@ for btl in self,vader self,tcp; do
     done
 done
 # MPICH: its own traffic over rcoll too (FI_PROVIDER hides every other
-# provider from libfabric, the library's endpoint included), without its
-# OFI active messages, which need FI_MULTI_RECV.
+# provider from libfabric, the library's endpoint included), with no MPICH
+# setting.
 here=$(cd "$(dirname "$0")" && pwd)
 if prefix=$("$here/../../scripts/upstream.sh" --cached mpich); then
     mpich_library=$builddir/mpi/librcoll-mpi-mpich.so
@@ -86,7 +86,7 @@ if prefix=$("$here/../../scripts/upstream.sh" --cached mpich); then
         for np in 2 4; do
             for program in $programs; do
                 what="$program with librcoll-mpi under MPICH (np=$np)"
-                output=$(FI_PROVIDER=rcoll MPIR_CVAR_CH4_OFI_ENABLE_AM=0 LD_PRELOAD="$mpich_library" \
+                output=$(FI_PROVIDER=rcoll LD_PRELOAD="$mpich_library" \
                     FI_RCOLL_COLL_TIMEOUT_MS="$(coll_timeout "$program")" \
                     timeout -k 10 "$job_limit" "$prefix/bin/mpiexec" -n "$np" \
                     "$builddir/test/mp/$program-mpich" 2>&1)

@@ -127,6 +127,28 @@ Test(match, receives_are_satisfied_in_posting_order)
 	cr_assert_null(q.deliver(e.message(kPeerA, 9)));
 }
 
+Test(match, keep_posted_buffer_takes_messages_in_its_place)
+{
+	MatchQueue q;
+	Entries e;
+	PostedReceive& directed = e.receive(kPeerA, 0);
+	PostedReceive& buffer = e.receive(kAnySource, 0);
+	buffer.keep_posted = true;
+	PostedReceive& later = e.receive(kAnySource, 0);
+	for (PostedReceive* r : {&directed, &buffer, &later})
+		cr_assert_null(q.post(*r));
+	cr_assert_eq(q.deliver(e.message(kPeerB, 0)), &buffer);
+	cr_assert(q.is_posted(buffer), "a keep_posted receive stays posted");
+	cr_assert_eq(q.deliver(e.message(kPeerC, 0)), &buffer, "and takes the next message");
+	cr_assert_eq(q.deliver(e.message(kPeerA, 0)), &directed,
+		     "an older receive still comes first");
+	cr_assert_eq(q.deliver(e.message(kPeerA, 0)), &buffer, "the buffer keeps its place");
+	cr_assert(q.remove(buffer));
+	cr_assert_eq(q.deliver(e.message(kPeerB, 0)), &later, "removed: the next one takes over");
+	cr_assert_eq(q.posted_count(), 0u);
+	cr_assert_eq(q.unexpected_count(), 0u);
+}
+
 Test(match, peek_leaves_and_claim_reserves)
 {
 	MatchQueue q;

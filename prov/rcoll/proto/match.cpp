@@ -23,7 +23,8 @@ PostedReceive* MatchQueue::deliver(UnexpectedMessage& message) noexcept
 		return receive_accepts(r.source, r.tag, r.ignore, message.source, message.tag);
 	});
 	if (receive != nullptr) {
-		posted_.erase(*receive);
+		if (!receive->keep_posted)
+			posted_.erase(*receive);
 		return receive;
 	}
 	unexpected_.push_back(message);

@@ -29,6 +29,9 @@ struct PostedReceive : ListHook {
 	std::uint64_t tag = 0;
 	std::uint64_t ignore = 0; // tag bits that do not take part in the match
 	void* context = nullptr;
+	// A buffer that takes many messages (FI_MULTI_RECV): deliver() leaves it
+	// posted, and its owner removes it once it is full.
+	bool keep_posted = false;
 };
 
 struct UnexpectedMessage : ListHook {
@@ -59,8 +62,8 @@ public:
 	UnexpectedMessage* post(PostedReceive& receive) noexcept;
 
 	// A new message. Returns the oldest posted receive that accepts it,
-	// already unlinked (the message is then NOT queued); otherwise queues the
-	// message as unexpected and returns nullptr.
+	// already unlinked unless it is keep_posted (the message is then NOT
+	// queued); otherwise queues the message as unexpected and returns nullptr.
 	PostedReceive* deliver(UnexpectedMessage& message) noexcept;
 
 	// FI_PEEK: the oldest unexpected message a receive (source, tag, ignore)

@@ -254,7 +254,9 @@ fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* h
 
 	fi_rx_attr* rx = info->rx_attr;
 	rx->caps = caps & kRxCaps;
-	rx->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags & FI_COMPLETION : 0;
+	rx->op_flags = hints && hints->rx_attr
+			       ? hints->rx_attr->op_flags & (FI_COMPLETION | FI_MULTI_RECV)
+			       : 0;
 	rx->msg_order = FI_ORDER_SAS;
 	rx->comp_order = FI_ORDER_NONE;
 	rx->size = 65536;

@@ -9,7 +9,8 @@ namespace rcoll {
 inline constexpr uint64_t kTxCaps =
 	FI_MSG | FI_TAGGED | FI_RMA | FI_COLLECTIVE | FI_SEND | FI_READ | FI_WRITE;
 inline constexpr uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_COLLECTIVE | FI_RECV |
-				    FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE;
+				    FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV |
+				    FI_SOURCE | FI_MULTI_RECV;
 inline constexpr uint64_t kDomainCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 inline constexpr uint64_t kCaps = kTxCaps | kRxCaps | kDomainCaps;
 // What rcoll asks of applications: registered memory with provider keys and

@@ -183,7 +183,14 @@ int getopt_ep(fid_t f, int level, int name, void* value, size_t* len)
 		if (level != FI_OPT_ENDPOINT || !value || !len)
 			return -FI_ENOPROTOOPT;
 		switch (name) {
-		case FI_OPT_MIN_MULTI_RECV:
+		case FI_OPT_MIN_MULTI_RECV: {
+			if (*len < sizeof(size_t))
+				return -FI_ETOOSMALL;
+			std::lock_guard guard(ep->domain->lock);
+			*static_cast<size_t*>(value) = ep->min_multi_recv;
+			*len = sizeof(size_t);
+			return 0;
+		}
 		case FI_OPT_CM_DATA_SIZE: return -FI_ENOPROTOOPT;
 		case FI_OPT_BUFFERED_LIMIT:
 		case FI_OPT_BUFFERED_MIN:
@@ -197,12 +204,18 @@ int getopt_ep(fid_t f, int level, int name, void* value, size_t* len)
 	});
 }
 
-int setopt_ep(fid_t, int level, int name, const void*, size_t)
+int setopt_ep(fid_t f, int level, int name, const void* value, size_t len)
 {
-	if (level != FI_OPT_ENDPOINT)
-		return -FI_ENOPROTOOPT;
-	(void)name;
-	return -FI_ENOPROTOOPT;
+	return guarded([&] {
+		Endpoint* ep = owner_of<Endpoint>(f);
+		if (level != FI_OPT_ENDPOINT || name != FI_OPT_MIN_MULTI_RECV)
+			return -FI_ENOPROTOOPT;
+		if (!value || len != sizeof(size_t))
+			return -FI_EINVAL;
+		std::lock_guard guard(ep->domain->lock);
+		ep->min_multi_recv = *static_cast<const size_t*>(value);
+		return 0;
+	});
 }
 
 ssize_t tx_size_left(fid_ep* f)
@@ -363,6 +376,8 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->eager_limit = cfg.eager_size;
+	// As ofi_rxm: room for at least one message that arrives whole.
+	ep->min_multi_recv = cfg.eager_size;
 	if (const fi_tx_attr* core_tx = domain->core_info->tx_attr) {
 		ep->tx.inject_size = core_tx->inject_size;
 		ep->tx.iov_limit = core_tx->iov_limit;

@@ -137,7 +137,8 @@ struct Endpoint {
 
 	ReceiveSide rx;
 	TransmitSide tx;
-	size_t eager_limit = 0; // of our bounce buffers: told to peers
+	size_t eager_limit = 0;    // of our bounce buffers: told to peers
+	size_t min_multi_recv = 0; // FI_OPT_MIN_MULTI_RECV
 	std::vector<std::unique_ptr<RmaOp>> rma_ops;
 	proto::SlotRandom slot_random{0};
 	ProgressPace pace;
@@ -238,6 +239,14 @@ struct Endpoint {
 	bool failed_source(uint64_t key) const;
 	// A posted receive ends without data, with `err` (FI_EIO, FI_ECANCELED).
 	void end_receive(RecvOp& op, int err);
+	// A receive's last completion: reported, and the record freed.
+	void finish_recv(RecvOp& op, RxCompletion c);
+
+	// Multi-receive buffers (multi_recv.cpp).
+	ssize_t post_multi_recv(RecvOp& buffer);
+	// The receive a message of `size` bytes from `peer` goes to: `op`
+	// itself, or a piece of it if it is a multi-receive buffer.
+	RecvOp* receive_for(RecvOp& op, Peer& peer, uint64_t size);
 
 	// RMA (rma.cpp).
 	void issue_chunk(RmaOp& op);

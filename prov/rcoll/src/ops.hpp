@@ -127,6 +127,14 @@ struct RecvOp : proto::PostedReceive {
 	ChunkedRma transfer; // the read the machine asked for
 	bool polling = false;
 	CoreContext transfer_cc{&finish_transfer<RecvOp>, this};
+
+	// FI_MULTI_RECV: the buffer stays posted (keep_posted) and each message
+	// it takes gets a piece of it, a RecvOp of its own, until less than
+	// FI_OPT_MIN_MULTI_RECV is left and it is released.
+	bool released = false;    // a buffer that takes no more messages
+	size_t used = 0;          // bytes of the buffer given to pieces
+	uint32_t pieces = 0;      // pieces not yet completed
+	RecvOp* buffer = nullptr; // a piece: the buffer it belongs to
 };
 
 // A message that arrived before its receive.

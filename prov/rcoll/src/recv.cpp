@@ -82,6 +82,13 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 		source = a->key;
 	}
 	const bool tagged = flags & FI_TAGGED;
+	const bool multi = flags & FI_MULTI_RECV;
+	if (multi && (tagged || !(caps & FI_MULTI_RECV))) {
+		RCOLL_WARN(FI_LOG_EP_DATA, "FI_MULTI_RECV %s\n",
+			   tagged ? "takes untagged receives only"
+				  : "on an endpoint opened without that capability");
+		return -FI_EBADFLAGS;
+	}
 	proto::MatchQueue& queue = rx.queue_for(flags);
 	const bool report = !app.rx_selective || (flags & FI_COMPLETION);
 
@@ -128,6 +135,10 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 	op->tag = tagged ? tag : 0;
 	op->ignore = tagged ? ignore : 0;
 	op->context = context;
+	if (multi) {
+		op->keep_posted = true;
+		return post_multi_recv(*op);
+	}
 
 	Unexpected* u = nullptr;
 	if (tagged && (flags & FI_CLAIM)) {
@@ -169,19 +180,24 @@ bool Endpoint::failed_source(uint64_t key) const
 }
 
 // A receive met a message that had arrived before it.
-void Endpoint::match_unexpected(RecvOp& op, Unexpected* u)
+void Endpoint::match_unexpected(RecvOp& posted, Unexpected* u)
 {
+	RecvOp* taker = receive_for(posted, *u->peer, u->header.size);
+	if (!taker) {
+		drop_unexpected(u);
+		return;
+	}
+	RecvOp& op = *taker;
 	if (u->header.opcode == Opcode::Eager) {
 		complete_eager(op, u->peer, u->header, u->payload.data(), u->payload.size());
 	} else if (u->peer->state == Peer::State::failed || u->peer_failures != u->peer->failures) {
 		// Its sender's connection ended since: no one can serve the request.
-		app.report_rx({.context = op.context,
-			       .flags = op.flags,
-			       .buf = op.buf,
-			       .tag = u->header.tag,
-			       .src = app.source_of(u->peer),
-			       .err = FI_EIO});
-		rx.recvs.destroy(op.id);
+		finish_recv(op, {.context = op.context,
+				 .flags = op.flags,
+				 .buf = op.buf,
+				 .tag = u->header.tag,
+				 .src = app.source_of(u->peer),
+				 .err = FI_EIO});
 	} else {
 		start_rendezvous_recv(op, *u->peer, u->header, u->rts);
 	}
@@ -250,8 +266,7 @@ void Endpoint::complete_eager(RecvOp& op, Peer* peer, const MsgHeader& h, const 
 		c.err = FI_ETRUNC; // an error is always reported
 		c.olen = size - op.len;
 	}
-	app.report_rx(c);
-	rx.recvs.destroy(op.id);
+	finish_recv(op, c);
 }
 
 void Endpoint::start_rendezvous_recv(RecvOp& op, Peer& peer, const MsgHeader& h,
@@ -267,14 +282,13 @@ void Endpoint::start_rendezvous_recv(RecvOp& op, Peer& peer, const MsgHeader& h,
 		// the GET path reads into them.
 		int ret = op.own_mr.reg(*domain, op.buf, transfer, FI_READ | FI_REMOTE_WRITE);
 		if (ret) {
-			app.report_rx({.context = op.context,
-				       .flags = completion_flags(h),
-				       .buf = op.buf,
-				       .data = h.cq_data,
-				       .tag = h.tag,
-				       .src = app.source_of(&peer),
-				       .err = -ret});
-			rx.recvs.destroy(op.id);
+			finish_recv(op, {.context = op.context,
+					 .flags = completion_flags(h),
+					 .buf = op.buf,
+					 .data = h.cq_data,
+					 .tag = h.tag,
+					 .src = app.source_of(&peer),
+					 .err = -ret});
 			return;
 		}
 		if (!op.app_mr)
@@ -320,17 +334,16 @@ void Endpoint::run_recv_actions(RecvOp& op, const proto::Actions& actions)
 			size_t olen = c->outcome == proto::Outcome::Truncated
 					      ? size_t(c->message_length - c->transferred)
 					      : 0;
-			app.report_rx({.context = op.context,
-				       .flags = completion_flags(h),
-				       .len = size_t(c->transferred),
-				       .buf = op.buf,
-				       .data = h.cq_data,
-				       .tag = h.tag,
-				       .src = app.source_of(op.peer),
-				       .err = err,
-				       .olen = olen,
-				       .report = op.report});
-			rx.recvs.destroy(op.id);
+			finish_recv(op, {.context = op.context,
+					 .flags = completion_flags(h),
+					 .len = size_t(c->transferred),
+					 .buf = op.buf,
+					 .data = h.cq_data,
+					 .tag = h.tag,
+					 .src = app.source_of(op.peer),
+					 .err = err,
+					 .olen = olen,
+					 .report = op.report});
 			return; // op is gone
 		} else if (auto* v = std::get_if<proto::action::Violation>(&a)) {
 			RCOLL_WARN(FI_LOG_EP_DATA, "rendezvous protocol violation from %s: %s\n",
@@ -415,7 +428,10 @@ void Endpoint::deliver(Peer& peer, const proto::ParsedMessage& m)
 		return;
 	}
 	drop_unexpected(u);
-	RecvOp& op = *static_cast<RecvOp*>(posted);
+	RecvOp* taker = receive_for(*static_cast<RecvOp*>(posted), peer, m.header.size);
+	if (!taker)
+		return;
+	RecvOp& op = *taker;
 	if (m.header.opcode == Opcode::Eager)
 		complete_eager(op, &peer, m.header, m.payload.data(), m.payload.size());
 	else
@@ -439,12 +455,36 @@ void Endpoint::poll_last_bytes()
 
 void Endpoint::end_receive(RecvOp& op, int err)
 {
-	app.report_rx({.context = op.context,
-		       .flags = op.flags,
-		       .buf = op.buf,
-		       .tag = op.tag,
-		       .err = err});
-	rx.recvs.destroy(op.id);
+	if (op.keep_posted) {
+		op.released = true;
+		if (op.pieces)
+			return; // the last piece's completion releases the buffer
+	}
+	finish_recv(op, {.context = op.context,
+			 .flags = op.flags,
+			 .buf = op.buf,
+			 .tag = op.tag,
+			 .err = err});
+}
+
+// A piece counts down its multi-receive buffer: the completion after which
+// the buffer is the application's again (released, no piece outstanding)
+// carries FI_MULTI_RECV, and is written even under FI_SELECTIVE_COMPLETION.
+void Endpoint::finish_recv(RecvOp& op, RxCompletion c)
+{
+	RecvOp* buffer = op.keep_posted ? &op : op.buffer;
+	if (op.buffer)
+		op.buffer->pieces--;
+	const bool release = buffer && buffer->released && buffer->pieces == 0;
+	if (release) {
+		c.flags |= FI_MULTI_RECV;
+		c.report = true;
+	}
+	app.report_rx(c);
+	if (&op != buffer)
+		rx.recvs.destroy(op.id);
+	if (release)
+		rx.recvs.destroy(buffer->id);
 }
 
 // fi_cancel: a posted receive completes with FI_ECANCELED.

@@ -10,8 +10,9 @@ ssize_t tagged_recv(fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t src,
 		    uint64_t ignore, void* context)
 {
 	return with_ep(f, [&](Endpoint& ep) {
-		return ep.recv(buf, len, desc, src, tag, ignore, ep.rx_op_flags | FI_TAGGED,
-			       context);
+		// A default FI_MULTI_RECV is for untagged receives only.
+		return ep.recv(buf, len, desc, src, tag, ignore,
+			       (ep.rx_op_flags & ~uint64_t(FI_MULTI_RECV)) | FI_TAGGED, context);
 	});
 }
 
