@@ -991,9 +991,7 @@ void Endpoint::dispatch_error()
 		fi_cq_tagged_entry entry{err.op_context, err.flags, err.len,
 					 err.buf,        err.data,  err.tag};
 		ctx->pieces.push_back({entry, err.err, err.olen});
-		// A cancelled buffer is done too, whether or not its provider
-		// adds FI_MULTI_RECV (ofi_rxm does not).
-		keep_multi_pending(*ctx, err.err == FI_ECANCELED ? FI_MULTI_RECV : err.flags);
+		keep_multi_pending(*ctx, err.flags);
 		return;
 	}
 	ctx->err = err;

@@ -167,6 +167,9 @@ const char* known_defect(std::string_view provider, std::string_view aspect)
 		 "send never completes, and the next receive of that tag may complete with the "
 		 "discarded "
 		 "message's length and no data"},
+		{"ofi_rxm", "multi-recv-cancel",
+		 "libfabric 1.17 ofi_rxm cancels a multi-receive buffer with an FI_ECANCELED entry "
+		 "but never reports its release (FI_MULTI_RECV)"},
 		{"ofi_rxm", "multi-recv-truncation",
 		 "libfabric 1.17 ofi_rxm reports a message truncated into a multi-receive buffer "
 		 "without FI_MULTI_RECV, so that buffer's release is never reported"},

@@ -70,7 +70,8 @@ void AppBindings::report_rx(const RxCompletion& c)
 		e.tag = (c.flags & FI_TAGGED) ? c.tag : 0;
 		rx_cq->push(e, c.src);
 	}
-	if (recv_cntr)
+	// A multi-receive buffer's release alone (no FI_RECV) is no receive.
+	if (recv_cntr && (c.flags & FI_RECV))
 		recv_cntr->value++;
 }
 

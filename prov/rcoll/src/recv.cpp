@@ -470,17 +470,22 @@ void Endpoint::end_receive(RecvOp& op, int err)
 // A piece counts down its multi-receive buffer: the completion after which
 // the buffer is the application's again (released, no piece outstanding)
 // carries FI_MULTI_RECV, and is written even under FI_SELECTIVE_COMPLETION.
+// A CQ hands out errors before the entries queued ahead of them, so an error
+// never carries the release: an entry of its own, with FI_MULTI_RECV alone,
+// follows it, behind every earlier message into the buffer.
 void Endpoint::finish_recv(RecvOp& op, RxCompletion c)
 {
 	RecvOp* buffer = op.keep_posted ? &op : op.buffer;
 	if (op.buffer)
 		op.buffer->pieces--;
 	const bool release = buffer && buffer->released && buffer->pieces == 0;
-	if (release) {
+	if (release && !c.err) {
 		c.flags |= FI_MULTI_RECV;
 		c.report = true;
 	}
 	app.report_rx(c);
+	if (release && c.err)
+		app.report_rx({.context = c.context, .flags = FI_MULTI_RECV});
 	if (&op != buffer)
 		rx.recvs.destroy(op.id);
 	if (release)
