@@ -14,7 +14,13 @@
 #   RCOLL_COLL_CASES, RCOLL_NETNS_P2P_CASES, ...  narrow a suite, as in the
 #                       runners under test/mp
 #   RCOLL_BUILD_DIR     build tree (default build/)
+#   RCOLL_REPEAT_RECORD file that keeps every run's result across invocations
+#                       (default /var/cache/rcoll/repeat.record when writable)
 #
+# Runs are recorded under the git trees of the sources the suites exercise
+# (prov, fabtests, test/mp): runs of different invocations, sessions or
+# commits add up while those sources stay the same. A checkout with changes
+# in them is not recorded.
 # The collective cases run at up to 8 ranks on this machine's cores, so the
 # ranks alone outnumber the cores; the loaders add a competing load.
 # Closes with one line per case that failed at least once and
@@ -28,7 +34,7 @@ while getopts "n:l:" opt; do
 	case $opt in
 	n) runs=$OPTARG ;;
 	l) loaders=$OPTARG ;;
-	*) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	*) sed -n '2,27s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -54,6 +60,22 @@ for ((i = 0; i < loaders; i++)); do
 	pids+=($!)
 done
 
+# The sources under test, as one key: empty when they differ from HEAD.
+record=${RCOLL_REPEAT_RECORD:-/var/cache/rcoll/repeat.record}
+key=
+if git -C "$top" rev-parse --git-dir >/dev/null 2>&1 &&
+	git -C "$top" diff --quiet HEAD -- prov fabtests test/mp; then
+	key=$(git -C "$top" rev-parse HEAD:prov HEAD:fabtests HEAD:test/mp | cut -c1-10 | paste -sd-)
+	key=$key-quick$RCOLL_TEST_QUICK
+fi
+# A narrowed suite is not the suite.
+for name in ${!RCOLL_*}; do
+	case $name in *CASES) key= ;; esac
+done
+# What runs is what the sources say: the build is brought up to date first.
+make -C "$build" -j"$(nproc)" check TESTS= >/dev/null || { echo "repeat.sh: the build failed" >&2; exit 1; }
+mkdir -p "$(dirname "$record")" 2>/dev/null && touch "$record" 2>/dev/null || record=
+
 results=$(mktemp)
 started=$(date +%s)
 echo "# $runs runs of: ${suites[*]}; $loaders busy loops on $(nproc) cores; RCOLL_TEST_QUICK=$RCOLL_TEST_QUICK"
@@ -70,6 +92,12 @@ for ((run = 1; run <= runs; run++)); do
 				print $1 "\t" suite "/" $2 "\t" label
 			}' "$log" >>"$results"
 		summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+		if [ -n "$key" ] && [ -n "$record" ]; then
+			# "<key> <suite> <passed> <failed> <commit> <date>"; a run without
+			# a summary counts as one failure.
+			read -r p _ f _ <<<"${summary:-0 passed, 1 failed}"
+			echo "$key $suite $p $f $(git -C "$top" rev-parse --short HEAD) $(date -u +%FT%TZ)" >>"$record"
+		fi
 		echo "run $run/$runs $suite: ${summary:-no summary (see below)} [$(($(date +%s) - started)) s]"
 		grep -E '^FAIL ' "$log" | sed 's/^/    /'
 		[ -n "$summary" ] || tail -n 5 "$log" | sed 's/^/    | /'
@@ -87,6 +115,12 @@ awk -F'\t' '
 		for (k in total) if (failed[k]) printf "%-60s %3d of %3d failed\n", k, failed[k], total[k]
 	}' "$results" | sort
 awk -F'\t' '{ if ($1 == "PASS") p++; else f++ } END { printf "%d passed, %d failed\n", p, f }' "$results"
+if [ -n "$key" ] && [ -n "$record" ]; then
+	echo
+	echo "# recorded in $record for these sources ($key), all invocations:"
+	awk -v key="$key" '$1 == key { runs[$2]++; p[$2] += $3; f[$2] += $4; if ($4) bad[$2]++ }
+		END { for (s in runs) printf "#   %s: %d runs, %d with failures; %d passed, %d failed\n", s, runs[s], bad[s], p[s], f[s] }' "$record"
+fi
 failed=$(awk -F'\t' '$1 == "FAIL"' "$results" | wc -l)
 rm -f "$results"
 [ "$failed" -eq 0 ]
