@@ -239,6 +239,8 @@ struct Endpoint {
 	bool failed_source(uint64_t key) const;
 	// A posted receive ends without data, with `err` (FI_EIO, FI_ECANCELED).
 	void end_receive(RecvOp& op, int err);
+	// A posted receive for one source that failed ends with FI_EIO.
+	void end_if_source_failed(RecvOp& op);
 	// A receive's last completion: reported, and the record freed.
 	void finish_recv(RecvOp& op, RxCompletion c);
 

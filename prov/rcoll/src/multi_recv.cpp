@@ -24,13 +24,8 @@ ssize_t Endpoint::post_multi_recv(RecvOp& buffer)
 			break; // queued
 		match_unexpected(*b, static_cast<Unexpected*>(m->context));
 	}
-	RecvOp* b = rx.recvs.find(id);
-	if (b && rx.msg_queue.is_posted(*b) && b->source != proto::kAnySource &&
-	    failed_source(b->source)) {
-		// Nothing it delivered is left, and it will send nothing more.
-		rx.msg_queue.remove(*b);
-		end_receive(*b, FI_EIO);
-	}
+	if (RecvOp* b = rx.recvs.find(id); b && rx.msg_queue.is_posted(*b))
+		end_if_source_failed(*b);
 	return 0;
 }
 

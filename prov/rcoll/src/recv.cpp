@@ -162,15 +162,23 @@ ssize_t Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, uint64_
 		}
 	} else if (auto* m = queue.post(*op)) {
 		u = static_cast<Unexpected*>(m->context);
-	} else if (source != proto::kAnySource && failed_source(source)) {
-		// Nothing it delivered matches, and it will send nothing more.
-		queue.remove(*op);
-		end_receive(*op, FI_EIO);
+	} else {
+		end_if_source_failed(*op);
 		return 0;
 	}
 	if (u)
 		match_unexpected(*op, u);
 	return 0;
+}
+
+// A receive left posted for one source that failed ends at once: nothing
+// that source delivered matches it, and it will send nothing more.
+void Endpoint::end_if_source_failed(RecvOp& op)
+{
+	if (op.source == proto::kAnySource || !failed_source(op.source))
+		return;
+	rx.queue_for(op.flags).remove(op);
+	end_receive(op, FI_EIO);
 }
 
 bool Endpoint::failed_source(uint64_t key) const
