@@ -35,7 +35,7 @@ struct Group {
 	std::vector<Member> members;
 
 	explicit Group(uint32_t p, size_t broadcast_max = size_t(1) << 20,
-		       size_t reduction_max = size_t(1) << 20)
+		       size_t reduction_max = size_t(1) << 20, size_t split_min = SIZE_MAX)
 		: members(p)
 	{
 		std::vector<const local::Published*> areas;
@@ -45,7 +45,10 @@ struct Group {
 		}
 		for (uint32_t r = 0; r < p; r++)
 			members[r].calls = std::make_unique<local::LocalCollectives>(
-				areas, *members[r].area, r, broadcast_max, reduction_max);
+				areas, *members[r].area, r,
+				local::LocalCollectives::Limits{.broadcast_max = broadcast_max,
+								.reduction_max = reduction_max,
+								.split_min = split_min});
 	}
 	uint32_t size() const { return uint32_t(members.size()); }
 };
@@ -56,7 +59,7 @@ int64_t operand(size_t call, uint32_t rank, size_t i)
 }
 
 engine::Request request(Collective coll, uint32_t root, size_t count, Member& m, size_t call,
-			uint32_t rank, uint32_t size = 1)
+			uint32_t rank, uint32_t size = 1, bool in_place = false)
 {
 	m.inputs.emplace_back(count);
 	m.outputs.emplace_back(coll == Collective::allgather ? count * size : count, -1);
@@ -72,6 +75,10 @@ engine::Request request(Collective coll, uint32_t root, size_t count, Member& m,
 	r.op = engine::ReduceOp::sum;
 	r.input = m.inputs.back().data();
 	r.output = m.outputs.back().data();
+	if (in_place) { // the input is the output (MPI_IN_PLACE)
+		m.outputs.back() = m.inputs.back();
+		r.input = r.output = m.outputs.back().data();
+	}
 	r.context = reinterpret_cast<void*>(call + 1);
 	return r;
 }
@@ -82,6 +89,7 @@ struct Call {
 	Collective coll;
 	uint32_t root;
 	size_t count;
+	bool in_place = false;
 };
 
 void run(Group& g, const std::vector<Call>& script, unsigned seed, size_t window = 3)
@@ -94,7 +102,8 @@ void run(Group& g, const std::vector<Call>& script, unsigned seed, size_t window
 		Member& m = g.members[r];
 		if (m.posted < script.size() && m.posted - m.completed < window && rng() % 2) {
 			const Call& c = script[m.posted];
-			engine::Request req = request(c.coll, c.root, c.count, m, m.posted, r, p);
+			engine::Request req =
+				request(c.coll, c.root, c.count, m, m.posted, r, p, c.in_place);
 			cr_assert(m.calls->takes(req));
 			cr_assert_eq(m.calls->post(req), Errc::ok);
 			m.posted++;
@@ -135,7 +144,8 @@ void check_results(const Group& g, const std::vector<Call>& script)
 				continue;
 			}
 			for (size_t i = 0; i < c.count; i++) {
-				int64_t want = -1;
+				// Untouched: a reduce's output away from the root.
+				int64_t want = c.in_place ? operand(k, r, i) : -1;
 				if (c.coll == Collective::broadcast)
 					want = operand(k, c.root, i);
 				else if (c.coll == Collective::allreduce ||
@@ -150,6 +160,30 @@ void check_results(const Group& g, const std::vector<Call>& script)
 			}
 		}
 	}
+}
+
+// `script` with its roots taken modulo `p`.
+std::vector<Call> for_members(const std::vector<Call>& script, uint32_t p)
+{
+	std::vector<Call> calls;
+	for (Call c : script) {
+		c.root %= p;
+		calls.push_back(c);
+	}
+	return calls;
+}
+
+// Single-copy broadcasts from `min_bytes`: the reader stands in for
+// cross-memory attach (every member is in this process).
+void read_in_process(Group& g, size_t min_bytes)
+{
+	for (Member& m : g.members)
+		m.calls->enable_single_copy(
+			[](uint32_t, uint64_t address, void* target, size_t length) {
+				std::memcpy(target, reinterpret_cast<const void*>(address), length);
+				return 0;
+			},
+			min_bytes);
 }
 
 } // namespace
@@ -181,13 +215,41 @@ Test(local_collectives, mixed_calls_under_random_interleavings)
 		{Collective::allgather, 0, 7}};
 	for (uint32_t p : {1u, 2u, 3u, 4u, 8u}) {
 		for (unsigned seed = 1; seed <= 40; seed++) {
-			std::vector<Call> calls;
-			for (Call c : script) {
-				c.root %= p;
-				calls.push_back(c);
-			}
+			const std::vector<Call> calls = for_members(script, p);
 			Group g(p);
 			run(g, calls, seed * 7 + p);
+			check_results(g, calls);
+		}
+	}
+}
+
+// Reductions in shares (every one of them here: split_min 1), among the
+// other calls, with shares of no element (fewer elements than members),
+// short last chunks, in place, and the reduce's root anywhere; and mixed
+// with single-copy broadcasts, whose readers say they finished in the same
+// flag that a reduced share is announced in.
+Test(local_collectives, reductions_in_shares)
+{
+	const std::vector<Call> script = {{Collective::allreduce, 0, 1},
+					  {Collective::allreduce, 0, 3},
+					  {Collective::reduce, 1, 2},
+					  {Collective::barrier, 0, 0},
+					  {Collective::allreduce, 0, 7, true},
+					  {Collective::reduce, 2, 9, true},
+					  {Collective::broadcast, 1, 5000},
+					  {Collective::allreduce, 0, 2048},
+					  {Collective::allreduce, 0, 5000, true},
+					  {Collective::reduce, 0, 6000},
+					  {Collective::allgather, 0, 3000},
+					  {Collective::reduce, 1, 4097, true},
+					  {Collective::allreduce, 0, 2049},
+					  {Collective::broadcast, 0, 9000}};
+	for (uint32_t p : {2u, 3u, 4u, 5u, 8u}) {
+		for (unsigned seed = 1; seed <= 30; seed++) {
+			const std::vector<Call> calls = for_members(script, p);
+			Group g(p, size_t(1) << 20, size_t(1) << 20, 1);
+			read_in_process(g, 4096 * 8);
+			run(g, calls, seed * 11 + p);
 			check_results(g, calls);
 		}
 	}
@@ -204,14 +266,7 @@ Test(local_collectives, single_copy_broadcasts)
 		{Collective::broadcast, 2, 4097}, {Collective::broadcast, 2, 100}};
 	for (unsigned seed = 1; seed <= 30; seed++) {
 		Group g(3);
-		for (Member& m : g.members)
-			m.calls->enable_single_copy(
-				[](uint32_t, uint64_t address, void* target, size_t length) {
-					std::memcpy(target, reinterpret_cast<const void*>(address),
-						    length);
-					return 0;
-				},
-				4096 * 8);
+		read_in_process(g, 4096 * 8);
 		run(g, script, seed);
 		check_results(g, script);
 	}

@@ -98,7 +98,7 @@ uint64_t Collectives::config_fingerprint() const
 		h = fnv1a(fnv1a(h, s->data(), s->size()), "|", 1);
 	// Members must agree on which calls take the shared-memory path.
 	for (size_t v : {size_t(c.coll_shm), c.coll_shm_bcast_max, c.coll_shm_reduce_max,
-			 c.coll_shm_single_copy_min})
+			 c.coll_shm_split_min, c.coll_shm_single_copy_min})
 		h = fnv1a(h, &v, sizeof(v));
 	return h;
 }
@@ -313,9 +313,12 @@ void Collectives::maybe_finish_join(CollGroup& g)
 		return;
 	if (agreed->shm && config().coll_shm) {
 		try {
-			g.shm = g.transport->local_collectives(*agreed, config().coll_shm_bcast_max,
-							       config().coll_shm_reduce_max,
-							       config().coll_shm_single_copy_min);
+			g.shm = g.transport->local_collectives(
+				*agreed,
+				{.broadcast_max = config().coll_shm_bcast_max,
+				 .reduction_max = config().coll_shm_reduce_max,
+				 .split_min = config().coll_shm_split_min},
+				config().coll_shm_single_copy_min);
 		} catch (const std::bad_alloc&) {
 			return finish_join(g, -FI_ENOMEM);
 		}

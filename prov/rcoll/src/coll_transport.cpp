@@ -664,15 +664,16 @@ std::optional<CollTransport::ShmAgreement> CollTransport::shm_path_agreed()
 }
 
 std::unique_ptr<local::LocalCollectives>
-CollTransport::local_collectives(const ShmAgreement& agreed, size_t broadcast_max,
-				 size_t reduction_max, size_t single_copy_min)
+CollTransport::local_collectives(const ShmAgreement& agreed,
+				 const local::LocalCollectives::Limits& limits,
+				 size_t single_copy_min)
 {
 	std::vector<const local::Published*> areas(members_.size());
 	for (uint32_t rank = 0; rank < members_.size(); rank++)
 		areas[rank] = rank == rank_ ? scratch_file_.published()
 					    : members_[rank].mapping->published();
 	auto shm = std::make_unique<local::LocalCollectives>(
-		std::move(areas), *scratch_file_.published(), rank_, broadcast_max, reduction_max);
+		std::move(areas), *scratch_file_.published(), rank_, limits);
 	if (agreed.single_copy)
 		shm->enable_single_copy(
 			[this](uint32_t member, uint64_t address, void* target, size_t length) {

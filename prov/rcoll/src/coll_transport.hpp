@@ -97,10 +97,9 @@ public:
 	};
 	std::optional<ShmAgreement> shm_path_agreed();
 	// The shared-memory collectives over the members' published areas.
-	std::unique_ptr<local::LocalCollectives> local_collectives(const ShmAgreement& agreed,
-								   size_t broadcast_max,
-								   size_t reduction_max,
-								   size_t single_copy_min);
+	std::unique_ptr<local::LocalCollectives>
+	local_collectives(const ShmAgreement& agreed, const local::LocalCollectives::Limits& limits,
+			  size_t single_copy_min);
 
 	// engine::Transport
 	std::span<std::byte> scratch() noexcept override;

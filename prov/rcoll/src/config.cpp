@@ -90,7 +90,11 @@ const Param params[] = {
 	 "the shared slots"},
 	{"coll_shm_reduce_max", &Config::coll_shm_reduce_max,
 	 "Largest allreduce or reduce, and largest allgather block, in bytes, that takes the "
-	 "shared-memory path (every member reads every member's part there)"},
+	 "shared-memory path"},
+	{"coll_shm_split_min", &Config::coll_shm_split_min,
+	 "Smallest allreduce or reduce, in bytes, that the shared-memory path reduces in shares: "
+	 "each member reduces its share of every member's part, then the shares are copied out "
+	 "(below it every member reduces everything)"},
 	{"coll_early_max", &Config::coll_early_max,
 	 "Join records and stop notices one peer may send for groups this endpoint has not "
 	 "joined yet; a peer that sends more fails"},

@@ -78,8 +78,9 @@ struct Published {
 	enum Verdict : uint32_t { unknown = 0, said = 1, maps_all = 2, reads_all = 4 };
 
 	alignas(64) std::atomic<uint64_t> arrived;
-	// Single-copy broadcasts: the chunk the owner is done reading from the
-	// root's memory (the root's buffer stays the root's until all are).
+	// The last chunk the owner is done with: read from the root's memory
+	// (single-copy broadcasts: the root's buffer stays the root's until all
+	// are), or its share reduced into its slot (reductions in shares).
 	alignas(64) std::atomic<uint64_t> finished;
 	alignas(64) std::atomic<uint32_t> verdict;
 	std::atomic<uint32_t> stopped;

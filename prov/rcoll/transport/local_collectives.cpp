@@ -9,9 +9,8 @@ using engine::Collective;
 using engine::Errc;
 
 LocalCollectives::LocalCollectives(std::vector<const Published*> members, Published& own,
-				   uint32_t rank, size_t broadcast_max, size_t reduction_max)
-	: members_(std::move(members)), own_(own), rank_(rank), broadcast_max_(broadcast_max),
-	  reduction_max_(reduction_max)
+				   uint32_t rank, const Limits& limits)
+	: members_(std::move(members)), own_(own), rank_(rank), limits_(limits)
 {}
 
 bool LocalCollectives::takes(const engine::Request& req) const noexcept
@@ -27,7 +26,8 @@ bool LocalCollectives::takes(const engine::Request& req) const noexcept
 	if (req.root >= members_.size() || req.algorithm != engine::Algorithm::automatic)
 		return false;
 	const size_t size = engine::datatype_size(req.dtype);
-	const size_t limit = req.coll == Collective::broadcast ? broadcast_max_ : reduction_max_;
+	const size_t limit =
+		req.coll == Collective::broadcast ? limits_.broadcast_max : limits_.reduction_max;
 	if (!size || req.count > limit / size)
 		return false;
 	return !engine::is_reduction(req.coll) ||
@@ -58,6 +58,9 @@ Errc LocalCollectives::post(const engine::Request& req) noexcept
 		const auto* out = static_cast<const std::byte*>(req.output);
 		call.own_from_input = in + call.bytes <= out || out + call.bytes <= in;
 	}
+	// Decided from what every member is given alike, never from its buffers.
+	call.split = engine::is_reduction(req.coll) && members_.size() > 1 &&
+		     call.bytes >= limits_.split_min;
 	call.chunks = call.single_copy ? 1
 				       : std::max<size_t>(1, (call.bytes + Published::kSlotBytes -
 							      1) / Published::kSlotBytes);
@@ -184,10 +187,11 @@ bool LocalCollectives::step(Call& call) noexcept
 	if (call.single_copy)
 		return step_single_copy(call);
 	while (call.next_chunk < call.chunks) {
-		if (!step_chunk(call))
+		if (!(call.split ? step_split_chunk(call) : step_chunk(call)))
 			return false;
 		call.next_chunk++;
 		call.published = false;
+		call.reduced = false;
 	}
 	return true;
 }
@@ -265,6 +269,70 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 		return true;
 	default: return true; // takes() admits nothing else
 	}
+}
+
+// Where member `member`'s share of a chunk of `count` elements begins, in
+// bytes: shares differ by one element at most.
+size_t LocalCollectives::share_begin(uint32_t member, size_t count, size_t element) const noexcept
+{
+	return count * member / members_.size() * element;
+}
+
+// One chunk of a reduction in shares. Each member reduces its share of
+// every member's part, in rank order, into the same bytes of its own slot
+// (nobody else reads them there: each reads only its own share of the
+// others' slots), says so in `finished`, and then the reduced shares are
+// copied out. Every member copies the same reduced bytes: identical results.
+// This member's own part is read straight from its input (its slot holds the
+// others' shares of it and, later, its reduced share); that holds for
+// MPI_IN_PLACE too, since the chunk's output is written only at its end.
+bool LocalCollectives::step_split_chunk(Call& call) noexcept
+{
+	const engine::Request& r = call.req;
+	const uint64_t n = call.sequence + call.next_chunk;
+	const size_t offset = call.next_chunk * Published::kSlotBytes;
+	const size_t bytes = std::min(Published::kSlotBytes, call.bytes - offset);
+	const size_t element = engine::datatype_size(r.dtype);
+	const size_t count = bytes / element;
+	const auto p = uint32_t(members_.size());
+	const size_t mine = share_begin(rank_, count, element);
+	const size_t mine_end = share_begin(rank_ + 1, count, element);
+	const auto* in = static_cast<const std::byte*>(r.input) + offset;
+	std::byte* slot = own_.slots[n & 1];
+	if (!call.published) {
+		if (n > 2 && !all_arrived(n - 1))
+			return false;
+		std::memcpy(slot, in, mine);
+		std::memcpy(slot + mine_end, in + mine_end, bytes - mine_end);
+		own_.arrived.store(n, std::memory_order_release);
+		call.published = true;
+	}
+	if (!call.reduced) {
+		if (!all_arrived(n))
+			return false;
+		auto part = [&](uint32_t m) {
+			return m == rank_ ? in + mine : slot_of(m, n) + mine;
+		};
+		if (const size_t share_count = (mine_end - mine) / element) {
+			call.kernel(slot + mine, part(0), part(1), share_count);
+			for (uint32_t m = 2; m < p; m++)
+				call.kernel(slot + mine, slot + mine, part(m), share_count);
+		}
+		own_.finished.store(n, std::memory_order_release);
+		call.reduced = true;
+	}
+	if (r.coll == Collective::reduce && r.root != rank_)
+		return true;
+	for (uint32_t m = 0; m < p; m++)
+		if (m != rank_ && members_[m]->finished.load(std::memory_order_acquire) < n)
+			return false;
+	auto* out = static_cast<std::byte*>(r.output) + offset;
+	for (uint32_t m = 0; m < p; m++) {
+		const size_t begin = share_begin(m, count, element);
+		std::memcpy(out + begin, slot_of(m, n) + begin,
+			    share_begin(m + 1, count, element) - begin);
+	}
+	return true;
 }
 
 bool LocalCollectives::finish(Call& call, Errc status) noexcept

@@ -17,8 +17,14 @@
 //   barrier    flag, then wait for every flag
 //   broadcast  the root publishes; the others wait for its flag and copy
 //   allreduce  everyone publishes; everyone waits for every flag and
-//              reduces the slots in rank order (identical bits everywhere)
-//   reduce     the same, the root alone reducing
+//              reduces the slots in rank order (identical bits everywhere);
+//              from `split_min` bytes in shares instead: member m reduces
+//              the m-th of p shares of every chunk into its own slot and
+//              says so in its `finished` flag, then every member copies the
+//              p reduced shares out (reduce-scatter then allgather,
+//              Rabenseifner 2004; each member reduces 1/p of the payload)
+//   reduce     the same, the root alone reducing (in shares: the root
+//              alone copying them out)
 //   allgather  everyone publishes its block; everyone copies every block
 //
 // Nothing here knows of libfabric; the glue decides whether a group's
@@ -41,11 +47,16 @@ class LocalCollectives {
 public:
 	// `members[r]`: what member r publishes, `own` this member's (rank
 	// `rank`), written here only. Broadcasts above `broadcast_max` bytes
-	// and reductions above `reduction_max` are not taken (every member
-	// reduces the whole payload here: above some size the engine's
-	// algorithms, which split the work, are faster).
+	// and reductions above `reduction_max` are not taken; reductions of at
+	// least `split_min` bytes are reduced in shares. Every member must be
+	// given the same limits.
+	struct Limits {
+		size_t broadcast_max = SIZE_MAX;
+		size_t reduction_max = SIZE_MAX;
+		size_t split_min = SIZE_MAX;
+	};
 	LocalCollectives(std::vector<const Published*> members, Published& own, uint32_t rank,
-			 size_t broadcast_max, size_t reduction_max);
+			 const Limits& limits);
 
 	// Copies `length` bytes at `address` in member `member`'s memory into
 	// `target`: 0 or -errno (cross-memory attach, process_vm_readv).
@@ -88,7 +99,9 @@ private:
 		size_t next_chunk = 0;
 		engine::ReduceKernel kernel = nullptr;
 		bool published = false; // the next chunk is published
+		bool reduced = false;   // this member's share of it is reduced (split)
 		bool single_copy = false;
+		bool split = false; // reduced in shares
 		// A reduction reads this member's part straight from its input
 		// (not a copy in its slot) unless the input is the output.
 		bool own_from_input = false;
@@ -97,6 +110,8 @@ private:
 	bool step_single_copy(Call& call) noexcept;
 	bool step(Call& call) noexcept; // true: done
 	bool step_chunk(Call& call) noexcept;
+	bool step_split_chunk(Call& call) noexcept;
+	size_t share_begin(uint32_t member, size_t count, size_t element) const noexcept;
 	bool arrived(uint32_t member, uint64_t sequence) const noexcept;
 	bool all_arrived(uint64_t sequence) const noexcept;
 	bool any_stopped() const noexcept;
@@ -106,8 +121,7 @@ private:
 	std::vector<const Published*> members_;
 	Published& own_;
 	uint32_t rank_;
-	size_t broadcast_max_;
-	size_t reduction_max_;
+	Limits limits_;
 	MemoryReader reader_;
 	size_t single_copy_min_ = SIZE_MAX;
 	uint64_t next_sequence_ = 1;
