@@ -11,6 +11,7 @@
 #include "coll_cases.hpp"
 
 #include "engine/schedule.hpp"
+#include "syscall_counter.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -210,6 +211,47 @@ void run_node_local_path(Bootstrap& boot, const TestOptions& options)
 			    static_cast<unsigned long long>(k)));
 }
 
+// Ranks bound to CPUs of their own, as mpirun binds them by default, do not
+// crowd the host: a rank waiting for another must spin, not yield (under
+// load a yield hands the CPU to whoever else is runnable for a whole time
+// slice). Counts the sched_yield calls made while this rank waits for
+// barriers in a loop of its own that only reads the CQ.
+void run_bound_ranks_spin(Bootstrap& boot, const TestOptions& options)
+{
+	require_rcoll(options);
+	if (usable_cpus() < boot.size())
+		throw NotApplicable(strfmt("%d ranks bound apart need as many CPUs; %d usable",
+					   boot.size(), usable_cpus()));
+	const SyscallCounter yields("syscalls/sys_enter_sched_yield");
+	if (!yields.available())
+		throw NotApplicable("sched_yield calls cannot be counted: " + yields.why_not());
+	expect(bind_to_cpu(boot.rank()), "rank %d could not be bound to a CPU", boot.rank());
+	CollEndpoint ep({options.provider});
+	const auto world = ep.exchange_addresses(boot);
+	auto group = join_shape(ep, boot, world, Shape::full);
+	ProgressingBarrier(ep, boot, boot.size()).wait();
+	constexpr int kCalls = 2000;
+	const uint64_t before = yields.count();
+	for (int i = 0; i < kCalls; ++i) {
+		OpContext ctx;
+		post(ep, *group, CallSpec{FI_BARRIER, 0, FI_UINT8}, nullptr, nullptr, ctx);
+		const Deadline deadline(kDefaultWait);
+		for (unsigned polls = 1; !ctx.done; ++polls) {
+			ep.progress();
+			expect(polls % 4096 || !deadline.expired(), "barrier %d did not complete",
+			       i);
+		}
+		expect_collective_completion(ctx, "barrier");
+	}
+	const uint64_t made = yields.count() - before;
+	expect(made < kCalls / 10,
+	       "rank %d, bound to a CPU of its own, yielded %llu times in %d barriers", boot.rank(),
+	       static_cast<unsigned long long>(made), kCalls);
+	ProgressingBarrier(ep, boot, boot.size()).wait();
+	summary_note(boot, strfmt("rank %d: %llu yields in %d barriers", boot.rank(),
+				  static_cast<unsigned long long>(made), kCalls));
+}
+
 } // namespace
 
 void add_algorithm_cases(std::vector<CollCase>& cases)
@@ -247,6 +289,10 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
 			 "but no pidfds, and "
 			 "verified calls of 8 B to 4 MiB work over it",
 			 5, seconds(60), "", run_node_local_path});
+	cases.push_back({"bound-ranks-spin",
+			 "2 ranks bound to CPUs of their own: waiting for barriers yields the CPU "
+			 "fewer than 200 times in 2,000 calls",
+			 2, seconds(60), "", run_bound_ranks_spin});
 	cases.push_back({"tune-mismatch",
 			 "members with different FI_RCOLL_COLL_TUNE: fi_join completes with an "
 			 "error on both",

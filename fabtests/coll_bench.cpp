@@ -9,7 +9,7 @@
 //
 //   rcoll_coll_bench [--quick] [--ranks 2,4,8] [--max-bytes N] [--sizes LIST] [--colls LIST]
 //                    [--call-limit S] [--yield] [--load N] [--rcoll-only] [--no-core-path]
-//                    [--no-mpi]
+//                    [--no-mpi] [--no-bind]
 //
 // Methodology (the OSU micro-benchmarks'): per point, one verified call
 // (outputs poisoned first), a calibration call that sets the iteration count,
@@ -92,7 +92,15 @@ struct Options {
 	// progress loops do; --yield makes them give the core away on an empty
 	// poll instead (Open MPI's mpi_yield_when_idle).
 	bool yield_when_idle = false;
+	// Up to one rank per CPU, rank r runs on the r-th CPU, for rcoll and
+	// for Open MPI alike (--no-bind: neither is bound). Unbound, where the
+	// scheduler puts two ranks decides the figures (0.25 or 0.6 us per
+	// small call, from run to run).
+	bool bind = true;
 };
+
+// Whether `ranks` ranks are bound to CPUs of their own.
+bool bound(int ranks, const Options& options) { return options.bind && ranks <= usable_cpus(); }
 
 // ---------------------------------------------------------------- points
 
@@ -706,9 +714,12 @@ Measured measure(const std::string& provider, int ranks, const std::vector<Point
 							   static_cast<int>(points.size() - first) *
 							   10;
 		std::vector<std::byte> scratch;
+		const bool bind = bound(ranks, options);
 		const LaunchResult launch = launch_ranks(
 			ranks, budget,
 			[&](Bootstrap& boot) {
+				if (bind && !bind_to_cpu(boot.rank()))
+					boot.note("could not bind the rank to a CPU");
 				auto rank = std::make_unique<BenchRank>(boot, options, provider);
 				try {
 					if (with_p2p) {
@@ -970,29 +981,33 @@ std::vector<std::string> split_list(const std::string& list)
 
 void usage(FILE* out)
 {
-	std::fprintf(out,
-		     "usage: rcoll_coll_bench [--quick] [--ranks LIST] [--max-bytes N] [--sizes "
-		     "LIST] [--colls LIST]\n"
-		     "                        [--call-limit SECONDS] [--yield] [--load N] "
-		     "[--rcoll-only] [--no-core-path] [--no-mpi]\n"
-		     "  --quick          4 sizes, fewer iterations and repetitions\n"
-		     "  --ranks LIST     comma-separated rank counts (default 2,4,8)\n"
-		     "  --max-bytes N    largest message (default 64 MiB)\n"
-		     "  --sizes LIST     comma-separated message sizes instead of the x4 series "
-		     "(suffixes k, m: KiB, MiB)\n"
-		     "  --colls LIST     comma-separated subset of barrier,broadcast,allreduce "
-		     "(default all)\n"
-		     "  --call-limit S   time limit of one call (default 10 s); a point with a "
-		     "slower call is a \"hang\"\n"
-		     "  --rcoll-only     measure rcoll alone (no tcp;ofi_rxm, no Open MPI)\n"
-		     "  --no-mpi         skip Open MPI's own collectives (their columns show "
-		     "\"-\")\n"
-		     "  --load N         run N busy processes at nice 19 beside the benchmark\n"
-		     "  --no-core-path   skip rcoll with FI_RCOLL_COLL_LOCAL=0 (the core path "
-		     "columns show \"-\")\n"
-		     "  --yield          waiting ranks yield the core on an empty poll (default: "
-		     "they spin on fi_cq_read)\n"
-		     "rcoll is found through FI_PROVIDER_PATH (the build tree's .libs).\n");
+	std::fprintf(
+		out,
+		"usage: rcoll_coll_bench [--quick] [--ranks LIST] [--max-bytes N] [--sizes "
+		"LIST] [--colls LIST]\n"
+		"                        [--call-limit SECONDS] [--yield] [--load N] "
+		"[--rcoll-only] [--no-core-path] [--no-mpi] [--no-bind]\n"
+		"  --quick          4 sizes, fewer iterations and repetitions\n"
+		"  --ranks LIST     comma-separated rank counts (default 2,4,8)\n"
+		"  --max-bytes N    largest message (default 64 MiB)\n"
+		"  --sizes LIST     comma-separated message sizes instead of the x4 series "
+		"(suffixes k, m: KiB, MiB)\n"
+		"  --colls LIST     comma-separated subset of barrier,broadcast,allreduce "
+		"(default all)\n"
+		"  --call-limit S   time limit of one call (default 10 s); a point with a "
+		"slower call is a \"hang\"\n"
+		"  --rcoll-only     measure rcoll alone (no tcp;ofi_rxm, no Open MPI)\n"
+		"  --no-mpi         skip Open MPI's own collectives (their columns show "
+		"\"-\")\n"
+		"  --load N         run N busy processes at nice 19 beside the benchmark\n"
+		"  --no-core-path   skip rcoll with FI_RCOLL_COLL_LOCAL=0 (the core path "
+		"columns show \"-\")\n"
+		"  --yield          waiting ranks yield the core on an empty poll (default: "
+		"they spin on fi_cq_read)\n"
+		"  --no-bind        leave every rank unbound (default: with no more ranks than "
+		"CPUs, rank r of\n"
+		"                   rcoll and of Open MPI runs on the r-th CPU)\n"
+		"rcoll is found through FI_PROVIDER_PATH (the build tree's .libs).\n");
 }
 
 } // namespace
@@ -1016,6 +1031,8 @@ int main(int argc, char** argv)
 			options.with_core = false;
 		} else if (arg == "--yield") {
 			options.yield_when_idle = true;
+		} else if (arg == "--no-bind") {
+			options.bind = false;
 		} else if (arg == "--ranks") {
 			options.ranks.clear();
 			for (const std::string& item : split_list(value())) {
@@ -1093,6 +1110,13 @@ int main(int argc, char** argv)
 		    options.quick ? " --quick" : "");
 	std::printf("# memcpy on one core: %.2f GB/s (64 MiB, best of 5)\n",
 		    memcpy_bandwidth() / 1e9);
+	if (options.bind)
+		std::printf(
+			"# rank r of rcoll and of Open MPI runs on CPU r of %d wherever the ranks "
+			"do not outnumber them (--no-bind: unbound)\n",
+			usable_cpus());
+	else
+		std::printf("# ranks unbound (--no-bind)\n");
 	const SyscallCounter probe;
 	if (!probe.available())
 		std::printf("# system calls are not counted: %s\n", probe.why_not().c_str());
@@ -1142,8 +1166,8 @@ int main(int argc, char** argv)
 				continue;
 			}
 			const auto started = Clock::now();
-			const std::string command =
-				baseline.command(variant.mca, p, mpi_arguments(points, options));
+			const std::string command = baseline.command(
+				variant.mca, p, bound(p, options), mpi_arguments(points, options));
 			results[{variant.label, p}] =
 				measure_mpi(baseline, command, points, options);
 			std::printf("#   %d ranks, %-11s %s  (%.0f s)\n", p, variant.label,

@@ -1196,4 +1196,26 @@ int CaseReport::finish() const
 	return failed_ == 0 ? 0 : 1;
 }
 
+int usable_cpus()
+{
+	cpu_set_t set;
+	return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+bool bind_to_cpu(int index)
+{
+	cpu_set_t allowed;
+	if (index < 0 || sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+		return false;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &allowed) || index-- > 0)
+			continue;
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		return sched_setaffinity(0, sizeof(one), &one) == 0;
+	}
+	return false;
+}
+
 } // namespace fabtests

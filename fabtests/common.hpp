@@ -187,6 +187,13 @@ using RankBody = std::function<void(Bootstrap&)>;
 LaunchResult launch_ranks(int ranks, std::chrono::seconds timeout, const RankBody& body,
 			  std::vector<std::byte>* scratch_out = nullptr);
 
+// CPUs this process may run on (its affinity mask).
+int usable_cpus();
+// Binds the calling process to the `index`-th CPU it may run on, as
+// `mpirun --bind-to core --map-by core` binds rank `index`; false when that
+// failed (the process stays as it was).
+bool bind_to_cpu(int index);
+
 // Makes libfabric's socket providers use loopback unless the user chose an
 // interface (FI_TCP_IFACE, or RCOLL_TEST_IFACE, which wins): must run before
 // the first fi_getinfo.

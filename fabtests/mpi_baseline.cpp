@@ -54,14 +54,15 @@ MpiBaseline::MpiBaseline()
 		why_not_ = "mpirun is not Open MPI's";
 }
 
-std::string MpiBaseline::command(const std::string& mca, int ranks, const std::string& args) const
+std::string MpiBaseline::command(const std::string& mca, int ranks, bool bind,
+				 const std::string& args) const
 {
-	// Ranks as rcoll's: on this host, not bound to cores (rcoll_coll_bench
-	// forks its ranks unbound), the runtime on loopback.
+	// Ranks as rcoll's: on this host, bound as rcoll_coll_bench binds its
+	// own, the runtime on loopback.
 	std::ostringstream line;
-	line << "mpirun" << (geteuid() == 0 ? " --allow-run-as-root" : "")
-	     << " --oversubscribe --bind-to none -np " << ranks << " --mca oob_tcp_if_include lo "
-	     << mca << " " << program_ << " " << args;
+	line << "mpirun" << (geteuid() == 0 ? " --allow-run-as-root" : "") << " --oversubscribe "
+	     << (bind ? "--bind-to core --map-by core" : "--bind-to none") << " -np " << ranks
+	     << " --mca oob_tcp_if_include lo " << mca << " " << program_ << " " << args;
 	return line.str();
 }
 

@@ -14,11 +14,10 @@ namespace fabtests {
 namespace {
 
 // The tracepoint's id, from whichever tracefs mount exists; 0 if none.
-uint64_t sys_enter_id()
+uint64_t tracepoint_id(const char* tracepoint)
 {
-	for (const char* path : {"/sys/kernel/tracing/events/raw_syscalls/sys_enter/id",
-				 "/sys/kernel/debug/tracing/events/raw_syscalls/sys_enter/id"}) {
-		std::ifstream in(path);
+	for (const char* tracefs : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+		std::ifstream in(std::string(tracefs) + "/events/" + tracepoint + "/id");
 		uint64_t id = 0;
 		if (in >> id)
 			return id;
@@ -28,9 +27,9 @@ uint64_t sys_enter_id()
 
 } // namespace
 
-SyscallCounter::SyscallCounter()
+SyscallCounter::SyscallCounter(const char* tracepoint)
 {
-	const uint64_t id = sys_enter_id();
+	const uint64_t id = tracepoint_id(tracepoint);
 	if (!id) {
 		why_not_ = "tracefs is not mounted (as root: mount -t tracefs nodev "
 			   "/sys/kernel/tracing)";

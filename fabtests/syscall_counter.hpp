@@ -1,5 +1,5 @@
 // Counts the system calls the calling thread (and threads it starts later)
-// makes, through the kernel's raw_syscalls:sys_enter tracepoint and a
+// makes, or those of one kind, through the kernel's raw_syscalls:sys_enter tracepoint and a
 // perf counter: nothing is traced or slowed down, the kernel only counts.
 // Needs tracefs (mounted at /sys/kernel/tracing or under debugfs) and the
 // right to open tracepoint counters (root, CAP_PERFMON, or
@@ -13,7 +13,9 @@ namespace fabtests {
 
 class SyscallCounter {
 public:
-	SyscallCounter();
+	// Every system call by default; or those of one tracepoint, e.g.
+	// "syscalls/sys_enter_sched_yield".
+	explicit SyscallCounter(const char* tracepoint = "raw_syscalls/sys_enter");
 	SyscallCounter(const SyscallCounter&) = delete;
 	SyscallCounter& operator=(const SyscallCounter&) = delete;
 	~SyscallCounter();

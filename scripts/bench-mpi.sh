@@ -6,21 +6,26 @@
 # library preloaded, one after the other for each rank count and each of
 # Open MPI's paths (shared memory: ob1 + vader; tcp: ob1 + tcp on
 # loopback; the offloaded calls then go through rcoll's core, as between
-# hosts). Prints the mpirun lines and one table per collective.
+# hosts). With --rounds N every job runs N times, the rounds interleaved,
+# and each figure is the median of its rounds (this machine's speed drifts
+# within minutes). Ranks are bound to a core each where they do not
+# outnumber the cores. Prints the mpirun lines and one table per collective.
 #
-#   scripts/bench-mpi.sh [--full] [--ranks 2,4] [--sizes LIST]
+#   scripts/bench-mpi.sh [--full] [--ranks 2,4] [--sizes LIST] [--rounds N]
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${RCOLL_BUILD_DIR:-$top/build}
 ranks=2,4
 sizes=8,2048,65536,1048576,16777216
 quick=--quick
+rounds=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--full) quick= sizes=8,64,512,4096,32768,262144,2097152,16777216 ;;
 	--ranks) ranks=$2; shift ;;
 	--sizes) sizes=$2; shift ;;
-	*) echo "usage: $0 [--full] [--ranks LIST] [--sizes LIST]" >&2; exit 2 ;;
+	--rounds) rounds=$2; shift ;;
+	*) echo "usage: $0 [--full] [--ranks LIST] [--sizes LIST] [--rounds N]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -34,24 +39,29 @@ trap 'rm -rf "$work"' EXIT
 root=
 [ "$(id -u)" -eq 0 ] && root=--allow-run-as-root
 
-echo "# Open MPI's own collectives, and offloaded to rcoll by librcoll-mpi (median, slowest rank, us)"
-for np in ${ranks//,/ }; do
-	for path in sm tcp; do
-		btl=self,vader
-		[ $path = tcp ] && btl="self,tcp --mca btl_tcp_if_include lo"
-		for how in own offloaded; do
-			preload=
-			[ $how = offloaded ] && preload="-x LD_PRELOAD=$library"
-			# Between hosts, rcoll's collectives go through its core:
-			# FI_RCOLL_COLL_LOCAL=0 stands for that beside Open MPI's tcp.
-			[ $how = offloaded ] && [ $path = tcp ] && preload="$preload -x FI_RCOLL_COLL_LOCAL=0"
-			line="mpirun $root --oversubscribe --bind-to none -np $np --mca oob_tcp_if_include lo --mca pml ob1 --mca btl $btl $preload -x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE $program $quick --colls barrier,broadcast,allreduce,reduce,allgather --sizes $sizes"
-			echo "#   $line"
-			# shellcheck disable=SC2086
-			timeout -k 5 900 $line >"$work/$np.$path.$how" 2>&1 || true
-			if [ $how = offloaded ] && ! grep -q "collectives offloaded to rcoll" "$work/$np.$path.$how"; then
-				echo "#   (not offloaded: $(grep '^rcoll-mpi' "$work/$np.$path.$how" | head -1))"
-			fi
+echo "# Open MPI's own collectives, and offloaded to rcoll by librcoll-mpi (median of $rounds round(s), slowest rank, us)"
+for round in $(seq "$rounds"); do
+	for np in ${ranks//,/ }; do
+		bind="--bind-to core --map-by core"
+		[ "$np" -gt "$(nproc)" ] && bind="--bind-to none"
+		for path in sm tcp; do
+			btl=self,vader
+			[ $path = tcp ] && btl="self,tcp --mca btl_tcp_if_include lo"
+			for how in own offloaded; do
+				preload=
+				[ $how = offloaded ] && preload="-x LD_PRELOAD=$library"
+				# Between hosts, rcoll's collectives go through its core:
+				# FI_RCOLL_COLL_LOCAL=0 stands for that beside Open MPI's tcp.
+				[ $how = offloaded ] && [ $path = tcp ] && preload="$preload -x FI_RCOLL_COLL_LOCAL=0"
+				line="mpirun $root --oversubscribe $bind -np $np --mca oob_tcp_if_include lo --mca pml ob1 --mca btl $btl $preload -x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE $program $quick --colls barrier,broadcast,allreduce,reduce,allgather --sizes $sizes"
+				[ "$round" -eq 1 ] && echo "#   $line"
+				out=$work/$np.$path.$how.$round
+				# shellcheck disable=SC2086
+				timeout -k 5 900 $line >"$out" 2>&1 || true
+				if [ $how = offloaded ] && ! grep -q "collectives offloaded to rcoll" "$out"; then
+					echo "#   (round $round, not offloaded: $(grep '^rcoll-mpi' "$out" | head -1))"
+				fi
+			done
 		done
 	done
 done
@@ -61,32 +71,50 @@ for coll in barrier broadcast allreduce reduce allgather; do
 	echo "## $coll"
 	printf '%-9s %5s | %9s %9s %7s | %9s %9s %7s\n' size ranks "ompi sm" offloaded ratio "ompi tcp" offloaded ratio
 	for np in ${ranks//,/ }; do
-		awk -v coll=$coll -v np=$np '
+		awk -v coll=$coll -v np=$np -v rounds="$rounds" '
 			function size_text(b) {
 				if (b >= 1048576 && b % 1048576 == 0) return (b / 1048576) " MiB"
 				if (b >= 1024 && b % 1024 == 0) return (b / 1024) " KiB"
 				return b " B"
 			}
 			function cell(t) { return t == "" ? "-" : t }
-			FNR == 1 { file++ }
+			function median(job, k,    a, m, r, x, i, j) {
+				m = 0
+				for (r = 1; r <= rounds; r++) {
+					x = t[job, r, k]
+					if (x == "") continue
+					if (x == "WRONG") return "WRONG"
+					a[++m] = x + 0
+				}
+				if (m == 0) return ""
+				for (i = 2; i <= m; i++)
+					for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
+				return sprintf("%.2f", m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2)
+			}
+			BEGIN { jobs["sm.own"] = 1; jobs["sm.offloaded"] = 2; jobs["tcp.own"] = 3; jobs["tcp.offloaded"] = 4 }
+			# Files are named ranks.path.how.round (an empty one, a job that
+			# failed, leaves its cells empty).
+			FNR == 1 { f = split(FILENAME, part, "."); round = part[f]; job = jobs[part[f - 2] "." part[f - 1]] }
 			$1 == "point" && $2 == coll {
 				key = $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
-				t[file, key] = ($4 == "ok") ? sprintf("%.2f", $5) : "WRONG"
+				t[job, round, key] = ($4 == "ok") ? $5 : "WRONG"
 			}
 			END {
 				for (i = 1; i <= n; i++) {
 					k = order[i]
 					line = sprintf("%-9s %5d |", coll == "barrier" ? "-" : size_text(k), np)
 					for (p = 0; p < 2; p++) {
-						own = t[2 * p + 1, k]; off = t[2 * p + 2, k]
+						own = median(2 * p + 1, k); off = median(2 * p + 2, k)
 						ratio = (own + 0 > 0 && off + 0 > 0 && own != "WRONG" && off != "WRONG") ? sprintf("%.2f", off / own) : "-"
 						line = line sprintf(" %9s %9s %7s |", cell(own), cell(off), ratio)
 					}
 					print line
 				}
-			}' "$work/$np.sm.own" "$work/$np.sm.offloaded" "$work/$np.tcp.own" "$work/$np.tcp.offloaded"
+			}' $(for job in sm.own sm.offloaded tcp.own tcp.offloaded; do
+				for round in $(seq "$rounds"); do echo "$work/$np.$job.$round"; done
+			done)
 	done
 done
 echo
 echo "ratio: offloaded / own; below 1 the offloaded call is faster. WRONG: a result differed."
-grep -h "collective calls offloaded" "$work"/*.offloaded | sed 's/^/# /' | head -4
+grep -h "collective calls offloaded" "$work"/*.offloaded.1 | sed 's/^/# /' | head -4

@@ -427,7 +427,7 @@ void Collectives::finish_join(CollGroup& g, int err)
 		return;
 	}
 	g.state = CollGroup::State::joined;
-	if (g.transport->members_on_host() > CrowdedHost::usable_cpus())
+	if (g.transport->members_on_host() > g.transport->cpus_on_host())
 		g.crowded.emplace();
 	fi_eq_entry e{};
 	e.fid = &g.shell.fid.fid;

@@ -107,8 +107,11 @@ void CollTransport::set_member(uint32_t rank, uint32_t slot, const engine::Memor
 	m.scratch_addr = r.addr;
 	m.scratch_key = r.key;
 	m.scratch_len = r.len;
-	if (host_ && local.host == host_)
+	if (host_ && local.host == host_) {
 		members_on_host_++;
+		m.on_host = true;
+		m.pid = local.pid > 0 ? pid_t(local.pid) : 0;
+	}
 	// Both ends must offer the node-local path: each then writes and rings
 	// locally, and drains its own doorbell.
 	if (!offer_local_ || local.host != host_ || local.fd < 0)
@@ -686,6 +689,15 @@ CollTransport::local_collectives(const ShmAgreement& agreed,
 			},
 			single_copy_min);
 	return shm;
+}
+
+unsigned CollTransport::cpus_on_host() const
+{
+	HostCpus cpus;
+	for (const Member& m : members_)
+		if (m.on_host)
+			cpus.add(m.pid);
+	return cpus.count();
 }
 
 bool CollTransport::has_member(const Peer* peer) const

@@ -81,6 +81,9 @@ public:
 			const LocalAddress& local);
 	// Members known to run on this host, this one included.
 	uint32_t members_on_host() const { return members_on_host_; }
+	// The CPUs that the members on this host may run on between them (their
+	// join records name their processes: a hint for scheduling only).
+	unsigned cpus_on_host() const;
 	// Every other member is written to through the node-local path, call
 	// buffers included (as far as this member can tell: cross-memory
 	// attach is allowed or not yet tried). Their writes to us then come the
@@ -160,6 +163,8 @@ private:
 	struct Member {
 		Peer* peer = nullptr;
 		uint32_t slot = 0;
+		bool on_host = false; // its join record names this host
+		pid_t pid = 0;        // and this process (0: none)
 		uint64_t scratch_addr = 0, scratch_key = 0, scratch_len = 0;
 		// On this host and offering the node-local path: its scratch file,
 		// mapped (null when that failed), and its process.

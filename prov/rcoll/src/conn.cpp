@@ -317,14 +317,19 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 	}
 }
 
-// Processes on this host that this one works with, against the CPUs it may
-// use: while they outnumber them, waiting yields (CrowdedHost).
+// Processes on this host that this one works with, against the CPUs they
+// may use: while they outnumber them, waiting yields (CrowdedHost). A peer's
+// process is known once a collective group on this host named it.
 void Endpoint::count_peers_on_host()
 {
 	size_t on_host = 1; // this process
+	HostCpus cpus;
 	for (const auto& peer : peers)
-		on_host += host && peer->host == host && peer->state == Peer::State::connected;
-	if (on_host > CrowdedHost::usable_cpus()) {
+		if (host && peer->host == host && peer->state == Peer::State::connected) {
+			on_host++;
+			cpus.add(peer->process ? peer->process->pid() : 0);
+		}
+	if (on_host > cpus.count()) {
 		if (!crowded)
 			crowded.emplace();
 	} else {

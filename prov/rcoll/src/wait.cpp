@@ -19,13 +19,22 @@ std::atomic<int> crowding{0};
 CrowdedHost::CrowdedHost() { crowding.fetch_add(1, std::memory_order_relaxed); }
 CrowdedHost::~CrowdedHost() { crowding.fetch_sub(1, std::memory_order_relaxed); }
 
-unsigned CrowdedHost::usable_cpus()
+HostCpus::HostCpus()
 {
-	cpu_set_t set;
-	if (sched_getaffinity(0, sizeof(set), &set) == 0)
-		return unsigned(CPU_COUNT(&set));
-	long online = sysconf(_SC_NPROCESSORS_ONLN);
-	return online > 0 ? unsigned(online) : 1;
+	if (sched_getaffinity(0, sizeof(used_), &used_) != 0)
+		add(0);
+}
+
+void HostCpus::add(pid_t pid) noexcept
+{
+	cpu_set_t theirs;
+	if (pid <= 0 || sched_getaffinity(pid, sizeof(theirs), &theirs) != 0) {
+		const long online = std::min<long>(sysconf(_SC_NPROCESSORS_ONLN), CPU_SETSIZE);
+		CPU_ZERO(&theirs);
+		for (long cpu = 0; cpu < std::max(online, 1L); cpu++)
+			CPU_SET(cpu, &theirs);
+	}
+	CPU_OR(&used_, &used_, &theirs);
 }
 
 bool CrowdedHost::held() { return crowding.load(std::memory_order_relaxed) > 0; }

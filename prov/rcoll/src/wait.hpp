@@ -6,6 +6,8 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <sched.h>
+#include <sys/types.h>
 #include <vector>
 
 namespace rcoll {
@@ -24,10 +26,23 @@ public:
 	~CrowdedHost();
 	CrowdedHost(const CrowdedHost&) = delete;
 	CrowdedHost& operator=(const CrowdedHost&) = delete;
-	// CPUs this process may run on.
-	static unsigned usable_cpus();
 	// Some CrowdedHost is held in this process.
 	static bool held();
+};
+
+// The CPUs that this process and others on this host may run on between
+// them: the union of their affinity masks. Processes bound to a core each, as
+// mpirun binds ranks, do not crowd two cores; two bound to one core do.
+class HostCpus {
+public:
+	HostCpus(); // this process's
+	// A process whose mask cannot be read (0: not known, or gone) counts as
+	// free to run on any of the host's online CPUs.
+	void add(pid_t pid) noexcept;
+	unsigned count() const noexcept { return unsigned(CPU_COUNT(&used_)); }
+
+private:
+	cpu_set_t used_;
 };
 
 // FI_RCOLL_SPIN_US, or 0 while a CrowdedHost is held.
