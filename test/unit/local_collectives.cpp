@@ -75,7 +75,11 @@ engine::Request request(Collective coll, uint32_t root, size_t count, Member& m,
 	r.op = engine::ReduceOp::sum;
 	r.input = m.inputs.back().data();
 	r.output = m.outputs.back().data();
-	if (in_place) { // the input is the output (MPI_IN_PLACE)
+	if (in_place && coll == Collective::allgather) { // the input is its block of the output
+		std::copy(m.inputs.back().begin(), m.inputs.back().end(),
+			  m.outputs.back().begin() + ptrdiff_t(rank * count));
+		r.input = m.outputs.back().data() + rank * count;
+	} else if (in_place) { // the input is the output (MPI_IN_PLACE)
 		m.outputs.back() = m.inputs.back();
 		r.input = r.output = m.outputs.back().data();
 	}
@@ -112,9 +116,13 @@ void run(Group& g, const std::vector<Call>& script, unsigned seed, size_t window
 		engine::Completion done;
 		while (m.calls->next_completion(done)) {
 			cr_assert_eq(done.status, Errc::ok);
-			m.completion_order.push_back(
-				uint64_t(reinterpret_cast<uintptr_t>(done.context)));
+			const auto call = uint64_t(reinterpret_cast<uintptr_t>(done.context));
+			m.completion_order.push_back(call);
 			m.completed++;
+			// The application may reuse an input once its call completed:
+			// a member still reading it would get these values.
+			std::fill(m.inputs[call - 1].begin(), m.inputs[call - 1].end(),
+				  int64_t(0x5a5a5a5a5a5a5a5a));
 		}
 		for (const Member& each : g.members)
 			all_done &= each.completed == script.size();
@@ -255,17 +263,21 @@ Test(local_collectives, reductions_in_shares)
 	}
 }
 
-// Broadcasts from the root's buffer in one copy (the reader stands in for
-// cross-memory attach: every member is in this process), mixed with the
-// slotted calls; and a reader that fails fails the call and the group.
-Test(local_collectives, single_copy_broadcasts)
+// Broadcasts from the root's buffer and allgathers from every member's
+// block in one copy (the reader stands in for cross-memory attach: every
+// member is in this process), in place too and beyond the slotted limit,
+// mixed with the slotted calls; and a reader that fails fails the call and
+// the group.
+Test(local_collectives, single_copy_calls)
 {
 	const std::vector<Call> script = {
-		{Collective::broadcast, 1, 5000}, {Collective::allreduce, 0, 300},
-		{Collective::broadcast, 0, 9000}, {Collective::barrier, 0, 0},
-		{Collective::broadcast, 2, 4097}, {Collective::broadcast, 2, 100}};
+		{Collective::broadcast, 1, 5000},       {Collective::allreduce, 0, 300},
+		{Collective::broadcast, 0, 9000},       {Collective::barrier, 0, 0},
+		{Collective::allgather, 0, 4096},       {Collective::broadcast, 2, 4097},
+		{Collective::allgather, 0, 5000, true}, {Collective::allgather, 0, 100},
+		{Collective::broadcast, 2, 100},        {Collective::allgather, 0, 70000}};
 	for (unsigned seed = 1; seed <= 30; seed++) {
-		Group g(3);
+		Group g(3, size_t(1) << 20, size_t(64) << 10);
 		read_in_process(g, 4096 * 8);
 		run(g, script, seed);
 		check_results(g, script);

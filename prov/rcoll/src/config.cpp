@@ -83,11 +83,12 @@ const Param params[] = {
 	 "broadcast, allreduce, reduce and allgather straight through shared memory: each member "
 	 "publishes its part beside a flag the others poll (0: through the engine)"},
 	{"coll_shm_bcast_max", &Config::coll_shm_bcast_max,
-	 "Largest broadcast, in bytes, that takes the shared-memory path"},
+	 "Largest broadcast, and largest allgather block copied once, in bytes, that takes the "
+	 "shared-memory path"},
 	{"coll_shm_single_copy_min", &Config::coll_shm_single_copy_min,
-	 "Smallest broadcast, in bytes, that the shared-memory path copies once, straight out of "
-	 "the root's buffer by cross-memory attach (where every member may), rather than through "
-	 "the shared slots"},
+	 "Smallest broadcast, and smallest allgather block, in bytes, that the shared-memory path "
+	 "copies once, straight out of the root's buffer (each member's block) by cross-memory "
+	 "attach (where every member may), rather than through the shared slots"},
 	{"coll_shm_reduce_max", &Config::coll_shm_reduce_max,
 	 "Largest allreduce or reduce, and largest allgather block, in bytes, that takes the "
 	 "shared-memory path"},

@@ -26,9 +26,15 @@ bool LocalCollectives::takes(const engine::Request& req) const noexcept
 	if (req.root >= members_.size() || req.algorithm != engine::Algorithm::automatic)
 		return false;
 	const size_t size = engine::datatype_size(req.dtype);
-	const size_t limit =
-		req.coll == Collective::broadcast ? limits_.broadcast_max : limits_.reduction_max;
-	if (!size || req.count > limit / size)
+	if (!size)
+		return false;
+	// What goes in one copy is limited like a broadcast: every member
+	// copies each byte once, whatever the size.
+	const bool one_copy = req.coll == Collective::broadcast ||
+			      (req.coll == Collective::allgather && reader_ &&
+			       req.count >= (single_copy_min_ + size - 1) / size);
+	const size_t limit = one_copy ? limits_.broadcast_max : limits_.reduction_max;
+	if (req.count > limit / size)
 		return false;
 	return !engine::is_reduction(req.coll) ||
 	       engine::reduction_kernel(req.dtype, req.op) != nullptr;
@@ -52,7 +58,9 @@ Errc LocalCollectives::post(const engine::Request& req) noexcept
 	// A payload larger than a slot goes in slot-sized chunks, each with a
 	// sequence number of its own: members pipeline them through the two
 	// slots (one copies chunk j out while another copies j + 1 in).
-	call.single_copy = req.coll == Collective::broadcast && call.bytes >= single_copy_min_;
+	call.single_copy =
+		(req.coll == Collective::broadcast || req.coll == Collective::allgather) &&
+		call.bytes >= single_copy_min_;
 	if (engine::is_reduction(req.coll) && req.output) {
 		const auto* in = static_cast<const std::byte*>(req.input);
 		const auto* out = static_cast<const std::byte*>(req.output);
@@ -142,44 +150,70 @@ void LocalCollectives::enable_single_copy(MemoryReader reader, size_t min_bytes)
 	single_copy_min_ = reader_ ? min_bytes : SIZE_MAX;
 }
 
-// One copy per member out of the root's buffer: the root publishes its
-// address in its slot and waits until every member says it finished
-// reading; the others copy and say so.
+// One copy per member straight out of another member's buffer: a
+// broadcast's members read the root's, an allgather's members read every
+// other member's block. A member read from publishes its buffer's address in
+// its slot and completes once every member says, in `finished`, that it is
+// done reading.
 bool LocalCollectives::step_single_copy(Call& call) noexcept
 {
 	const engine::Request& r = call.req;
 	const uint64_t n = call.sequence;
-	const bool root = r.root == rank_;
+	const bool gather = r.coll == Collective::allgather;
+	const bool read_from = gather || r.root == rank_;
 	if (!call.published) {
-		if (root) {
+		if (read_from) {
 			// The slot's header: where the bytes are, and how many.
 			if (n > 2 && !all_arrived(n - 1))
 				return false;
-			const uint64_t header[2] = {reinterpret_cast<uint64_t>(r.output),
+			const void* source = gather ? r.input : r.output;
+			const uint64_t header[2] = {reinterpret_cast<uint64_t>(source),
 						    uint64_t(call.bytes)};
 			std::memcpy(own_.slots[n & 1], header, sizeof(header));
 		}
 		own_.arrived.store(n, std::memory_order_release);
 		call.published = true;
 	}
-	if (root) {
+	if (!call.own_part_done) {
+		auto* out = static_cast<std::byte*>(r.output);
+		int err = 0;
+		if (gather) {
+			if (!all_arrived(n))
+				return false;
+			for (uint32_t m = 0; m < members_.size(); m++) {
+				std::byte* block = out + m * call.bytes;
+				if (m == rank_)
+					std::memmove(block, r.input,
+						     call.bytes); // in place: itself
+				else if (!err)
+					err = read_published(m, n, block, call.bytes);
+			}
+		} else if (!read_from) {
+			if (!arrived(r.root, n))
+				return false;
+			err = read_published(r.root, n, out, call.bytes);
+		}
+		own_.finished.store(n, std::memory_order_release);
+		if (err)
+			call.status = Errc::io_error;
+		call.own_part_done = true;
+	}
+	if (read_from)
 		for (uint32_t m = 0; m < members_.size(); m++)
 			if (m != rank_ && members_[m]->finished.load(std::memory_order_acquire) < n)
 				return false;
-		return true;
-	}
-	if (!arrived(r.root, n))
-		return false;
-	uint64_t header[2];
-	std::memcpy(header, slot_of(r.root, n), sizeof(header));
-	// A root that names another length is not in this call: fail it rather
-	// than read what it says.
-	const int err = header[1] != call.bytes ? -EPROTO
-						: reader_(r.root, header[0], r.output, call.bytes);
-	own_.finished.store(n, std::memory_order_release);
-	if (err)
-		call.status = Errc::io_error;
 	return true;
+}
+
+// Copies the `bytes` that `member` published for call `n` into `target`.
+// A member that names another length is not in this call: it fails rather
+// than read what it says.
+int LocalCollectives::read_published(uint32_t member, uint64_t n, void* target,
+				     size_t bytes) noexcept
+{
+	uint64_t header[2];
+	std::memcpy(header, slot_of(member, n), sizeof(header));
+	return header[1] != bytes ? -EPROTO : reader_(member, header[0], target, bytes);
 }
 
 bool LocalCollectives::step(Call& call) noexcept
@@ -191,7 +225,7 @@ bool LocalCollectives::step(Call& call) noexcept
 			return false;
 		call.next_chunk++;
 		call.published = false;
-		call.reduced = false;
+		call.own_part_done = false;
 	}
 	return true;
 }
@@ -307,7 +341,7 @@ bool LocalCollectives::step_split_chunk(Call& call) noexcept
 		own_.arrived.store(n, std::memory_order_release);
 		call.published = true;
 	}
-	if (!call.reduced) {
+	if (!call.own_part_done) {
 		if (!all_arrived(n))
 			return false;
 		auto part = [&](uint32_t m) {
@@ -319,7 +353,7 @@ bool LocalCollectives::step_split_chunk(Call& call) noexcept
 				call.kernel(slot + mine, slot + mine, part(m), share_count);
 		}
 		own_.finished.store(n, std::memory_order_release);
-		call.reduced = true;
+		call.own_part_done = true;
 	}
 	if (r.coll == Collective::reduce && r.root != rank_)
 		return true;

@@ -26,6 +26,8 @@
 //   reduce     the same, the root alone reducing (in shares: the root
 //              alone copying them out)
 //   allgather  everyone publishes its block; everyone copies every block
+//              (from the single-copy size: straight out of each member's
+//              input, as broadcasts from the root's buffer)
 //
 // Nothing here knows of libfabric; the glue decides whether a group's
 // members all take this path (all of them map every member's file).
@@ -62,16 +64,18 @@ public:
 	// `target`: 0 or -errno (cross-memory attach, process_vm_readv).
 	using MemoryReader =
 		std::function<int(uint32_t member, uint64_t address, void* target, size_t length)>;
-	// Broadcasts of at least `min_bytes` then go in one copy by each
-	// member straight out of the root's buffer, as MPI's shared-memory
+	// Broadcasts of at least `min_bytes`, and allgathers of blocks that
+	// large, then go in one copy by each member straight out of the root's
+	// buffer (every other member's block), as MPI's shared-memory
 	// transports do above a size (the two copies through the slots cost
 	// more there); every member must be given the same `min_bytes`.
 	void enable_single_copy(MemoryReader reader, size_t min_bytes);
 
 	// Whether `req` runs here: barrier always; broadcast, allreduce,
 	// reduce and allgather up to their size limits (allgather: one block,
-	// against the reductions' limit, since every member copies every block). A function of the call's arguments
-	// alone, so every member decides alike.
+	// against the reductions' limit through the slots and the broadcasts'
+	// in one copy). A function of the call's arguments and of what every
+	// member is given alike, so every member decides alike.
 	bool takes(const engine::Request& req) const noexcept;
 	// Queues a call `takes()` accepted and runs what it can at once.
 	engine::Errc post(const engine::Request& req) noexcept;
@@ -99,7 +103,9 @@ private:
 		size_t next_chunk = 0;
 		engine::ReduceKernel kernel = nullptr;
 		bool published = false; // the next chunk is published
-		bool reduced = false;   // this member's share of it is reduced (split)
+		// This member's own part of it is done: its share reduced (split)
+		// or its reads made (single copy).
+		bool own_part_done = false;
 		bool single_copy = false;
 		bool split = false; // reduced in shares
 		// A reduction reads this member's part straight from its input
@@ -108,6 +114,7 @@ private:
 		engine::Errc status = engine::Errc::ok; // how it ended
 	};
 	bool step_single_copy(Call& call) noexcept;
+	int read_published(uint32_t member, uint64_t n, void* target, size_t bytes) noexcept;
 	bool step(Call& call) noexcept; // true: done
 	bool step_chunk(Call& call) noexcept;
 	bool step_split_chunk(Call& call) noexcept;
