@@ -8,10 +8,13 @@
 # loopback; the offloaded calls then go through rcoll's core, as between
 # hosts). With --rounds N every job runs N times, the rounds interleaved,
 # and each figure is the median of its rounds (this machine's speed drifts
-# within minutes). Ranks are bound to a core each where they do not
-# outnumber the cores. Prints the mpirun lines and one table per collective.
+# within minutes). With --also VAR=VALUE the offloaded calls run a second
+# time in every round with that setting (e.g. one of rcoll's size limits),
+# in columns of their own: a setting is judged against the default in the
+# same rounds. Ranks are bound to a core each where they do not outnumber
+# the cores. Prints the mpirun lines and one table per collective.
 #
-#   scripts/bench-mpi.sh [--full] [--ranks 2,4] [--sizes LIST] [--rounds N]
+#   scripts/bench-mpi.sh [--full] [--ranks 2,4] [--sizes LIST] [--rounds N] [--also VAR=VALUE]
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${RCOLL_BUILD_DIR:-$top/build}
@@ -19,13 +22,15 @@ ranks=2,4
 sizes=8,2048,65536,1048576,16777216
 quick=--quick
 rounds=1
+also=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--full) quick= sizes=8,64,512,4096,32768,262144,2097152,16777216 ;;
 	--ranks) ranks=$2; shift ;;
 	--sizes) sizes=$2; shift ;;
 	--rounds) rounds=$2; shift ;;
-	*) echo "usage: $0 [--full] [--ranks LIST] [--sizes LIST] [--rounds N]" >&2; exit 2 ;;
+	--also) also=$2; shift ;;
+	*) echo "usage: $0 [--full] [--ranks LIST] [--sizes LIST] [--rounds N] [--also VAR=VALUE]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -38,6 +43,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 root=
 [ "$(id -u)" -eq 0 ] && root=--allow-run-as-root
+hows="own offloaded"
+[ -n "$also" ] && hows="$hows also"
 
 echo "# Open MPI's own collectives, and offloaded to rcoll by librcoll-mpi (median of $rounds round(s), slowest rank, us)"
 for round in $(seq "$rounds"); do
@@ -47,18 +54,19 @@ for round in $(seq "$rounds"); do
 		for path in sm tcp; do
 			btl=self,vader
 			[ $path = tcp ] && btl="self,tcp --mca btl_tcp_if_include lo"
-			for how in own offloaded; do
+			for how in $hows; do
 				preload=
-				[ $how = offloaded ] && preload="-x LD_PRELOAD=$library"
+				[ $how != own ] && preload="-x LD_PRELOAD=$library"
+				[ $how = also ] && preload="$preload -x $also"
 				# Between hosts, rcoll's collectives go through its core:
 				# FI_RCOLL_COLL_LOCAL=0 stands for that beside Open MPI's tcp.
-				[ $how = offloaded ] && [ $path = tcp ] && preload="$preload -x FI_RCOLL_COLL_LOCAL=0"
+				[ $how != own ] && [ $path = tcp ] && preload="$preload -x FI_RCOLL_COLL_LOCAL=0"
 				line="mpirun $root --oversubscribe $bind -np $np --mca oob_tcp_if_include lo --mca pml ob1 --mca btl $btl $preload -x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE $program $quick --colls barrier,broadcast,allreduce,reduce,allgather --sizes $sizes"
 				[ "$round" -eq 1 ] && echo "#   $line"
 				out=$work/$np.$path.$how.$round
 				# shellcheck disable=SC2086
 				timeout -k 5 900 $line >"$out" 2>&1 || true
-				if [ $how = offloaded ] && ! grep -q "collectives offloaded to rcoll" "$out"; then
+				if [ $how != own ] && ! grep -q "collectives offloaded to rcoll" "$out"; then
 					echo "#   (round $round, not offloaded: $(grep '^rcoll-mpi' "$out" | head -1))"
 				fi
 			done
@@ -69,9 +77,13 @@ done
 for coll in barrier broadcast allreduce reduce allgather; do
 	echo
 	echo "## $coll"
-	printf '%-9s %5s | %9s %9s %7s | %9s %9s %7s\n' size ranks "ompi sm" offloaded ratio "ompi tcp" offloaded ratio
+	if [ -n "$also" ]; then
+		printf '%-9s %5s | %9s %9s %7s %9s %7s | %9s %9s %7s %9s %7s\n' size ranks "ompi sm" offloaded ratio also ratio "ompi tcp" offloaded ratio also ratio
+	else
+		printf '%-9s %5s | %9s %9s %7s | %9s %9s %7s\n' size ranks "ompi sm" offloaded ratio "ompi tcp" offloaded ratio
+	fi
 	for np in ${ranks//,/ }; do
-		awk -v coll=$coll -v np=$np -v rounds="$rounds" '
+		awk -v coll=$coll -v np=$np -v rounds="$rounds" -v with_also="${also:+1}" '
 			function size_text(b) {
 				if (b >= 1048576 && b % 1048576 == 0) return (b / 1048576) " MiB"
 				if (b >= 1024 && b % 1024 == 0) return (b / 1024) " KiB"
@@ -91,7 +103,11 @@ for coll in barrier broadcast allreduce reduce allgather; do
 					for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
 				return sprintf("%.2f", m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2)
 			}
-			BEGIN { jobs["sm.own"] = 1; jobs["sm.offloaded"] = 2; jobs["tcp.own"] = 3; jobs["tcp.offloaded"] = 4 }
+			BEGIN {
+				jobs["sm.own"] = 1; jobs["sm.offloaded"] = 2; jobs["sm.also"] = 3
+				jobs["tcp.own"] = 4; jobs["tcp.offloaded"] = 5; jobs["tcp.also"] = 6
+			}
+			function ratio(a, b) { return (a + 0 > 0 && b + 0 > 0 && a != "WRONG" && b != "WRONG") ? sprintf("%.2f", b / a) : "-" }
 			# Files are named ranks.path.how.round (an empty one, a job that
 			# failed, leaves its cells empty).
 			FNR == 1 { f = split(FILENAME, part, "."); round = part[f]; job = jobs[part[f - 2] "." part[f - 1]] }
@@ -104,17 +120,22 @@ for coll in barrier broadcast allreduce reduce allgather; do
 					k = order[i]
 					line = sprintf("%-9s %5d |", coll == "barrier" ? "-" : size_text(k), np)
 					for (p = 0; p < 2; p++) {
-						own = median(2 * p + 1, k); off = median(2 * p + 2, k)
-						ratio = (own + 0 > 0 && off + 0 > 0 && own != "WRONG" && off != "WRONG") ? sprintf("%.2f", off / own) : "-"
-						line = line sprintf(" %9s %9s %7s |", cell(own), cell(off), ratio)
+						own = median(3 * p + 1, k); off = median(3 * p + 2, k)
+						line = line sprintf(" %9s %9s %7s", cell(own), cell(off), ratio(own, off))
+						if (with_also) {
+							alt = median(3 * p + 3, k)
+							line = line sprintf(" %9s %7s", cell(alt), ratio(own, alt))
+						}
+						line = line " |"
 					}
 					print line
 				}
-			}' $(for job in sm.own sm.offloaded tcp.own tcp.offloaded; do
+			}' $(for job in sm.own sm.offloaded ${also:+sm.also} tcp.own tcp.offloaded ${also:+tcp.also}; do
 				for round in $(seq "$rounds"); do echo "$work/$np.$job.$round"; done
 			done)
 	done
 done
 echo
 echo "ratio: offloaded / own; below 1 the offloaded call is faster. WRONG: a result differed."
+[ -z "$also" ] || echo "also: offloaded with $also"
 grep -h "collective calls offloaded" "$work"/*.offloaded.1 | sed 's/^/# /' | head -4
