@@ -92,8 +92,8 @@ struct Options {
 	// progress loops do; --yield makes them give the core away on an empty
 	// poll instead (Open MPI's mpi_yield_when_idle).
 	bool yield_when_idle = false;
-	// Up to one rank per CPU, rank r runs on the r-th CPU, for rcoll and
-	// for Open MPI alike (--no-bind: neither is bound). Unbound, where the
+	// Up to one rank per CPU (hardware thread), rank r runs on the r-th
+	// CPU, for rcoll and for Open MPI alike (--no-bind: neither is bound). Unbound, where the
 	// scheduler puts two ranks decides the figures (0.25 or 0.6 us per
 	// small call, from run to run).
 	bool bind = true;

@@ -61,8 +61,8 @@ std::string MpiBaseline::command(const std::string& mca, int ranks, bool bind,
 	// own, the runtime on loopback.
 	std::ostringstream line;
 	line << "mpirun" << (geteuid() == 0 ? " --allow-run-as-root" : "") << " --oversubscribe "
-	     << (bind ? "--bind-to core --map-by core" : "--bind-to none") << " -np " << ranks
-	     << " --mca oob_tcp_if_include lo " << mca << " " << program_ << " " << args;
+	     << (bind ? "--bind-to hwthread --map-by hwthread" : "--bind-to none") << " -np "
+	     << ranks << " --mca oob_tcp_if_include lo " << mca << " " << program_ << " " << args;
 	return line.str();
 }
 

@@ -32,7 +32,7 @@ public:
 	const std::string& why_not() const { return why_not_; }
 	// The mpirun line for `ranks` ranks on this host, its transports given
 	// by `mca` (e.g. "--mca pml ob1 --mca btl self,vader"), rank r bound to
-	// core r when `bind`, the program's arguments by `args`.
+	// hardware thread r when `bind`, the program's arguments by `args`.
 	std::string command(const std::string& mca, int ranks, bool bind,
 			    const std::string& args) const;
 	// Runs it, killed after `limit`.

@@ -31,7 +31,8 @@ SyscallCounter::SyscallCounter(const char* tracepoint)
 {
 	const uint64_t id = tracepoint_id(tracepoint);
 	if (!id) {
-		why_not_ = "tracefs is not mounted (as root: mount -t tracefs nodev "
+		why_not_ = std::string("no tracepoint ") + tracepoint +
+			   " in tracefs (not mounted? as root: mount -t tracefs nodev "
 			   "/sys/kernel/tracing)";
 		return;
 	}

@@ -11,8 +11,8 @@
 # within minutes). With --also VAR=VALUE the offloaded calls run a second
 # time in every round with that setting (e.g. one of rcoll's size limits),
 # in columns of their own: a setting is judged against the default in the
-# same rounds. Ranks are bound to a core each where they do not outnumber
-# the cores. Prints the mpirun lines and one table per collective.
+# same rounds. Ranks are bound to a hardware thread each where they do not
+# outnumber them. Prints the mpirun lines and one table per collective.
 #
 #   scripts/bench-mpi.sh [--full] [--ranks 2,4] [--sizes LIST] [--rounds N] [--also VAR=VALUE]
 set -euo pipefail
@@ -49,8 +49,8 @@ hows="own offloaded"
 echo "# Open MPI's own collectives, and offloaded to rcoll by librcoll-mpi (median of $rounds round(s), slowest rank, us)"
 for round in $(seq "$rounds"); do
 	for np in ${ranks//,/ }; do
-		bind="--bind-to core --map-by core"
-		[ "$np" -gt "$(nproc)" ] && bind="--bind-to none"
+		bind="--bind-to hwthread --map-by hwthread"
+		[ "$np" -gt "$(OMP_NUM_THREADS= OMP_THREAD_LIMIT= nproc)" ] && bind="--bind-to none"
 		for path in sm tcp; do
 			btl=self,vader
 			[ $path = tcp ] && btl="self,tcp --mca btl_tcp_if_include lo"
@@ -138,4 +138,4 @@ done
 echo
 echo "ratio: offloaded / own; below 1 the offloaded call is faster. WRONG: a result differed."
 [ -z "$also" ] || echo "also: offloaded with $also"
-grep -h "collective calls offloaded" "$work"/*.offloaded.1 | sed 's/^/# /' | head -4
+grep -h "collective calls offloaded" "$work"/*.offloaded.* | sed 's/^/# /' | sort | uniq -c | head -8 || true

@@ -429,6 +429,7 @@ void Collectives::finish_join(CollGroup& g, int err)
 	g.state = CollGroup::State::joined;
 	if (g.transport->members_on_host() > g.transport->cpus_on_host())
 		g.crowded.emplace();
+	ep_.count_peers_on_host(); // the join may have named peers' processes
 	fi_eq_entry e{};
 	e.fid = &g.shell.fid.fid;
 	e.context = g.join_context;

@@ -90,9 +90,9 @@ CollTransport::LocalAddress CollTransport::local_address() const
 {
 	LocalAddress a;
 	a.host = host_;
+	a.pid = int32_t(::getpid()); // also a hint for scheduling (cpus_on_host)
 	if (offer_local_) {
 		a.nonce = scratch_file_.nonce();
-		a.pid = int32_t(::getpid());
 		a.fd = scratch_file_.fd();
 	}
 	return a;

@@ -164,7 +164,7 @@ private:
 		Peer* peer = nullptr;
 		uint32_t slot = 0;
 		bool on_host = false; // its join record names this host
-		pid_t pid = 0;        // and this process (0: none)
+		pid_t pid = 0;        // and this process (0: none; unchecked, a hint)
 		uint64_t scratch_addr = 0, scratch_key = 0, scratch_len = 0;
 		// On this host and offering the node-local path: its scratch file,
 		// mapped (null when that failed), and its process.

@@ -21,18 +21,27 @@ CrowdedHost::~CrowdedHost() { crowding.fetch_sub(1, std::memory_order_relaxed); 
 
 HostCpus::HostCpus()
 {
-	if (sched_getaffinity(0, sizeof(used_), &used_) != 0)
-		add(0);
+	if (sched_getaffinity(0, sizeof(used_), &used_) != 0) {
+		CPU_ZERO(&used_); // this process runs somewhere: one CPU at least
+		CPU_SET(0, &used_);
+	}
+	launcher_ = used_;
 }
 
 void HostCpus::add(pid_t pid) noexcept
 {
 	cpu_set_t theirs;
 	if (pid <= 0 || sched_getaffinity(pid, sizeof(theirs), &theirs) != 0) {
-		const long online = std::min<long>(sysconf(_SC_NPROCESSORS_ONLN), CPU_SETSIZE);
-		CPU_ZERO(&theirs);
-		for (long cpu = 0; cpu < std::max(online, 1L); cpu++)
-			CPU_SET(cpu, &theirs);
+		if (!launcher_read_) {
+			// Unbound by mpirun's daemon, slurmstepd or a shell, the parent's
+			// mask is the job's share of the host: its cgroup's cpuset, a
+			// taskset around the whole job.
+			cpu_set_t parent;
+			if (sched_getaffinity(getppid(), sizeof(parent), &parent) == 0)
+				CPU_OR(&launcher_, &launcher_, &parent);
+			launcher_read_ = true;
+		}
+		theirs = launcher_;
 	}
 	CPU_OR(&used_, &used_, &theirs);
 }

@@ -32,17 +32,21 @@ public:
 
 // The CPUs that this process and others on this host may run on between
 // them: the union of their affinity masks. Processes bound to a core each, as
-// mpirun binds ranks, do not crowd two cores; two bound to one core do.
+// mpirun binds ranks, do not crowd two cores; two bound to one core do. A
+// heuristic: two ranks sharing one core beside a third free to use eight
+// still count as three on nine.
 class HostCpus {
 public:
 	HostCpus(); // this process's
-	// A process whose mask cannot be read (0: not known, or gone) counts as
-	// free to run on any of the host's online CPUs.
+	// A process whose mask cannot be read (0: not known, or gone) may run
+	// wherever this process's launcher may.
 	void add(pid_t pid) noexcept;
 	unsigned count() const noexcept { return unsigned(CPU_COUNT(&used_)); }
 
 private:
 	cpu_set_t used_;
+	cpu_set_t launcher_; // read once, when first needed
+	bool launcher_read_ = false;
 };
 
 // FI_RCOLL_SPIN_US, or 0 while a CrowdedHost is held.

@@ -60,14 +60,14 @@ Errc LocalCollectives::post(const engine::Request& req) noexcept
 	// slots (one copies chunk j out while another copies j + 1 in).
 	call.single_copy =
 		(req.coll == Collective::broadcast || req.coll == Collective::allgather) &&
-		call.bytes >= single_copy_min_;
+		call.bytes && call.bytes >= single_copy_min_;
 	if (engine::is_reduction(req.coll) && req.output) {
 		const auto* in = static_cast<const std::byte*>(req.input);
 		const auto* out = static_cast<const std::byte*>(req.output);
 		call.own_from_input = in + call.bytes <= out || out + call.bytes <= in;
 	}
 	// Decided from what every member is given alike, never from its buffers.
-	call.split = engine::is_reduction(req.coll) && members_.size() > 1 &&
+	call.split = engine::is_reduction(req.coll) && members_.size() > 1 && call.bytes &&
 		     call.bytes >= limits_.split_min;
 	call.chunks = call.single_copy ? 1
 				       : std::max<size_t>(1, (call.bytes + Published::kSlotBytes -
