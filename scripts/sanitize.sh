@@ -22,7 +22,7 @@ export RCOLL_TEST_QUICK=1
 tests="test/unit/proto_wire test/unit/proto_fifo test/unit/proto_match test/unit/proto_pool
 	test/unit/proto_rendezvous test/unit/transport_local test/unit/engine_patterns
 	test/unit/engine_kernels test/unit/engine_schedule test/unit/engine_selection
-	test/unit/engine_sim test/unit/secret test/glue/glue_test test/mp/run-p2p.sh test/mp/run-hostile.sh test/mp/run-coll.sh"
+	test/unit/engine_sim test/unit/secret test/unit/local_collectives test/glue/glue_test test/mp/run-p2p.sh test/mp/run-hostile.sh test/mp/run-coll.sh"
 make -j2 check TESTS="$(echo $tests)" >"$build/sanitize-check.log" 2>&1
 status=$?
 reports=$(grep -laE 'ERROR: (Address|Leak)Sanitizer|runtime error:' test/unit/*.log test/glue/*.log test/mp/*.log 2>/dev/null)
