@@ -94,14 +94,15 @@ void run_forced(Bootstrap& boot, const TestOptions& options, fi_collective_op co
 		     strfmt("%zu verified calls on groups of %s", verified, sizes_seen.c_str()));
 }
 
-// Members that disagree on FI_RCOLL_COLL_TUNE would build mirror-image
-// schedules that do not match: the join must fail on both sides, which
-// also shows that the variable reaches the provider.
-void run_tune_mismatch(Bootstrap& boot, const TestOptions& options)
+// Members that disagree on how to choose algorithms (FI_RCOLL_COLL_TUNE,
+// the cost model's constants) would build schedules that do not match: the
+// join must fail on both sides, which also shows that the variable reaches
+// the provider.
+void run_config_mismatch(Bootstrap& boot, const TestOptions& options, const char* variable,
+			 const char* rank0_value, const char* other_value)
 {
 	require_rcoll(options);
-	setenv("FI_RCOLL_COLL_TUNE",
-	       boot.rank() == 0 ? "allreduce:@ring" : "allreduce:@recursive_doubling", 1);
+	setenv(variable, boot.rank() == 0 ? rank0_value : other_value, 1);
 	CollEndpoint ep({options.provider});
 	const auto world = ep.exchange_addresses(boot);
 	AvSetPtr set = av_set_range(ep, world.front(), world.back(), 1, world.size());
@@ -112,10 +113,9 @@ void run_tune_mismatch(Bootstrap& boot, const TestOptions& options)
 	FT_CHECK(fi_join_collective(ep.ep(), set_addr, set.get(), 0, &raw, &join_context));
 	FidPtr<fid_mc> mc(raw);
 	const JoinEvent event =
-		ep.wait_join(mc.get(), "join with mismatched FI_RCOLL_COLL_TUNE", seconds(10));
-	expect(event.error != 0,
-	       "the join succeeded although rank 0 forces allreduce:@ring and rank 1 "
-	       "allreduce:@recursive_doubling");
+		ep.wait_join(mc.get(), strfmt("join with mismatched %s", variable), seconds(10));
+	expect(event.error != 0, "the join succeeded although rank 0 sets %s=%s and rank 1 %s",
+	       variable, rank0_value, other_value);
 	expect(event.context == &join_context,
 	       "the failed join's event carries context %p, want %p", event.context,
 	       static_cast<void*>(&join_context));
@@ -314,7 +314,18 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
 	cases.push_back({"tune-mismatch",
 			 "members with different FI_RCOLL_COLL_TUNE: fi_join completes with an "
 			 "error on both",
-			 2, seconds(60), "", run_tune_mismatch});
+			 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
+				 run_config_mismatch(boot, options, "FI_RCOLL_COLL_TUNE",
+						     "allreduce:@ring",
+						     "allreduce:@recursive_doubling");
+			 }});
+	cases.push_back({"local-cost-mismatch",
+			 "members with different FI_RCOLL_COLL_LOCAL_ALPHA_US: fi_join completes "
+			 "with an error on both",
+			 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
+				 run_config_mismatch(boot, options, "FI_RCOLL_COLL_LOCAL_ALPHA_US",
+						     "0.5", "4");
+			 }});
 }
 
 } // namespace fabtests::coll

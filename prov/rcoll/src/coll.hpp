@@ -120,7 +120,9 @@ private:
 	void accept_record(CollGroup& g, uint64_t peer_key, const proto::JoinRecord& record);
 	bool records_sent(const CollGroup& g) const;
 	void maybe_finish_join(CollGroup& g);
-	void finish_join(CollGroup& g, int err);
+	// `config`: the engine's, for a group that joined (err 0).
+	void finish_join(CollGroup& g, int err, const engine::GroupConfig& config);
+	void finish_join(CollGroup& g, int err) { finish_join(g, err, config_); }
 	void check_timeout(CollGroup& g, LazyNow& now);
 	void begin_failure(CollGroup& g, int err);
 	void check_quiet(CollGroup& g, CoarseClock::time_point now);
@@ -146,7 +148,7 @@ private:
 	// How long a failing group waits for its members to confirm they
 	// stopped writing.
 	static std::chrono::milliseconds quiet_bound();
-	engine::GroupConfig group_config() const;
+	engine::GroupConfig group_config(bool local) const;
 	uint64_t config_fingerprint() const;
 
 	// A control record for a join this endpoint has not made yet: a join
@@ -171,7 +173,8 @@ private:
 	std::unordered_multimap<uint64_t, Early> early_;      // ahead of our fi_join
 	std::unordered_map<uint64_t, size_t> early_per_peer_; // of them, by sender key
 	std::unordered_set<uint64_t> abandoned_;              // joins failed in fi_join
-	engine::GroupConfig config_;
+	engine::GroupConfig config_;                          // groups with members on other hosts
+	engine::GroupConfig local_config_; // groups all on this host, in each other's memory
 };
 
 int query_collective(fid_domain* domain, fi_collective_op coll, fi_collective_attr* attr,

@@ -61,19 +61,30 @@ int close_group(fid* f)
 
 } // namespace
 
-Collectives::Collectives(Endpoint& ep) : ep_(ep), config_(group_config()) {}
+Collectives::Collectives(Endpoint& ep)
+	: ep_(ep), config_(group_config(false)), local_config_(group_config(true))
+{}
 
 Collectives::~Collectives() = default;
 
-engine::GroupConfig Collectives::group_config() const
+// `local`: for groups whose members all reach each other through this
+// host's memory, whose cost model has constants of its own (each unset
+// one takes the value between hosts).
+engine::GroupConfig Collectives::group_config(bool local) const
 {
 	const Config& c = config();
+	auto constant = [local](const std::string& between_hosts, const std::string& on_host,
+				double fallback, const char* name) {
+		const double remote = parse_double(between_hosts, fallback, name);
+		return local && !on_host.empty() ? parse_double(on_host, remote, name) : remote;
+	};
 	engine::CostParams cost;
-	cost.alpha_us = parse_double(c.coll_alpha_us, cost.alpha_us, "COLL_ALPHA_US");
-	cost.beta_us_per_byte = parse_double(c.coll_beta_us_per_byte, cost.beta_us_per_byte,
-					     "COLL_BETA_US_PER_BYTE");
-	cost.gamma_us_per_byte = parse_double(c.coll_gamma_us_per_byte, cost.gamma_us_per_byte,
-					      "COLL_GAMMA_US_PER_BYTE");
+	cost.alpha_us = constant(c.coll_alpha_us, c.coll_local_alpha_us, cost.alpha_us,
+				 "COLL_(LOCAL_)ALPHA_US");
+	cost.beta_us_per_byte = constant(c.coll_beta_us_per_byte, c.coll_local_beta_us_per_byte,
+					 cost.beta_us_per_byte, "COLL_(LOCAL_)BETA_US_PER_BYTE");
+	cost.gamma_us_per_byte = constant(c.coll_gamma_us_per_byte, c.coll_local_gamma_us_per_byte,
+					  cost.gamma_us_per_byte, "COLL_(LOCAL_)GAMMA_US_PER_BYTE");
 	std::vector<engine::TuneRule> rules;
 	if (!c.coll_tune.empty()) {
 		std::string error;
@@ -94,7 +105,9 @@ uint64_t Collectives::config_fingerprint() const
 	const Config& c = config();
 	uint64_t h = 0xcbf29ce484222325ULL;
 	for (const std::string* s :
-	     {&c.coll_tune, &c.coll_alpha_us, &c.coll_beta_us_per_byte, &c.coll_gamma_us_per_byte})
+	     {&c.coll_tune, &c.coll_alpha_us, &c.coll_beta_us_per_byte, &c.coll_gamma_us_per_byte,
+	      &c.coll_local_alpha_us, &c.coll_local_beta_us_per_byte,
+	      &c.coll_local_gamma_us_per_byte})
 		h = fnv1a(fnv1a(h, s->data(), s->size()), "|", 1);
 	// Members must agree on which calls take the shared-memory path.
 	for (size_t v : {size_t(c.coll_shm), c.coll_shm_bcast_max, c.coll_shm_reduce_max,
@@ -323,7 +336,8 @@ void Collectives::maybe_finish_join(CollGroup& g)
 			return finish_join(g, -FI_ENOMEM);
 		}
 	}
-	finish_join(g, 0);
+	// Every member sees the same verdict, so all pick the same constants.
+	finish_join(g, 0, agreed->shm ? local_config_ : config_);
 }
 
 void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
@@ -399,14 +413,13 @@ void Collectives::accept_record(CollGroup& g, uint64_t peer_key, const proto::Jo
 		{.host = rec.host, .nonce = rec.nonce, .pid = rec.pid, .fd = rec.fd});
 }
 
-void Collectives::finish_join(CollGroup& g, int err)
+void Collectives::finish_join(CollGroup& g, int err, const engine::GroupConfig& config)
 {
 	if (g.state != CollGroup::State::joining)
 		return;
 	if (!err) {
 		std::unique_ptr<engine::Group> group;
-		engine::Errc e =
-			engine::Group::create(g.rank, g.size, *g.transport, config_, group);
+		engine::Errc e = engine::Group::create(g.rank, g.size, *g.transport, config, group);
 		if (e != engine::Errc::ok)
 			err = -int(e);
 		else

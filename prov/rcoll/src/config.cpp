@@ -105,6 +105,16 @@ const Param params[] = {
 	 "Collective cost model: transfer time per byte, in microseconds"},
 	{"coll_gamma_us_per_byte", &Config::coll_gamma_us_per_byte,
 	 "Collective cost model: reduction time per byte, in microseconds"},
+	{"coll_local_alpha_us", &Config::coll_local_alpha_us,
+	 "Collective cost model for groups whose members all run on this host and reach each "
+	 "other through its memory: latency of one message, in microseconds (unset: "
+	 "FI_RCOLL_COLL_ALPHA_US)"},
+	{"coll_local_beta_us_per_byte", &Config::coll_local_beta_us_per_byte,
+	 "Collective cost model for groups on this host: transfer time per byte, in "
+	 "microseconds (unset: FI_RCOLL_COLL_BETA_US_PER_BYTE)"},
+	{"coll_local_gamma_us_per_byte", &Config::coll_local_gamma_us_per_byte,
+	 "Collective cost model for groups on this host: reduction time per byte, in "
+	 "microseconds (unset: FI_RCOLL_COLL_GAMMA_US_PER_BYTE)"},
 	{"coll_tune", &Config::coll_tune,
 	 "Collective algorithm overrides, e.g. "
 	 "allreduce:0-4k:@recursive_doubling#allreduce:4k-inf:@ring (see fi_rcoll(7))"},
