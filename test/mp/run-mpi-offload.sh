@@ -3,10 +3,12 @@
 # offload library preloaded, over Open MPI's shared-memory and tcp paths, at
 # 2, 3 and 4 ranks; then, where an OFI MPICH is built on this machine
 # (scripts/upstream.sh mpich), the same library built from the same sources
-# by MPICH's compiler wrapper, under MPICH at 2 and 4 ranks. Every check must pass, every rank must have offloaded
-# (the library says so with RCOLL_MPI_VERBOSE=1), and so must a share of
-# the calls: a library that handed everything back to the MPI would pass
-# the checks too.
+# by MPICH's compiler wrapper, under MPICH at 2 and 4 ranks. Every check
+# must pass, every rank must have offloaded (the library says so with
+# RCOLL_MPI_VERBOSE=1), and so must a share of the calls: a library that
+# handed everything back to the MPI would pass the checks too. Under both
+# MPIs a rank is also killed mid-collective at 3 ranks (mpi_killed): the
+# survivors' calls must fail through their error handler, and nothing hang.
 set -u
 builddir=${RCOLL_BUILD_DIR:-$(pwd)}
 library=$builddir/mpi/librcoll-mpi.so
@@ -68,6 +70,36 @@ for btl in self,vader self,tcp; do
         done
     done
 done
+# judge_killed STATUS NP WHAT: a rank killed itself; every survivor must
+# have passed (mpi_killed.cpp) and the job ended within its limit.
+judge_killed() {
+    local status=$1 np=$2 what=$3 survivors
+    survivors=$(printf '%s\n' "$output" | grep -c '^PASS \[mpi_killed\]')
+    printf '%s\n' "$output" | grep -E '^(PASS|FAIL) \[mpi_killed\]' | sed -e 's/^/    | /'
+    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+        fail "$what: the job did not end within $job_limit s"
+    elif [ "$survivors" -ne $((np - 1)) ] || printf '%s\n' "$output" | grep -q '^FAIL '; then
+        fail "$what: $survivors of $((np - 1)) survivors passed"
+        printf '%s\n' "$output" | grep -v -E '^(PASS|FAIL) ' | tail -n 8 | sed -e 's/^/    | /'
+    elif ! printf '%s\n' "$output" | grep -q "MPI_Allreduce on rcoll failed: \|MPI_Bcast on rcoll failed: "; then
+        fail "$what: no survivor named rcoll's error"
+    else
+        pass "$what: $survivors survivors' calls failed through the error handler"
+    fi
+}
+
+# A rank killed mid-collective: Open MPI keeps the survivors running with
+# orte_enable_recovery.
+for btl in self,vader self,tcp; do
+    what="mpi_killed with librcoll-mpi (np=3, btl $btl)"
+    output=$(timeout -k 10 "$job_limit" mpirun --allow-run-as-root --oversubscribe \
+        --bind-to none -np 3 --mca pml ob1 --mca btl "$btl" --mca orte_enable_recovery 1 \
+        --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo \
+        -x LD_PRELOAD="$library" -x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE \
+        "$builddir/test/mp/mpi_killed" 2>&1)
+    judge_killed $? 3 "$what"
+done
+
 # MPICH: its own traffic over rcoll too (FI_PROVIDER hides every other
 # provider from libfabric, the library's endpoint included), with no MPICH
 # setting.
@@ -79,7 +111,7 @@ if prefix=$("$here/../../scripts/upstream.sh" --cached mpich); then
             "$here"/../../mpi/{endpoint,mapping,interpose,requests,progress,comm_keys}.cpp -lfabric -pthread; then
         fail "librcoll-mpi: MPICH's mpicxx could not build it"
     else
-        for program in $programs; do
+        for program in $programs mpi_killed; do
             "$prefix/bin/mpicxx" $flags -o "$builddir/test/mp/$program-mpich" "$here/$program.cpp" -pthread ||
                 fail "$program: MPICH's mpicxx could not build it"
         done
@@ -93,6 +125,11 @@ if prefix=$("$here/../../scripts/upstream.sh" --cached mpich); then
                 judge $? "$program" "$what" MPICH
             done
         done
+        what="mpi_killed with librcoll-mpi under MPICH (np=3)"
+        output=$(FI_PROVIDER=rcoll LD_PRELOAD="$mpich_library" \
+            timeout -k 10 "$job_limit" "$prefix/bin/mpiexec" -disable-auto-cleanup -n 3 \
+            "$builddir/test/mp/mpi_killed-mpich" --exit 2>&1)
+        judge_killed $? 3 "$what"
     fi
 else
     echo "SKIP librcoll-mpi under MPICH: no OFI MPICH built here (scripts/upstream.sh mpich builds it)"
