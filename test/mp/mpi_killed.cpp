@@ -80,7 +80,9 @@ int main(int argc, char** argv)
 				verdict(rank, false, "a collective returned a wrong sum", took);
 			continue;
 		}
-		if (i < 200)
+		// Call 199 may fail too: a survivor that posted it and was then
+		// descheduled can find the death before finishing it.
+		if (i < 199)
 			verdict(rank, false, "a collective failed before any rank died", took);
 		if (handled != 1 || handled_code == MPI_SUCCESS)
 			verdict(rank, false, "the error handler did not run once with the error",

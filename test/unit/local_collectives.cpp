@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -31,6 +32,7 @@ struct Member {
 	std::vector<std::vector<int64_t>> inputs;
 	size_t posted = 0, completed = 0;
 	std::vector<uint64_t> completion_order;
+	std::string wrong; // the first wrong result it got
 };
 
 struct Group {
@@ -98,6 +100,68 @@ struct Call {
 	bool in_place = false;
 };
 
+// What is wrong with member `r`'s result of call `k` ("" if nothing).
+std::string wrong_result(const Member& m, uint32_t r, size_t k, const Call& c, uint32_t p)
+{
+	auto wrong = [&](const char* what, size_t i, int64_t got, int64_t want) {
+		char text[160];
+		std::snprintf(text, sizeof text,
+			      "member %u, call %zu (%d, root %u), %s [%zu]: %lld, want %lld", r, k,
+			      int(c.coll), c.root, what, i, (long long)got, (long long)want);
+		return std::string(text);
+	};
+	if (c.coll == Collective::allgather) {
+		for (size_t i = 0; i < p * c.count; i++)
+			if (m.outputs[k][i] != operand(k, uint32_t(i / c.count), i % c.count))
+				return wrong("element", i, m.outputs[k][i],
+					     operand(k, uint32_t(i / c.count), i % c.count));
+		return "";
+	}
+	for (size_t i = 0; i < c.count; i++) {
+		// Untouched: a reduce's output away from the root.
+		int64_t want = c.in_place ? operand(k, r, i) : -1;
+		if (c.coll == Collective::broadcast)
+			want = operand(k, c.root, i);
+		else if (c.coll == Collective::allreduce ||
+			 (c.coll == Collective::reduce && r == c.root)) {
+			want = 0;
+			for (uint32_t s = 0; s < p; s++)
+				want += operand(k, s, i);
+		}
+		if (m.outputs[k][i] != want)
+			return wrong("element", i, m.outputs[k][i], want);
+	}
+	return "";
+}
+
+// Member `r`'s call `call` (from 1) completed: its result is checked at
+// once, then its buffers are poisoned, as an application may reuse them
+// then: a member still reading them would get these values.
+void completed(Member& m, uint32_t r, uint64_t call, const std::vector<Call>& script, uint32_t p)
+{
+	m.completion_order.push_back(call);
+	m.completed++;
+	if (m.wrong.empty())
+		m.wrong = wrong_result(m, r, call - 1, script[call - 1], p);
+	constexpr int64_t kPoison = 0x5a5a5a5a5a5a5a5a;
+	std::fill(m.inputs[call - 1].begin(), m.inputs[call - 1].end(), kPoison);
+	std::fill(m.outputs[call - 1].begin(), m.outputs[call - 1].end(), kPoison);
+}
+
+// Every member completed every call, in order, with the right result.
+void check_results(const Group& g, const std::vector<Call>& script)
+{
+	for (uint32_t r = 0; r < g.size(); r++) {
+		const Member& m = g.members[r];
+		cr_assert_eq(m.completed, script.size(), "member %u completed %zu of %zu calls", r,
+			     m.completed, script.size());
+		cr_assert(m.wrong.empty(), "%s", m.wrong.c_str());
+		for (size_t k = 0; k < script.size(); k++)
+			cr_assert_eq(m.completion_order[k], k + 1,
+				     "member %u completed out of order", r);
+	}
+}
+
 void run(Group& g, const std::vector<Call>& script, unsigned seed, size_t window = 3)
 {
 	std::mt19937 rng(seed);
@@ -118,13 +182,8 @@ void run(Group& g, const std::vector<Call>& script, unsigned seed, size_t window
 		engine::Completion done;
 		while (m.calls->next_completion(done)) {
 			cr_assert_eq(done.status, Errc::ok);
-			const auto call = uint64_t(reinterpret_cast<uintptr_t>(done.context));
-			m.completion_order.push_back(call);
-			m.completed++;
-			// The application may reuse an input once its call completed:
-			// a member still reading it would get these values.
-			std::fill(m.inputs[call - 1].begin(), m.inputs[call - 1].end(),
-				  int64_t(0x5a5a5a5a5a5a5a5a));
+			completed(m, r, uint64_t(reinterpret_cast<uintptr_t>(done.context)), script,
+				  p);
 		}
 		for (const Member& each : g.members)
 			all_done &= each.completed == script.size();
@@ -132,44 +191,6 @@ void run(Group& g, const std::vector<Call>& script, unsigned seed, size_t window
 			return;
 	}
 	cr_assert_fail("the calls did not complete");
-}
-
-void check_results(const Group& g, const std::vector<Call>& script)
-{
-	const uint32_t p = g.size();
-	for (uint32_t r = 0; r < p; r++) {
-		const Member& m = g.members[r];
-		for (size_t k = 0; k < script.size(); k++) {
-			cr_assert_eq(m.completion_order[k], k + 1,
-				     "member %u completed out of order", r);
-			const Call& c = script[k];
-			if (c.coll == Collective::allgather) {
-				for (uint32_t s = 0; s < p; s++)
-					for (size_t i = 0; i < c.count; i++)
-						cr_assert_eq(m.outputs[k][s * c.count + i],
-							     operand(k, s, i),
-							     "member %u, allgather call %zu, block "
-							     "%u [%zu]",
-							     r, k, s, i);
-				continue;
-			}
-			for (size_t i = 0; i < c.count; i++) {
-				// Untouched: a reduce's output away from the root.
-				int64_t want = c.in_place ? operand(k, r, i) : -1;
-				if (c.coll == Collective::broadcast)
-					want = operand(k, c.root, i);
-				else if (c.coll == Collective::allreduce ||
-					 (c.coll == Collective::reduce && r == c.root)) {
-					want = 0;
-					for (uint32_t s = 0; s < p; s++)
-						want += operand(k, s, i);
-				}
-				cr_assert_eq(m.outputs[k][i], want,
-					     "member %u, call %zu (%d, root %u), element %zu", r, k,
-					     int(c.coll), c.root, i);
-			}
-		}
-	}
 }
 
 // `script` with its roots taken modulo `p`.
@@ -280,6 +301,7 @@ Test(local_collectives, members_in_threads)
 						       {Collective::allgather, 0, 5000},
 						       {Collective::reduce, 0, 600},
 						       {Collective::allgather, 0, 100, true},
+						       {Collective::allgather, 0, 5000, true},
 						       {Collective::broadcast, 0, 9000}})
 			script.push_back(c);
 	for (uint32_t p : {2u, 3u, 4u}) {
@@ -310,23 +332,16 @@ Test(local_collectives, members_in_threads)
 					while (m.calls->next_completion(done)) {
 						if (done.status != Errc::ok)
 							return;
-						const auto k = uint64_t(
-							reinterpret_cast<uintptr_t>(done.context));
-						m.completion_order.push_back(k);
-						m.completed++;
-						std::fill(m.inputs[k - 1].begin(),
-							  m.inputs[k - 1].end(),
-							  int64_t(0x5a5a5a5a5a5a5a5a));
+						completed(m, r,
+							  uint64_t(reinterpret_cast<uintptr_t>(
+								  done.context)),
+							  calls, p);
 					}
 					std::this_thread::yield();
 				}
 			});
 		for (std::thread& t : threads)
 			t.join();
-		for (uint32_t r = 0; r < p; r++)
-			cr_assert_eq(g.members[r].completed, calls.size(),
-				     "member %u completed %zu of %zu calls", r,
-				     g.members[r].completed, calls.size());
 		check_results(g, calls);
 	}
 }
@@ -494,4 +509,40 @@ Test(local_collectives, another_members_failure_fails_this_ones_calls)
 	cr_assert(b.calls->next_completion(c));
 	cr_assert_eq(c.status, Errc::io_error, "the barrier completed with %d", int(c.status));
 	cr_assert(b.calls->failed());
+}
+
+// A member that fails the group gives its buffers back at once, perhaps
+// while another member still reads one (single copy): the reader must
+// fail its call rather than deliver what the application wrote there since.
+Test(local_collectives, a_reader_fails_when_the_member_it_reads_gives_up)
+{
+	Group g(2);
+	for (uint32_t r = 0; r < 2; r++)
+		g.members[r].calls->enable_single_copy(
+			[r, &g](uint32_t member, uint64_t address, void* target, size_t length) {
+				if (r == 0 && member == 1) {
+					// Member 1's group fails in the middle of the read: its
+					// call ends and the application reuses its input.
+					g.members[1].calls->fail(Errc::io_error);
+					std::fill(g.members[1].inputs[0].begin(),
+						  g.members[1].inputs[0].end(),
+						  int64_t(0x5a5a5a5a5a5a5a5a));
+				}
+				std::memcpy(target, reinterpret_cast<const void*>(address), length);
+				return 0;
+			},
+			64);
+	Member& reader = g.members[0];
+	Member& quitter = g.members[1];
+	cr_assert_eq(reader.calls->post(request(Collective::allgather, 0, 100, reader, 0, 0, 2)),
+		     Errc::ok);
+	cr_assert_eq(quitter.calls->post(request(Collective::allgather, 0, 100, quitter, 0, 1, 2)),
+		     Errc::ok);
+	reader.calls->progress();
+	engine::Completion c;
+	cr_assert(reader.calls->next_completion(c), "the reader's call did not end");
+	cr_assert_neq(c.status, Errc::ok,
+		      "the reader's allgather succeeded with what it read after member 1 gave up "
+		      "(block 1 [0] = %lld)",
+		      (long long)reader.outputs[0][100]);
 }

@@ -442,7 +442,7 @@ void Collectives::finish_join(CollGroup& g, int err, const engine::GroupConfig& 
 	g.state = CollGroup::State::joined;
 	if (g.transport->members_on_host() > g.transport->cpus_on_host())
 		g.crowded.emplace();
-	ep_.count_peers_on_host(); // the join may have named peers' processes
+	ep_.count_peers_on_host(); // the join may have mapped peers' processes (pidfds)
 	fi_eq_entry e{};
 	e.fid = &g.shell.fid.fid;
 	e.context = g.join_context;

@@ -22,8 +22,11 @@ CrowdedHost::~CrowdedHost() { crowding.fetch_sub(1, std::memory_order_relaxed); 
 HostCpus::HostCpus()
 {
 	if (sched_getaffinity(0, sizeof(used_), &used_) != 0) {
-		CPU_ZERO(&used_); // this process runs somewhere: one CPU at least
-		CPU_SET(0, &used_);
+		// More CPUs than a cpu_set_t holds: count the online ones.
+		const long online = std::min<long>(sysconf(_SC_NPROCESSORS_ONLN), CPU_SETSIZE);
+		CPU_ZERO(&used_);
+		for (long cpu = 0; cpu < std::max(online, 1L); cpu++)
+			CPU_SET(cpu, &used_);
 	}
 	launcher_ = used_;
 }

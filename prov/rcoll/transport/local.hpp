@@ -78,9 +78,10 @@ struct Published {
 	enum Verdict : uint32_t { unknown = 0, said = 1, maps_all = 2, reads_all = 4 };
 
 	alignas(64) std::atomic<uint64_t> arrived;
-	// The last chunk the owner is done with: read from the root's memory
-	// (single-copy broadcasts: the root's buffer stays the root's until all
-	// are), or its share reduced into its slot (reductions in shares).
+	// The last chunk the owner is done with: its reads of other members'
+	// memory made (single-copy broadcasts and allgathers: a buffer read
+	// from stays its owner's until every reader is done), or its share
+	// reduced into its slot (reductions in shares).
 	alignas(64) std::atomic<uint64_t> finished;
 	alignas(64) std::atomic<uint32_t> verdict;
 	std::atomic<uint32_t> stopped;

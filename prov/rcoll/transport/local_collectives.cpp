@@ -30,9 +30,10 @@ bool LocalCollectives::takes(const engine::Request& req) const noexcept
 		return false;
 	// What goes in one copy is limited like a broadcast: every member
 	// copies each byte once, whatever the size.
-	const bool one_copy = req.coll == Collective::broadcast ||
-			      (req.coll == Collective::allgather && reader_ &&
-			       req.count >= (single_copy_min_ + size - 1) / size);
+	const bool one_copy =
+		req.coll == Collective::broadcast ||
+		(req.coll == Collective::allgather && reader_ &&
+		 req.count >= single_copy_min_ / size + (single_copy_min_ % size != 0));
 	const size_t limit = one_copy ? limits_.broadcast_max : limits_.reduction_max;
 	if (req.count > limit / size)
 		return false;
@@ -182,10 +183,9 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 				return false;
 			for (uint32_t m = 0; m < members_.size(); m++) {
 				std::byte* block = out + m * call.bytes;
-				if (m == rank_)
-					std::memmove(block, r.input,
-						     call.bytes); // in place: itself
-				else if (!err)
+				if (m == rank_ && block != r.input) // in place: there already
+					std::memcpy(block, r.input, call.bytes);
+				else if (m != rank_ && !err)
 					err = read_published(m, n, block, call.bytes);
 			}
 		} else if (!read_from) {
@@ -193,6 +193,12 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 				return false;
 			err = read_published(r.root, n, out, call.bytes);
 		}
+		// A member that failed the group gave its buffers back, perhaps
+		// while we read them: what we read may be the application's next
+		// bytes. Its flag, set before that, is seen after our reads.
+		std::atomic_thread_fence(std::memory_order_seq_cst);
+		if (!err && any_stopped())
+			err = -ECANCELED;
 		own_.finished.store(n, std::memory_order_release);
 		if (err)
 			call.status = Errc::io_error;
@@ -396,7 +402,11 @@ void LocalCollectives::fail(Errc err) noexcept
 {
 	if (failed_ == Errc::ok) {
 		failed_ = err;
-		own_.stopped.store(1, std::memory_order_release);
+		// Ordered before the buffers go back to the application (and its
+		// next writes into them): a member still reading them sees this
+		// flag after its reads (step_single_copy).
+		own_.stopped.store(1, std::memory_order_seq_cst);
+		std::atomic_thread_fence(std::memory_order_seq_cst);
 	}
 	while (!queue_.empty()) {
 		if (!finish(queue_.front(), err))

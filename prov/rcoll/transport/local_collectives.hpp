@@ -86,7 +86,8 @@ public:
 	// Ends every queued call with `err` (the group failed) and tells the
 	// other members, whose calls then fail too. No other process writes
 	// into this member's buffers, so they are the application's again at
-	// once.
+	// once; a member still reading one (single copy) sees the flag after
+	// its read and fails its call rather than deliver what it read.
 	void fail(engine::Errc err) noexcept;
 	// This member or another failed the group (the glue then fails the
 	// rest of it).
