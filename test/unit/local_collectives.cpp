@@ -288,7 +288,7 @@ Test(local_collectives, reductions_in_shares)
 
 // The same protocol with each member in a thread of its own, as members
 // are processes of their own: the flags' orderings, not a driver's order,
-// must keep every slot and buffer intact (ThreadSanitizer sees the rest).
+// must keep every slot and buffer intact.
 Test(local_collectives, members_in_threads)
 {
 	std::vector<Call> script;
