@@ -48,11 +48,11 @@ struct Config {
 	size_t core_poll_us = 1000;
 	// Collectives: the cost model's constants (decimal numbers) and the
 	// tuning string that overrides its choices (see fi_rcoll(7)).
-	std::string coll_alpha_us = "2";
-	std::string coll_beta_us_per_byte = "0.0001";
+	std::string coll_alpha_us;         // empty: the core's (coll_group.cpp)
+	std::string coll_beta_us_per_byte; // empty: the core's
 	std::string coll_gamma_us_per_byte = "0.0002";
-	std::string coll_local_alpha_us;          // empty: coll_alpha_us
-	std::string coll_local_beta_us_per_byte;  // empty: coll_beta_us_per_byte
+	std::string coll_local_alpha_us = "0.5";
+	std::string coll_local_beta_us_per_byte = "0.0001";
 	std::string coll_local_gamma_us_per_byte; // empty: coll_gamma_us_per_byte
 	std::string coll_tune = "";
 
