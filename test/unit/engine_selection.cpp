@@ -137,8 +137,11 @@ Test(engine_selection, model_picks_by_regime)
 	// Large broadcast: scatter + allgather.
 	cr_assert_eq(sel.choose(op(Collective::broadcast, 64, 1 << 20), l).algorithm,
 		     Algorithm::scatter_allgather);
-	cr_assert_eq(sel.choose(op(Collective::broadcast, 64, 1), l).algorithm,
-		     Algorithm::binomial);
+	// Small broadcast: the fewest levels, a k-nomial tree of the widest
+	// degree tried (7: two levels for 64 members, binomial takes six).
+	Choice narrow = sel.choose(op(Collective::broadcast, 64, 1), l);
+	cr_assert_eq(narrow.algorithm, Algorithm::ktree);
+	cr_assert_eq(narrow.params.radix, 7u);
 	// Every choice is an algorithm of the collective.
 	for (unsigned c = 0; c < collective_count; ++c)
 		for (uint32_t p : {1u, 2u, 7u, 64u, 16384u})

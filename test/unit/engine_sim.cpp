@@ -62,6 +62,28 @@ Test(engine_sim, every_algorithm_every_size_every_root, .timeout = 240)
 		}
 }
 
+// The k-nomial broadcast at every degree, binomial (k = 1) to flat (k =
+// p - 1) and beyond (clamped): eager in one block, eager through more
+// chunks than landing blocks (credits), rendezvous; every root.
+Test(engine_sim, broadcast_ktree_every_radix, .timeout = 120)
+{
+	for (uint32_t p = 1; p <= 20; ++p)
+		for (uint32_t k = 1; k <= 8; ++k) {
+			std::vector<OpSpec> ops;
+			for (uint64_t count : {1ull, 13ull, 300ull, 1000ull})
+				ops.push_back(spec({Collective::broadcast, Algorithm::ktree}, count,
+						   (p - 1) / 2));
+			for (uint32_t root = 0; root < p; ++root)
+				ops.push_back(
+					spec({Collective::broadcast, Algorithm::ktree}, 7, root));
+			for (OpSpec& o : ops)
+				o.params.radix = k;
+			Cluster cluster(p, small_cluster(p, 7000 + 10 * p + k));
+			std::string err = cluster.run(ops);
+			cr_assert(err.empty(), "p %u k %u: %s", p, k, err.c_str());
+		}
+}
+
 // Every datatype x op pair through every reducing algorithm.
 Test(engine_sim, every_datatype_and_op, .timeout = 120)
 {

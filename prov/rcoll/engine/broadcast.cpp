@@ -1,6 +1,11 @@
 // Broadcast, any root.
 //
-// binomial: Gupta 2002 ch. 5. The root writes to its farthest child first;
+// ktree: Gupta 2002 ch. 5 (binomial) widened to the k-nomial tree of his
+// ch. 6: each node writes to up to k children per level, so a message
+// crosses ceil(log_{k+1} p) levels instead of ceil(log2 p); binomial is
+// k = 1. Where a message costs far more than its bytes (the tcp core),
+// fewer levels win although a node sends more messages. The root writes
+// to its farthest child first;
 // the message is cut into chunks that travel in join-time registered
 // landing blocks, each chunk forwarded as soon as it arrives (Gupta forwards
 // after the whole message; chunk-wise forwarding pipelines the tree). A
@@ -25,11 +30,22 @@ namespace {
 
 using pattern::BinomialTree;
 using pattern::Chunking;
+using pattern::KnomialTree;
 using pattern::Partition;
 
-} // namespace
+// Children in send order: the highest level (largest subtrees) first, and
+// within a level the farthest first.
+std::vector<uint32_t> children_in_send_order(const KnomialTree& tree, uint32_t v)
+{
+	std::vector<uint32_t> out;
+	for (unsigned level = tree.levels(); level-- > 0;) {
+		auto at = tree.children_at(v, level);
+		out.insert(out.end(), at.rbegin(), at.rend());
+	}
+	return out;
+}
 
-Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
+Errc build_broadcast_tree(ScheduleBuilder& b, const Limits& limits, uint32_t radix)
 {
 	const uint32_t p = b.size();
 	const OpDescriptor& d = b.op();
@@ -37,9 +53,10 @@ Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
 	if (p == 1 || d.count == 0)
 		return Errc::ok;
 
-	const BinomialTree tree{p};
+	const KnomialTree tree{p, std::clamp<uint32_t>(radix, 1, p - 1)};
 	const uint32_t v = pattern::to_virtual(b.rank(), d.root, p);
-	const unsigned fanout = pattern::ceil_log2(p);
+	// A landing slot, a credit counter and a key slot per possible child.
+	const unsigned fanout = tree.slots();
 	auto real = [&](uint32_t vr) { return pattern::to_real(vr, d.root, p); };
 
 	// Eager if the blocks of one edge fit; else rendezvous.
@@ -56,7 +73,7 @@ Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
 		const uint32_t credit_base = blocks;
 		b.set_counters(uint64_t(blocks) + fanout);
 		const uint32_t nchunks = chunks.count();
-		const auto children = tree.children(v);
+		const auto children = children_in_send_order(tree, v);
 		const auto parent = tree.parent(v);
 		std::vector<uint32_t> forwarded;
 		for (uint32_t c = 0; c < nchunks; ++c) {
@@ -68,7 +85,7 @@ Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
 				b.wait(blk, c / blocks + 1);
 			forwarded.clear();
 			for (uint32_t child : children) {
-				const unsigned j = BinomialTree::child_index(v, child);
+				const unsigned j = tree.child_slot(child);
 				if (c >= blocks)
 					b.wait(credit_base + j, c - blocks + 1);
 				if (parent)
@@ -86,8 +103,7 @@ Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
 			if (c + blocks < nchunks) {
 				for (uint32_t w : forwarded)
 					b.wait_sent(w);
-				b.signal(real(*parent),
-					 credit_base + BinomialTree::child_index(*parent, v));
+				b.signal(real(*parent), credit_base + tree.child_slot(v));
 			}
 		}
 		return Errc::ok;
@@ -103,10 +119,10 @@ Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
 	b.layout().landing_bytes = 0;
 	const uint32_t data_base = fanout;
 	b.set_counters(uint64_t(fanout) + chunks.count());
-	const auto children = tree.children(v);
+	const auto children = children_in_send_order(tree, v);
 	const auto parent = tree.parent(v);
 	if (parent) {
-		const unsigned me = BinomialTree::child_index(*parent, v);
+		const unsigned me = tree.child_slot(v);
 		b.ship_key(real(*parent), OwnKey::output, me, me);
 	}
 	for (uint32_t c = 0; c < chunks.count(); ++c) {
@@ -115,7 +131,7 @@ Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
 		if (parent)
 			b.wait(data_base + c);
 		for (uint32_t child : children) {
-			const unsigned j = BinomialTree::child_index(v, child);
+			const unsigned j = tree.child_slot(child);
 			if (c == 0)
 				b.wait(j);
 			b.write(real(child), Buf::output, off, Dest::output, off, bytes,
@@ -123,6 +139,19 @@ Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
 		}
 	}
 	return Errc::ok;
+}
+
+} // namespace
+
+Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
+{
+	return build_broadcast_tree(b, limits, 1);
+}
+
+Errc build_broadcast_ktree(ScheduleBuilder& b, const Limits& limits)
+{
+	const uint32_t k = b.op().params.radix ? b.op().params.radix : limits.radix;
+	return build_broadcast_tree(b, limits, k);
 }
 
 Errc build_broadcast_scatter_allgather(ScheduleBuilder& b, const Limits& limits)

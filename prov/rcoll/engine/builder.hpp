@@ -81,6 +81,7 @@ using Builder = Errc (*)(ScheduleBuilder&, const Limits&);
 Errc build_barrier_pairwise(ScheduleBuilder&, const Limits&);
 Errc build_barrier_dissemination(ScheduleBuilder&, const Limits&);
 Errc build_broadcast_binomial(ScheduleBuilder&, const Limits&);
+Errc build_broadcast_ktree(ScheduleBuilder&, const Limits&);
 Errc build_broadcast_scatter_allgather(ScheduleBuilder&, const Limits&);
 Errc build_allreduce_ktree(ScheduleBuilder&, const Limits&);
 Errc build_reduce_ktree(ScheduleBuilder&, const Limits&);

@@ -60,9 +60,12 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 			serial_bytes = 2.0 * (p - 1) / p * n;
 			bytes = serial_bytes;
 		} else {
-			lat = L;
-			serial_bytes = L * n;
-			bytes = L * n;
+			// A node sends k messages on each level below it.
+			const double k = d.algorithm == Algorithm::ktree ? radix_of(d, limits) : 1;
+			const double l = knomial_levels(p, static_cast<uint32_t>(k));
+			lat = l;
+			serial_bytes = l * k * n;
+			bytes = l * k * n;
 		}
 		break;
 	case Collective::allreduce:

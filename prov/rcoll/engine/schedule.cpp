@@ -22,10 +22,11 @@ struct Entry {
 };
 
 // The one table of which algorithm implements which collective.
-constexpr std::array<Entry, 17> builders = {{
+constexpr std::array<Entry, 18> builders = {{
 	{Collective::barrier, Algorithm::pairwise, detail::build_barrier_pairwise},
 	{Collective::barrier, Algorithm::dissemination, detail::build_barrier_dissemination},
 	{Collective::broadcast, Algorithm::binomial, detail::build_broadcast_binomial},
+	{Collective::broadcast, Algorithm::ktree, detail::build_broadcast_ktree},
 	{Collective::broadcast, Algorithm::scatter_allgather,
 	 detail::build_broadcast_scatter_allgather},
 	{Collective::allreduce, Algorithm::ktree, detail::build_allreduce_ktree},

@@ -33,7 +33,7 @@ enum class Algorithm : uint8_t {
 	dissemination,      // barrier
 	binomial,           // broadcast, scatter, gather
 	scatter_allgather,  // broadcast, large messages
-	ktree,              // allreduce, reduce, reduce_scatter: Gupta degree-k tree
+	ktree,              // broadcast, allreduce, reduce, reduce_scatter: Gupta degree-k tree
 	recursive_doubling, // allreduce
 	rabenseifner,       // allreduce
 	ring,               // allreduce, allgather, reduce_scatter, reduce
@@ -81,7 +81,7 @@ struct Limits {
 	// 256 KiB, which still leaves many chunks to pipeline.
 	uint64_t chunk_bytes = 256 * 1024;
 	uint32_t radix = 3;        // default degree k of the k-ary tree (Gupta's best at 16 nodes)
-	uint32_t bcast_blocks = 8; // landing blocks per tree edge, binomial broadcast
+	uint32_t bcast_blocks = 8; // landing blocks per tree edge, tree broadcasts
 };
 
 inline constexpr size_t memory_key_bytes = 24;
