@@ -140,6 +140,15 @@ std::optional<Layout> layout_of(MPI_Datatype type, long long count)
 {
 	if (count < 0 || type == MPI_DATATYPE_NULL)
 		return std::nullopt;
+	// A predefined type, the common case, is its own single basic type: no
+	// walk of its contents (which allocates) on every call.
+	if (const std::optional<fi_datatype> dtype = datatype_of(type)) {
+		int size = 0;
+		if (PMPI_Type_size(type, &size) != MPI_SUCCESS || size <= 0 ||
+		    size_t(count) > size_t(INT_MAX))
+			return std::nullopt;
+		return Layout{*dtype, type, size_t(size), size_t(count), true};
+	}
 	std::vector<MPI_Datatype> basics;
 	if (!collect_basic_types(type, basics) || basics.empty())
 		return std::nullopt;
