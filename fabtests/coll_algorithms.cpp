@@ -37,13 +37,21 @@ void require_rcoll(const TestOptions& options)
 		throw NotApplicable("FI_RCOLL_COLL_TUNE is an rcoll parameter");
 }
 
-// Sizes in bytes (per call, or per rank block): tiny, just below and above
-// the 16 KiB eager limit, several 64 KiB chunks, and an odd megabyte.
+// Sizes in bytes (per call, or per rank block): tiny, around the 16 KiB
+// slots of the shared-memory path, just below and above the 64 KiB landing
+// limit of the scratch, several 64 KiB chunks, and an odd megabyte.
 std::vector<size_t> forced_sizes(bool quick)
 {
 	if (quick)
-		return {1, 16 * 1024 + 1, 200 * 1024};
-	return {1, 100, 16 * 1024 - 1, 16 * 1024 + 1, 200 * 1024, (1u << 20) + 3};
+		return {1, 64 * 1024 + 1, 200 * 1024};
+	return {1,
+		100,
+		16 * 1024 - 1,
+		16 * 1024 + 1,
+		64 * 1024 - 1,
+		64 * 1024 + 1,
+		200 * 1024,
+		(1u << 20) + 3};
 }
 
 void run_forced(Bootstrap& boot, const TestOptions& options, fi_collective_op coll)
@@ -97,12 +105,18 @@ void run_forced(Bootstrap& boot, const TestOptions& options, fi_collective_op co
 // Members that disagree on how to choose algorithms (FI_RCOLL_COLL_TUNE,
 // the cost model's constants) would build schedules that do not match: the
 // join must fail on both sides, which also shows that the variable reaches
-// the provider.
+// the provider. Members that spell the same constants differently (one sets
+// a default's value, the other leaves it unset; `other_value` nullptr) agree.
 void run_config_mismatch(Bootstrap& boot, const TestOptions& options, const char* variable,
 			 const char* rank0_value, const char* other_value)
 {
 	require_rcoll(options);
-	setenv(variable, boot.rank() == 0 ? rank0_value : other_value, 1);
+	const char* mine = boot.rank() == 0 ? rank0_value : other_value;
+	if (mine)
+		setenv(variable, mine, 1);
+	else
+		unsetenv(variable);
+	const bool must_refuse = other_value != nullptr;
 	CollEndpoint ep({options.provider});
 	const auto world = ep.exchange_addresses(boot);
 	AvSetPtr set = av_set_range(ep, world.front(), world.back(), 1, world.size());
@@ -113,14 +127,26 @@ void run_config_mismatch(Bootstrap& boot, const TestOptions& options, const char
 	FT_CHECK(fi_join_collective(ep.ep(), set_addr, set.get(), 0, &raw, &join_context));
 	FidPtr<fid_mc> mc(raw);
 	const JoinEvent event =
-		ep.wait_join(mc.get(), strfmt("join with mismatched %s", variable), seconds(10));
-	expect(event.error != 0, "the join succeeded although rank 0 sets %s=%s and rank 1 %s",
-	       variable, rank0_value, other_value);
-	expect(event.context == &join_context,
-	       "the failed join's event carries context %p, want %p", event.context,
-	       static_cast<void*>(&join_context));
+		ep.wait_join(mc.get(), strfmt("join with %s set on rank 0", variable), seconds(10));
+	expect(event.context == &join_context, "the join's event carries context %p, want %p",
+	       event.context, static_cast<void*>(&join_context));
+	if (must_refuse) {
+		expect(event.error != 0,
+		       "the join succeeded although rank 0 sets %s=%s and rank 1 %s", variable,
+		       rank0_value, other_value);
+		ProgressingBarrier(ep, boot, boot.size()).wait();
+		summary_note(boot, strfmt("join refused with %s", fi_strerror(event.error)));
+		return;
+	}
+	expect(event.error == 0, "the join failed (%s) although %s=%s is the default",
+	       fi_strerror(event.error), variable, rank0_value);
+	OpContext ctx;
+	FT_CHECK(fi_barrier(ep.ep(), fi_mc_addr(mc.get()), &ctx));
+	ep.track(ctx);
+	ep.wait_done(ctx, "barrier on the group");
+	expect_collective_completion(ctx, "barrier on the group");
 	ProgressingBarrier(ep, boot, boot.size()).wait();
-	summary_note(boot, strfmt("join refused with %s", fi_strerror(event.error)));
+	summary_note(boot, strfmt("joined, %s=%s on rank 0 only", variable, rank0_value));
 }
 
 // FI_RCOLL_COLL_LOCAL as this rank's provider reads it (default on).
@@ -328,6 +354,14 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
 				 run_config_mismatch(boot, options, "FI_RCOLL_COLL_LOCAL_ALPHA_US",
 						     "0.5", "4");
 			 }});
+	cases.push_back(
+		{"cost-default-spelled-out",
+		 "one member sets FI_RCOLL_COLL_LOCAL_ALPHA_US=0.50 (its default, 0.5), the "
+		 "other leaves it unset: the join succeeds",
+		 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
+			 run_config_mismatch(boot, options, "FI_RCOLL_COLL_LOCAL_ALPHA_US", "0.50",
+					     nullptr);
+		 }});
 }
 
 } // namespace fabtests::coll

@@ -23,11 +23,12 @@ constexpr std::array<size_t, 9> kSmallCounts = {0, 1, 2, 3, 7, 13, 61, 251, 1021
 
 // Message sizes (bytes per call, or per rank block) where rcoll's default
 // selection switches: allreduce/reduce algorithms change between 6 and
-// 24 KiB, landing areas stop being staged in scratch above 16 KiB, one
-// scratch half holds 64 KiB, broadcast turns to scatter-allgather between
-// 96 and 192 KiB. Each is hit one element below, at, and one above.
-constexpr std::array<size_t, 5> kSwitchBytes = {6 * 1024, 16 * 1024, 24 * 1024, 64 * 1024,
-						192 * 1024};
+// 24 KiB, the shared-memory path's slots hold 16 KiB, landing areas stop
+// being staged in scratch above 64 KiB, one scratch half holds 128 KiB,
+// broadcast turns to scatter-allgather between 96 and 192 KiB. Each is hit
+// one element below, at, and one above (--quick: 64 KiB only).
+constexpr std::array<size_t, 6> kSwitchBytes = {6 * 1024,  16 * 1024,  24 * 1024,
+						64 * 1024, 128 * 1024, 192 * 1024};
 
 // The calls one group runs, identical on every member. Datatypes rotate
 // through all fourteen and operations through every valid one, so the
@@ -54,7 +55,7 @@ std::vector<CallSpec> sweep_calls(int group_size, bool quick)
 				add(next_type(), count);
 			}
 			for (size_t bytes : kSwitchBytes) {
-				if (quick && bytes != 16 * 1024)
+				if (quick && bytes != 64 * 1024)
 					continue;
 				for (int delta : {-1, 0, 1}) {
 					const DatatypeInfo& type = next_type();
@@ -200,7 +201,7 @@ void add_sweep_cases(std::vector<CollCase>& cases)
 			{strfmt("sweep-%d", ranks),
 			 strfmt("%d ranks: all 9 collectives on full, strided and reversed groups, "
 				"every root, "
-				"counts 0..1021 and around 6/16/24/64/192 KiB, all datatypes",
+				"counts 0..1021 and around 6/16/24/64/128/192 KiB, all datatypes",
 				ranks),
 			 ranks, seconds(240), "", run_sweep});
 	for (int ranks : {2, 3, 5, 8})

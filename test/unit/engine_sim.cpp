@@ -63,25 +63,56 @@ Test(engine_sim, every_algorithm_every_size_every_root, .timeout = 240)
 }
 
 // The k-nomial broadcast at every degree, binomial (k = 1) to flat (k =
-// p - 1) and beyond (clamped): eager in one block, eager through more
-// chunks than landing blocks (credits), rendezvous; every root.
-Test(engine_sim, broadcast_ktree_every_radix, .timeout = 120)
+// p - 1) and beyond (clamped), every root: with small_cluster's eager limit
+// in one block or through more chunks than landing blocks (credits), and
+// with an eager limit of 16 bytes, where every call but the smallest goes
+// by rendezvous (children ship their buffer keys up the tree).
+Test(engine_sim, broadcast_ktree_every_radix, .timeout = 240)
 {
-	for (uint32_t p = 1; p <= 20; ++p)
-		for (uint32_t k = 1; k <= 8; ++k) {
-			std::vector<OpSpec> ops;
-			for (uint64_t count : {1ull, 13ull, 300ull, 1000ull})
-				ops.push_back(spec({Collective::broadcast, Algorithm::ktree}, count,
-						   (p - 1) / 2));
-			for (uint32_t root = 0; root < p; ++root)
-				ops.push_back(
-					spec({Collective::broadcast, Algorithm::ktree}, 7, root));
-			for (OpSpec& o : ops)
-				o.params.radix = k;
-			Cluster cluster(p, small_cluster(p, 7000 + 10 * p + k));
-			std::string err = cluster.run(ops);
-			cr_assert(err.empty(), "p %u k %u: %s", p, k, err.c_str());
-		}
+	for (uint64_t eager : {uint64_t(0), uint64_t(16)})
+		for (uint32_t p = 1; p <= 20; ++p)
+			for (uint32_t k = 1; k <= 8; ++k) {
+				std::vector<OpSpec> ops;
+				for (uint64_t count : {1ull, 13ull, 300ull, 1000ull, 5000ull})
+					ops.push_back(
+						spec({Collective::broadcast, Algorithm::ktree},
+						     count, (p - 1) / 2));
+				for (uint32_t root = 0; root < p; ++root)
+					ops.push_back(
+						spec({Collective::broadcast, Algorithm::ktree}, 300,
+						     root));
+				for (OpSpec& o : ops)
+					o.params.radix = k;
+				ClusterOptions o = small_cluster(p, 7000 + 10 * p + k + eager);
+				if (eager)
+					o.config.eager_bytes = eager;
+				Cluster cluster(p, o);
+				std::string err = cluster.run(ops);
+				cr_assert(err.empty(), "eager %llu p %u k %u: %s",
+					  (unsigned long long)eager, p, k, err.c_str());
+			}
+}
+
+// The default configuration's limits (64 KiB landing areas in scratch,
+// halves of 128 KiB): every algorithm just around them.
+Test(engine_sim, every_algorithm_at_the_default_eager_limit, .timeout = 240)
+{
+	for (uint32_t p : {2u, 3u, 5u, 8u}) {
+		std::vector<OpSpec> ops;
+		for (Entry e : every_algorithm())
+			for (uint64_t bytes : {16 * 1024 + 4, 64 * 1024 - 4, 64 * 1024,
+					       64 * 1024 + 4, 128 * 1024 + 4}) {
+				uint64_t count = bytes / 4;
+				if (per_block(e.coll))
+					count /= p - 1;
+				ops.push_back(spec(e, count, p - 1));
+			}
+		ClusterOptions o;
+		o.sim.seed = 4242 + p;
+		Cluster cluster(p, o);
+		std::string err = cluster.run(ops);
+		cr_assert(err.empty(), "p %u: %s", p, err.c_str());
+	}
 }
 
 // Every datatype x op pair through every reducing algorithm.

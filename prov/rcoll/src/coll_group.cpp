@@ -15,7 +15,6 @@
 #include "eq.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -51,13 +50,13 @@ double parse_double(const std::string& text, double fallback, const char* name)
 // of the core the endpoint runs on. On tcp a message costs system calls at
 // both ends besides the wire: one-way 8 B takes about 10 us on loopback and
 // streams reach about 3 GB/s, and of alpha 5, 10 and 20 us, 20 picked the
-// fastest algorithms at 2 to 8 ranks. RDMA cores keep the figures of an
-// InfiniBand EDR link (2 us, 10 GB/s). Every member runs the same core.
+// fastest algorithms at 2 to 8 ranks (sockets is the kernel's TCP too).
+// RDMA cores keep the figures of an InfiniBand EDR link (2 us, 10 GB/s).
 engine::CostParams core_costs(const fi_info* core)
 {
 	engine::CostParams cost;
 	const char* name = core && core->fabric_attr ? core->fabric_attr->prov_name : nullptr;
-	if (name && !strcmp(name, "tcp")) {
+	if (name && (!strcmp(name, "tcp") || !strcmp(name, "sockets"))) {
 		cost.alpha_us = 20;
 		cost.beta_us_per_byte = 0.00033;
 	}
@@ -86,8 +85,8 @@ Collectives::Collectives(Endpoint& ep)
 Collectives::~Collectives() = default;
 
 // `local`: for groups whose members all reach each other through this
-// host's memory, whose cost model has constants of its own (each unset
-// one takes the value between hosts).
+// host's memory, whose cost model has constants of its own (FI_RCOLL_COLL_
+// LOCAL_*; an unset one takes the value between hosts).
 engine::GroupConfig Collectives::group_config(bool local) const
 {
 	const Config& c = config();
@@ -129,11 +128,16 @@ uint64_t Collectives::config_fingerprint() const
 {
 	const Config& c = config();
 	uint64_t h = 0xcbf29ce484222325ULL;
-	for (const std::string* s :
-	     {&c.coll_tune, &c.coll_alpha_us, &c.coll_beta_us_per_byte, &c.coll_gamma_us_per_byte,
-	      &c.coll_local_alpha_us, &c.coll_local_beta_us_per_byte,
-	      &c.coll_local_gamma_us_per_byte})
-		h = fnv1a(fnv1a(h, s->data(), s->size()), "|", 1);
+	h = fnv1a(fnv1a(h, c.coll_tune.data(), c.coll_tune.size()), "|", 1);
+	// The constants in use, not their spelling: a value set to the core's
+	// default agrees with one left unset, and two cores' defaults differ.
+	for (const engine::GroupConfig* g : {&config_, &local_config_}) {
+		const engine::CostParams& cost = g->selector.params();
+		for (double v : {cost.alpha_us, cost.beta_us_per_byte, cost.gamma_us_per_byte}) {
+			v = v == 0 ? 0.0 : v; // -0 and 0 alike
+			h = fnv1a(h, &v, sizeof(v));
+		}
+	}
 	// Members must agree on which calls take the shared-memory path.
 	for (size_t v : {size_t(c.coll_shm), c.coll_shm_bcast_max, c.coll_shm_reduce_max,
 			 c.coll_shm_split_min, c.coll_shm_single_copy_min})
