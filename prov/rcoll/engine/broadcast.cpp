@@ -45,6 +45,7 @@ std::vector<uint32_t> children_in_send_order(const KnomialTree& tree, uint32_t v
 	return out;
 }
 
+// `radix`: the tree's degree, 1..p - 1.
 Errc build_broadcast_tree(ScheduleBuilder& b, const Limits& limits, uint32_t radix)
 {
 	const uint32_t p = b.size();
@@ -53,7 +54,7 @@ Errc build_broadcast_tree(ScheduleBuilder& b, const Limits& limits, uint32_t rad
 	if (p == 1 || d.count == 0)
 		return Errc::ok;
 
-	const KnomialTree tree{p, std::clamp<uint32_t>(radix, 1, p - 1)};
+	const KnomialTree tree{p, radix};
 	const uint32_t v = pattern::to_virtual(b.rank(), d.root, p);
 	// A landing slot, a credit counter and a key slot per possible child.
 	const unsigned fanout = tree.slots();
@@ -150,8 +151,7 @@ Errc build_broadcast_binomial(ScheduleBuilder& b, const Limits& limits)
 
 Errc build_broadcast_ktree(ScheduleBuilder& b, const Limits& limits)
 {
-	const uint32_t k = b.op().params.radix ? b.op().params.radix : limits.radix;
-	return build_broadcast_tree(b, limits, k);
+	return build_broadcast_tree(b, limits, tree_radix(b.op(), limits));
 }
 
 Errc build_broadcast_scatter_allgather(ScheduleBuilder& b, const Limits& limits)

@@ -14,13 +14,6 @@ unsigned knomial_levels(uint32_t p, uint32_t k) noexcept
 	return pattern::KnomialTree{p, k}.levels();
 }
 
-uint32_t radix_of(const OpDescriptor& d, const Limits& limits) noexcept
-{
-	uint32_t k = d.params.radix ? d.params.radix : limits.radix;
-	k = std::max<uint32_t>(k, 1);
-	return d.size > 1 ? std::min(k, d.size - 1) : 1;
-}
-
 } // namespace
 
 double allreduce_bandwidth_lower_bound(uint32_t p, double n) noexcept
@@ -61,7 +54,8 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 			bytes = serial_bytes;
 		} else {
 			// A node sends k messages on each level below it.
-			const double k = d.algorithm == Algorithm::ktree ? radix_of(d, limits) : 1;
+			const double k =
+				d.algorithm == Algorithm::ktree ? tree_radix(d, limits) : 1;
 			const double l = knomial_levels(p, static_cast<uint32_t>(k));
 			lat = l;
 			serial_bytes = l * k * n;
@@ -73,7 +67,7 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 		case Algorithm::ktree: {
 			// Per level: k children's vectors into one link and one
 			// reduction, then k copies of the result out of one link.
-			const double k = radix_of(d, limits);
+			const double k = tree_radix(d, limits);
 			const double l = knomial_levels(p, static_cast<uint32_t>(k));
 			lat = 2 * l;
 			serial_bytes = 2 * l * k * n;
@@ -110,7 +104,7 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 			reduce_bytes = (p - 1.0) / p * n;
 			bytes = (p - 1.0) / p * n + n / p;
 		} else {
-			const double k = radix_of(d, limits);
+			const double k = tree_radix(d, limits);
 			const double l = knomial_levels(p, static_cast<uint32_t>(k));
 			lat = l;
 			serial_bytes = l * k * n;
@@ -126,7 +120,7 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 			reduce_bytes = (p - 1) * n;
 			bytes = serial_bytes;
 		} else {
-			const double k = radix_of(d, limits);
+			const double k = tree_radix(d, limits);
 			const double l = knomial_levels(p, static_cast<uint32_t>(k));
 			lat = 2 * l;
 			serial_bytes = l * k * total + total;

@@ -13,14 +13,6 @@ namespace {
 
 using pattern::KnomialTree;
 
-uint32_t effective_radix(const OpDescriptor& d, const Limits& limits) noexcept
-{
-	uint32_t k = d.params.radix ? d.params.radix : limits.radix;
-	if (k == 0)
-		k = 1;
-	return d.size > 1 ? std::min(k, d.size - 1) : 1;
-}
-
 enum class TreeRole { allreduce, reduce, reduce_scatter };
 
 // Gupta's degree-k tree (ch. 6): a node receives from at most k children
@@ -48,7 +40,7 @@ Errc build_ktree(ScheduleBuilder& b, const Limits& limits, TreeRole role)
 	if (d.count == 0)
 		return Errc::ok;
 
-	const KnomialTree tree{p, effective_radix(d, limits)};
+	const KnomialTree tree{p, tree_radix(d, limits)};
 	const uint32_t k = tree.k;
 	const unsigned levels = tree.levels();
 	const uint32_t slots = levels * k;

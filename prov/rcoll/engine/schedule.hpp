@@ -19,6 +19,7 @@
 // for barriers, monotone per group and compared against a 64-bit epoch.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -87,6 +88,14 @@ struct Limits {
 	uint32_t radix = 3;        // default degree k of the k-ary tree (Gupta's best at 16 nodes)
 	uint32_t bcast_blocks = 8; // landing blocks per tree edge, tree broadcasts
 };
+
+// The degree k of a k-nomial tree schedule: the call's radix, else the
+// group's, within 1..p - 1 (a wider tree has no more children to take).
+inline uint32_t tree_radix(const OpDescriptor& d, const Limits& limits) noexcept
+{
+	const uint32_t k = std::max<uint32_t>(d.params.radix ? d.params.radix : limits.radix, 1);
+	return d.size > 1 ? std::min(k, d.size - 1) : 1;
+}
 
 inline constexpr size_t memory_key_bytes = 24;
 inline constexpr uint32_t monotone_counter = 1u << 31;
