@@ -364,6 +364,10 @@ void Collectives::maybe_finish_join(CollGroup& g)
 		} catch (const std::bad_alloc&) {
 			return finish_join(g, -FI_ENOMEM);
 		}
+		RCOLL_INFO(FI_LOG_EP_CTRL,
+			   "collective group (slot %u, %u members): shared-memory path, %s\n",
+			   g.transport->slot(), g.size,
+			   agreed->single_copy ? "single copy" : "no single copy");
 	}
 	// Every member sees the same verdict, so all pick the same constants.
 	finish_join(g, 0, agreed->shm ? local_config_ : config_);
