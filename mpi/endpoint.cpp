@@ -80,12 +80,19 @@ std::string Endpoint::open()
 	if ((rc = fi_ep_bind(ep, &av->fid, 0)) || (rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV)) ||
 	    (rc = fi_ep_bind(ep, &eq->fid, 0)) || (rc = fi_enable(ep)))
 		return fabric_error("binding and enabling the endpoint", rc);
+	return "";
+}
 
+std::string Endpoint::exchange_names()
+{
+	std::string error;
 	// Every rank's name, in world rank order, into the AV: index = world rank.
 	std::vector<char> name(256);
 	size_t len = name.size();
-	if ((rc = fi_getname(&ep->fid, name.data(), &len)))
-		return fabric_error("fi_getname", rc);
+	if (long rc = fi_getname(&ep_->fid, name.data(), &len)) {
+		error = fabric_error("fi_getname", rc);
+		len = 0;
+	}
 	int size = 0;
 	PMPI_Comm_size(MPI_COMM_WORLD, &size);
 	int longest = int(len);
@@ -95,13 +102,47 @@ std::string Endpoint::open()
 	PMPI_Allgather(name.data(), longest, MPI_BYTE, names.data(), longest, MPI_BYTE,
 		       MPI_COMM_WORLD);
 	world_.assign(size_t(size), FI_ADDR_NOTAVAIL);
-	for (int r = 0; r < size; r++) {
-		rc = fi_av_insert(av, names.data() + size_t(r) * size_t(longest), 1, &world_[size_t(r)], 0,
-				  nullptr);
+	for (int r = 0; r < size && error.empty(); r++) {
+		const long rc = fi_av_insert(av_.get(), names.data() + size_t(r) * size_t(longest), 1,
+					     &world_[size_t(r)], 0, nullptr);
 		if (rc != 1)
-			return fabric_error("fi_av_insert", rc < 0 ? rc : -FI_EINVAL);
+			error = fabric_error("fi_av_insert", rc < 0 ? rc : -FI_EINVAL);
 	}
-	return "";
+	// Every rank's host, by the name the MPI gives it.
+	char host[MPI_MAX_PROCESSOR_NAME] = {};
+	int host_len = 0;
+	PMPI_Get_processor_name(host, &host_len);
+	uint64_t host_id = 0xcbf29ce484222325ULL; // FNV-1a
+	for (int i = 0; i < host_len; i++)
+		host_id = (host_id ^ uint8_t(host[i])) * 0x100000001b3ULL;
+	hosts_.assign(size_t(size), 0);
+	PMPI_Allgather(&host_id, 1, MPI_UINT64_T, hosts_.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+	return error;
+}
+
+std::vector<int> world_ranks_of(MPI_Comm comm)
+{
+	int size = 0;
+	PMPI_Comm_size(comm, &size);
+	MPI_Group group, world;
+	PMPI_Comm_group(comm, &group);
+	PMPI_Comm_group(MPI_COMM_WORLD, &world);
+	std::vector<int> ranks(static_cast<size_t>(size)), world_ranks(ranks.size());
+	for (int r = 0; r < size; r++)
+		ranks[size_t(r)] = r;
+	PMPI_Group_translate_ranks(group, size, ranks.data(), world, world_ranks.data());
+	PMPI_Group_free(&group);
+	PMPI_Group_free(&world);
+	return world_ranks;
+}
+
+bool Endpoint::on_one_host(MPI_Comm comm) const
+{
+	const std::vector<int> members = world_ranks_of(comm);
+	for (int w : members)
+		if (w < 0 || size_t(w) >= hosts_.size() || hosts_[size_t(w)] != hosts_[size_t(members[0])])
+			return false;
+	return true;
 }
 
 void Operation::end(int err, std::string text)
@@ -269,18 +310,8 @@ long Endpoint::submit(CommGroup& g, Operation& op, Post post)
 std::shared_ptr<CommGroup> Endpoint::join(MPI_Comm comm, std::optional<uint64_t> key,
 					  std::string& error)
 {
-	int size = 0;
-	PMPI_Comm_size(comm, &size);
-	MPI_Group group, world;
-	PMPI_Comm_group(comm, &group);
-	PMPI_Comm_group(MPI_COMM_WORLD, &world);
-	std::vector<int> ranks(static_cast<size_t>(size)), world_ranks(ranks.size());
-	for (int r = 0; r < size; r++)
-		ranks[size_t(r)] = r;
-	PMPI_Group_translate_ranks(group, size, ranks.data(), world, world_ranks.data());
-	PMPI_Group_free(&group);
-	PMPI_Group_free(&world);
-
+	const std::vector<int> world_ranks = world_ranks_of(comm);
+	const int size = int(world_ranks.size());
 	auto g = std::make_shared<CommGroup>();
 	for (int w : world_ranks) {
 		if (w < 0 || size_t(w) >= world_.size()) {
@@ -337,6 +368,7 @@ void Endpoint::close()
 	domain_.reset();
 	fabric_.reset();
 	world_.clear();
+	hosts_.clear();
 }
 
 } // namespace rcoll::mpi

@@ -1,5 +1,6 @@
 // The MPI_ entry points librcoll-mpi replaces (the MPI's own stay reachable
 // as PMPI_), and the cache of one rcoll group per communicator.
+#include "hand_back.hpp"
 #include "offload.hpp"
 
 #include <rdma/fi_errno.h>
@@ -10,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <strings.h>
 #include <vector>
 #include <mutex>
 #include <set>
@@ -17,9 +20,10 @@
 namespace rcoll::mpi {
 namespace {
 
-// The collectives that have a size limit, and the environment variable
-// that sets it.
+// The collectives, as their hand-back rules name them (nonblocking calls
+// take their blocking kind's rules), in the order of kHandBackSettings.
 enum Kind {
+	kBarrier,
 	kBcast,
 	kAllreduce,
 	kReduce,
@@ -30,27 +34,36 @@ enum Kind {
 	kScatter,
 	kKinds
 };
-constexpr const char* kLimitVariables[kKinds] = {
-	"RCOLL_MPI_BCAST_MAX",	 "RCOLL_MPI_ALLREDUCE_MAX",	 "RCOLL_MPI_REDUCE_MAX",
-	"RCOLL_MPI_ALLGATHER_MAX", "RCOLL_MPI_REDUCE_SCATTER_MAX", "RCOLL_MPI_ALLTOALL_MAX",
-	"RCOLL_MPI_GATHER_MAX",	 "RCOLL_MPI_SCATTER_MAX"};
+static_assert(std::size(kHandBackSettings) == kKinds);
+constexpr Kind kKindOf[kCalls] = {kBarrier,   kBcast,	 kAllreduce, kReduce,
+				  kAllgather, kReduceScatter, kAlltoall, kGather,
+				  kScatter,   kBarrier,	 kBcast,    kAllreduce};
+// A communicator's attribute: what the decisions read, and its rcoll group
+// from its first offloaded collective on.
+struct CommEntry {
+	bool usable = false; // an intracommunicator of 2 or more members, with a key
+	uint64_t size = 0;
+	bool one_host = false; // and the node-local path is on
+	std::optional<uint64_t> key;
+	std::shared_ptr<CommGroup> group;
+};
 
 struct State {
 	Endpoint endpoint;
-	// Largest payload offloaded per collective, in bytes (for the calls
-	// of blocks, one rank's block); larger calls go to the MPI, whose own
-	// algorithm is faster there. The same on every rank (it comes from the
-	// environment mpirun passes on), so every rank decides alike.
-	size_t limit[kKinds];
-	bool enabled = false; // every rank opened rcoll
-	bool verbose = false; // RCOLL_MPI_VERBOSE=1: say what happened, at init and finalize
+	// Sizes each collective hands back to the MPI, whose own algorithm is
+	// faster there. The same on every rank (start() checks), so every rank
+	// decides alike.
+	HandBack hand_back[kKinds];
+	bool force = false;    // RCOLL_MPI_FORCE=1: no hand-back rule applies
+	bool enabled = false;  // every rank opened rcoll
+	bool verbose = false;  // RCOLL_MPI_VERBOSE=1: say what happened, at init and finalize
+	bool report = false;   // verbose on every rank: the report at MPI_Finalize
+	bool node_local = true; // rcoll's FI_RCOLL_COLL_LOCAL
 	int keyval = MPI_KEYVAL_INVALID;
-	// Each communicator's attribute: a holder of its group, which requests
-	// in flight share. Alive, for MPI_Finalize to close.
-	std::set<std::shared_ptr<CommGroup>*> holders; // under holders_lock
-	std::mutex holders_lock;
+	// Each communicator's attribute, alive, for MPI_Finalize to close.
+	std::set<CommEntry*> entries; // under entries_lock
+	std::mutex entries_lock;
 	MPI_Comm staging = MPI_COMM_NULL; // staging_comm()
-	std::atomic<unsigned long long> offloaded = 0, handed_back = 0;
 	int world_rank = 0;
 };
 
@@ -58,6 +71,22 @@ State& state()
 {
 	static State s;
 	return s;
+}
+
+// A boolean setting read as libfabric reads its own (fi_param_get_bool):
+// anything else leaves the default.
+bool setting_on(const char* name, bool otherwise)
+{
+	const char* text = std::getenv(name);
+	if (!text)
+		return otherwise;
+	for (const char* on : {"1", "yes", "true", "on"})
+		if (strcasecmp(text, on) == 0)
+			return true;
+	for (const char* off : {"0", "no", "false", "off"})
+		if (strcasecmp(text, off) == 0)
+			return false;
+	return otherwise;
 }
 
 } // namespace
@@ -70,126 +99,175 @@ namespace {
 
 // The attribute's delete callback: the communicator is going away (or MPI
 // is finalising), and its group with it.
-int delete_group(MPI_Comm, int, void* value, void*)
+int delete_entry(MPI_Comm, int, void* value, void*)
 {
-	auto* holder = static_cast<std::shared_ptr<CommGroup>*>(value);
-	std::unique_lock guard(state().holders_lock);
-	if (state().holders.erase(holder)) {
+	auto* entry = static_cast<CommEntry*>(value);
+	std::unique_lock guard(state().entries_lock);
+	if (state().entries.erase(entry)) {
 		guard.unlock(); // the group's close may drive rcoll a while
-		delete holder;
+		delete entry;
 	}
 	return MPI_SUCCESS;
+}
+
+constexpr const char* kDisabled = "RCOLL_MPI_DISABLE is set";
+
+// Reads the hand-back rules and switches: why the library stays off, if so.
+std::string read_settings(State& s)
+{
+	s.verbose = setting_on("RCOLL_MPI_VERBOSE", false);
+	s.force = setting_on("RCOLL_MPI_FORCE", false);
+	s.node_local = setting_on("FI_RCOLL_COLL_LOCAL", true);
+	if (setting_on("RCOLL_MPI_DISABLE", false))
+		return kDisabled;
+	for (int k = 0; k < kKinds; k++) {
+		const HandBackSetting& setting = kHandBackSettings[k];
+		const char* text = std::getenv(setting.variable);
+		if (std::string why = s.hand_back[k].parse(text ? text : setting.defaults);
+		    !why.empty())
+			return std::string(setting.variable) + ": " + why;
+	}
+	return "";
+}
+
+// A hash of everything a rank's decisions depend on besides the call.
+uint64_t settings_fingerprint(const State& s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	auto mix = [&h](uint64_t v) {
+		for (int i = 0; i < 8; i++)
+			h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
+	};
+	mix(s.force);
+	mix(s.node_local);
+	for (const HandBack& rules : s.hand_back) {
+		mix(rules.rules().size());
+		for (const HandBackRule& r : rules.rules())
+			for (uint64_t v : {uint64_t(r.where), r.ranks_min, r.ranks_max, r.bytes_min,
+					   r.bytes_max})
+				mix(v);
+	}
+	return h;
+}
+
+// Whether every rank says yes; collective over MPI_COMM_WORLD.
+bool everyone(bool mine)
+{
+	int yes = mine, all = 0;
+	PMPI_Allreduce(&yes, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+	return all != 0;
 }
 
 void start()
 {
 	State& s = state();
-	const char* verbose = std::getenv("RCOLL_MPI_VERBOSE");
-	s.verbose = verbose && std::strcmp(verbose, "0") != 0;
 	PMPI_Comm_rank(MPI_COMM_WORLD, &s.world_rank);
-	for (int k = 0; k < kKinds; k++) {
-		const char* text = std::getenv(kLimitVariables[k]);
-		s.limit[k] = text ? std::strtoull(text, nullptr, 0) : SIZE_MAX;
+	std::string why = read_settings(s);
+	// A wrong setting is said on every rank that has it, verbose or not.
+	bool misconfigured = !why.empty() && why != kDisabled;
+	time_calls(s.verbose);
+	if (why.empty()) {
+		try {
+			why = s.endpoint.open();
+		} catch (const std::exception& e) {
+			why = e.what();
+		}
 	}
-	std::string why;
-	int opened = 0;
-	try {
-		why = s.endpoint.open();
-	} catch (const std::exception& e) {
-		why = e.what();
+	const bool opened = why.empty();
+	// Every rank offloads, or none does, and by the same settings: the
+	// calls must match. Each step is collective on every rank, whatever
+	// happened on it before.
+	const uint64_t mine = settings_fingerprint(s);
+	uint64_t agreed[5] = {uint64_t(!opened), mine, ~mine, s.verbose, !s.verbose}, most[5] = {};
+	PMPI_Allreduce(agreed, most, 5, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+	const bool same_settings = most[1] == mine && most[2] == ~mine;
+	s.enabled = most[0] == 0 && same_settings;
+	// The report at MPI_Finalize is collective: made by all ranks or none.
+	s.report = s.verbose && most[4] == 0;
+	if (opened && !s.enabled) {
+		why = most[0] ? "another rank did not open rcoll"
+			      : "the ranks' RCOLL_MPI_* or FI_RCOLL_COLL_LOCAL settings differ";
+		misconfigured = most[0] == 0 && s.world_rank == 0;
 	}
-	opened = why.empty();
-	// Every rank offloads, or none does: the calls must match.
-	int everyone = 0;
-	PMPI_Allreduce(&opened, &everyone, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-	s.enabled = everyone != 0;
 	if (s.enabled) {
-		PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_group, &s.keyval, nullptr);
+		try {
+			why = s.endpoint.exchange_names();
+		} catch (const std::exception& e) {
+			why = e.what();
+		}
+		s.enabled = everyone(why.empty());
+		if (!s.enabled && why.empty())
+			why = "another rank could not take the others' addresses";
+	}
+	if (s.enabled) {
+		PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_entry, &s.keyval, nullptr);
 		PMPI_Comm_dup(MPI_COMM_SELF, &s.staging);
 		init_comm_keys();
 	} else {
 		s.endpoint.close();
 	}
-	if (s.verbose && (s.world_rank == 0 || !opened))
-		std::fprintf(stderr, "rcoll-mpi: rank %d: collectives %s%s%s\n", s.world_rank,
+	if (misconfigured || (s.verbose && (s.world_rank == 0 || !opened)))
+		std::fprintf(stderr, "rcoll-mpi: rank %d: collectives %s%s%s%s\n", s.world_rank,
 			     s.enabled ? "offloaded to rcoll" : "left to the MPI",
+			     s.enabled && s.force ? " at every size (RCOLL_MPI_FORCE)" : "",
 			     why.empty() ? "" : ": ", why.c_str());
 }
 
-// The communicator's group, whose join starts at its first offloaded
-// collective. nullptr: this call goes to the MPI (the decision is the same
-// on every member: it depends only on the communicator), or, with `error`
-// set, rcoll refused the join (the error handler ran).
-std::shared_ptr<CommGroup>* group_of(MPI_Comm comm, int& error)
+// The communicator's entry, made at its first collective and cached on it.
+CommEntry* entry_of(MPI_Comm comm)
 {
 	State& s = state();
-	error = MPI_SUCCESS;
-	if (!s.enabled || comm == MPI_COMM_NULL)
-		return nullptr;
 	void* value = nullptr;
 	int found = 0;
 	PMPI_Comm_get_attr(comm, s.keyval, &value, &found);
 	if (found)
-		return static_cast<std::shared_ptr<CommGroup>*>(value);
+		return static_cast<CommEntry*>(value);
+	auto entry = std::make_unique<CommEntry>();
 	int inter = 0, size = 0;
 	PMPI_Comm_test_inter(comm, &inter);
 	PMPI_Comm_size(comm, &size);
-	if (inter || size < 2)
-		return nullptr;
-	std::string why;
 	// Groups of one member list are told apart by the key: without one,
 	// rcoll would match them by join order, which ranks need not share
 	// (nonblocking calls on two communicators, threads).
-	const std::optional<uint64_t> key = comm_key(comm);
-	if (!key)
-		return nullptr;
-	std::shared_ptr<CommGroup> g;
+	entry->key = inter || size < 2 ? std::nullopt : comm_key(comm);
+	entry->usable = entry->key.has_value();
+	entry->size = uint64_t(size);
+	entry->one_host = entry->usable && s.node_local && s.endpoint.on_one_host(comm);
+	{
+		std::lock_guard guard(s.entries_lock);
+		s.entries.insert(entry.get());
+	}
+	PMPI_Comm_set_attr(comm, s.keyval, entry.get());
+	return entry.release();
+}
+
+// The entry's group, whose join starts here, at the communicator's first
+// offloaded collective. nullptr, with `error` set, when rcoll refused the
+// join (the error handler ran).
+CommGroup* group_of(CommEntry& entry, MPI_Comm comm, int& error)
+{
+	State& s = state();
+	error = MPI_SUCCESS;
+	if (entry.group)
+		return entry.group.get();
+	std::string why;
 	try {
-		g = s.endpoint.join(comm, key, why);
+		entry.group = s.endpoint.join(comm, entry.key, why);
 	} catch (const std::exception& e) {
 		why = e.what();
 	}
-	if (!g) {
-		std::fprintf(stderr, "rcoll-mpi: rank %d: joining a group failed: %s\n",
-			     s.world_rank, why.c_str());
-		// The communicator keeps the failure: its later calls fail too
-		// rather than join again, out of step with the other members.
-		g = std::make_shared<CommGroup>();
-		g->joined = true;
-		g->failure = "joining a group failed: " + why;
-		auto* holder = new std::shared_ptr<CommGroup>(std::move(g));
-		{
-			std::lock_guard guard(s.holders_lock);
-			s.holders.insert(holder);
-		}
-		PMPI_Comm_set_attr(comm, s.keyval, holder);
-		PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
-		error = MPI_ERR_OTHER;
-		return nullptr;
-	}
-	auto* holder = new std::shared_ptr<CommGroup>(std::move(g));
-	{
-		std::lock_guard guard(s.holders_lock);
-		s.holders.insert(holder);
-	}
-	PMPI_Comm_set_attr(comm, s.keyval, holder);
-	return holder;
-}
-
-// The layout of a call of `kind` whose signature libfabric has, under the
-// kind's size limit; else nullopt (the call goes to the MPI). A function of
-// the type signature alone, as every rank's decision must be.
-bool within_limit(const Layout& l, Kind kind)
-{
-	return l.elements * l.basic_size <= state().limit[kind];
-}
-
-std::optional<Layout> offloadable(MPI_Datatype type, int count, Kind kind)
-{
-	std::optional<Layout> l = layout_of(type, count);
-	if (l && !within_limit(*l, kind))
-		return std::nullopt;
-	return l;
+	if (entry.group)
+		return entry.group.get();
+	std::fprintf(stderr, "rcoll-mpi: rank %d: joining a group failed: %s\n", s.world_rank,
+		     why.c_str());
+	// The communicator keeps the failure: its later calls fail too rather
+	// than join again, out of step with the other members.
+	entry.group = std::make_shared<CommGroup>();
+	entry.group->joined = true;
+	entry.group->failure = "joining a group failed: " + why;
+	PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+	error = MPI_ERR_OTHER;
+	return nullptr;
 }
 
 bool intra(MPI_Comm comm)
@@ -207,13 +285,12 @@ int rank_in(MPI_Comm comm)
 
 // Waits for an operation rcoll accepted (rc == 0); an error goes to the
 // communicator's error handler, named after rcoll's error.
-int finish(MPI_Comm comm, long rc, Operation& op, const char* what)
+int finish(Tally& tally, MPI_Comm comm, long rc, Operation& op, const char* what)
 {
 	State& s = state();
-	if (rc == 0 && s.endpoint.wait(op)) {
-		s.offloaded.fetch_add(1, std::memory_order_relaxed);
+	if (rc == 0 && s.endpoint.wait(op))
 		return MPI_SUCCESS;
-	}
+	tally.outcome = kFailed;
 	const std::string text = rc ? fi_strerror(int(-rc)) : op.error_text;
 	std::fprintf(stderr, "rcoll-mpi: rank %d: %s on rcoll failed: %s\n", s.world_rank, what,
 		     text.c_str());
@@ -221,32 +298,58 @@ int finish(MPI_Comm comm, long rc, Operation& op, const char* what)
 	return MPI_ERR_OTHER;
 }
 
+// The payload of a call, in bytes, as the hand-back rules see it.
+uint64_t bytes_of(const Layout& l) { return l.elements * l.basic_size; }
+
 // Whether the call goes to rcoll: its group when it does; else the MPI's
-// own call runs, or the join's error is returned. A blocking call waits for
-// the join (the others are in the same call); a nonblocking one does not
-// (Endpoint::submit queues it).
+// own call runs (the tally says why), or the join's error is returned.
+// `bytes`: the payload (nullopt: the call maps onto no libfabric call).
+// Every input is the same on every rank of the call. A blocking call waits
+// for the join (the others are in the same call); a nonblocking one does
+// not (Endpoint::submit queues it).
 struct Route {
-	std::shared_ptr<CommGroup>* holder = nullptr;
+	CommEntry* entry = nullptr;
 	CommGroup* group = nullptr;
 	int error = MPI_SUCCESS;
 	bool to_mpi() const { return !group && error == MPI_SUCCESS; }
 };
 
-Route route(bool mappable, MPI_Comm comm, bool blocking = true)
+Route route(Tally& tally, std::optional<uint64_t> bytes, MPI_Comm comm, bool blocking = true)
 {
+	State& s = state();
 	Route r;
-	if (mappable && (r.holder = group_of(comm, r.error)))
-		r.group = r.holder->get();
+	if (!s.enabled) {
+		tally.outcome = kLibraryOff;
+		return r;
+	}
+	if (comm == MPI_COMM_NULL) {
+		tally.outcome = kCommunicator;
+		return r;
+	}
+	if (!bytes) {
+		tally.outcome = kUnmappable;
+		return r;
+	}
+	r.entry = entry_of(comm);
+	if (!r.entry->usable) {
+		tally.outcome = kCommunicator;
+		return r;
+	}
+	if (!s.force &&
+	    s.hand_back[kKindOf[tally.call()]].matches(*bytes, r.entry->size, r.entry->one_host)) {
+		tally.outcome = kByRule;
+		return r;
+	}
+	r.group = group_of(*r.entry, comm, r.error);
 	if (r.group && blocking && !r.group->ready.load(std::memory_order_acquire) &&
-	    !state().endpoint.await_ready(*r.group)) {
-		std::fprintf(stderr, "rcoll-mpi: rank %d: %s\n", state().world_rank,
-			     r.group->failure.c_str());
+	    !s.endpoint.await_ready(*r.group)) {
+		std::fprintf(stderr, "rcoll-mpi: rank %d: %s\n", s.world_rank, r.group->failure.c_str());
 		PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
 		r.group = nullptr;
 		r.error = MPI_ERR_OTHER;
 	}
-	if (r.to_mpi())
-		state().handed_back.fetch_add(1, std::memory_order_relaxed);
+	if (r.error != MPI_SUCCESS)
+		tally.outcome = kFailed;
 	return r;
 }
 
@@ -263,12 +366,12 @@ struct Blocks {
 	Layout block, all;
 	int total = 0; // elements of `all`, in units of the block's datatype
 };
-std::optional<Blocks> blocks_of(MPI_Datatype type, int count, MPI_Comm comm, Kind kind)
+std::optional<Blocks> blocks_of(MPI_Datatype type, int count, MPI_Comm comm)
 {
 	int size = 0;
 	PMPI_Comm_size(comm, &size);
 	const long long total = static_cast<long long>(count) * size;
-	const auto block = offloadable(type, count, kind);
+	const auto block = layout_of(type, count);
 	const auto all = layout_of(type, total);
 	if (!block || !all || total > INT_MAX)
 		return std::nullopt;
@@ -290,10 +393,10 @@ struct RootedCall {
 	std::optional<Layout> block;         // what the call moves; nullopt: to the MPI
 };
 RootedCall rooted_call(MPI_Datatype rooted_type, int rooted_count, MPI_Datatype own_type,
-		       int own_count, bool is_root, bool in_place, Kind kind, MPI_Comm comm)
+		       int own_count, bool is_root, bool in_place, MPI_Comm comm)
 {
 	RootedCall c;
-	c.rooted = is_root ? blocks_of(rooted_type, rooted_count, comm, kind) : std::nullopt;
+	c.rooted = is_root ? blocks_of(rooted_type, rooted_count, comm) : std::nullopt;
 	c.own = in_place ? std::nullopt : layout_of(own_type, own_count);
 	if (is_root) {
 		if (c.rooted)
@@ -301,8 +404,7 @@ RootedCall rooted_call(MPI_Datatype rooted_type, int rooted_count, MPI_Datatype 
 	} else {
 		int size = 0;
 		PMPI_Comm_size(comm, &size);
-		if (c.own && within_limit(*c.own, kind) &&
-		    static_cast<long long>(c.own->elements) * size <= INT_MAX)
+		if (c.own && static_cast<long long>(c.own->elements) * size <= INT_MAX)
 			c.block = c.own;
 	}
 	if (c.block && !in_place && !same_signature(c.own, *c.block))
@@ -342,25 +444,17 @@ RCOLL_MPI_ENTRY int MPI_Init_thread(int* argc, char*** argv, int required, int* 
 RCOLL_MPI_ENTRY int MPI_Finalize(void)
 {
 	State& s = state();
-	if (s.verbose) {
-		unsigned long long counts[2] = {s.offloaded.load(), s.handed_back.load()};
-		unsigned long long totals[2] = {};
-		PMPI_Reduce(counts, totals, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-		if (s.world_rank == 0)
-			std::fprintf(stderr,
-				     "rcoll-mpi: %llu collective calls offloaded, %llu left to the "
-				     "MPI (all ranks)\n",
-				     totals[0], totals[1]);
-	}
+	if (s.report)
+		report_calls(s.world_rank);
 	if (s.enabled) {
 		drain_requests();
 		stop_progress_thread();
 		// Every rank gets here before any closes its groups: a member's
 		// last writes into the others' memory are over.
 		PMPI_Barrier(MPI_COMM_WORLD);
-		for (std::shared_ptr<CommGroup>* holder : s.holders)
-			delete holder;
-		s.holders.clear();
+		for (CommEntry* entry : s.entries)
+			delete entry;
+		s.entries.clear();
 		PMPI_Comm_free_keyval(&s.keyval);
 		PMPI_Comm_free(&s.staging);
 		free_comm_keys();
@@ -372,19 +466,21 @@ RCOLL_MPI_ENTRY int MPI_Finalize(void)
 
 RCOLL_MPI_ENTRY int MPI_Barrier(MPI_Comm comm)
 {
-	const Route r = route(true, comm);
+	Tally tally(kBarrierCall);
+	const Route r = route(tally, 0, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Barrier(comm) : r.error;
 	Operation op;
 	const long rc = fi_barrier(state().endpoint.ep(), r.group->coll_addr, &op.context);
-	return finish(comm, rc, op, "MPI_Barrier");
+	return finish(tally, comm, rc, op, "MPI_Barrier");
 }
 
 RCOLL_MPI_ENTRY int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root,
 			      MPI_Comm comm)
 {
-	const auto l = offloadable(type, count, kBcast);
-	const Route r = route(l.has_value(), comm);
+	Tally tally(kBcastCall);
+	const auto l = layout_of(type, count);
+	const Route r = route(tally, l ? std::optional(bytes_of(*l)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Bcast(buffer, count, type, root, comm) : r.error;
 	Staging staging;
@@ -395,7 +491,7 @@ RCOLL_MPI_ENTRY int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int ro
 	const long rc = fi_broadcast(state().endpoint.ep(), data, l->elements, nullptr,
 				     r.group->coll_addr, address_of(*r.group, root), l->dtype, 0,
 				     &op.context);
-	const int err = finish(comm, rc, op, "MPI_Bcast");
+	const int err = finish(tally, comm, rc, op, "MPI_Bcast");
 	if (err == MPI_SUCCESS && !is_root)
 		staging.scatter(buffer, count, type, *l);
 	return err;
@@ -404,9 +500,10 @@ RCOLL_MPI_ENTRY int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int ro
 RCOLL_MPI_ENTRY int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count,
 				  MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm)
 {
-	const auto l = offloadable(type, count, kAllreduce);
+	Tally tally(kAllreduceCall);
+	const auto l = layout_of(type, count);
 	const auto op_code = op_of(mpi_op);
-	const Route r = route(l && op_code, comm);
+	const Route r = route(tally, l && op_code ? std::optional(bytes_of(*l)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Allreduce(sendbuf, recvbuf, count, type, mpi_op, comm)
 				  : r.error;
@@ -417,7 +514,7 @@ RCOLL_MPI_ENTRY int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count,
 	Operation op;
 	const long rc = fi_allreduce(state().endpoint.ep(), input, l->elements, nullptr, result,
 				     nullptr, r.group->coll_addr, l->dtype, *op_code, 0, &op.context);
-	const int err = finish(comm, rc, op, "MPI_Allreduce");
+	const int err = finish(tally, comm, rc, op, "MPI_Allreduce");
 	if (err == MPI_SUCCESS)
 		staging.scatter(recvbuf, count, type, *l);
 	return err;
@@ -426,9 +523,10 @@ RCOLL_MPI_ENTRY int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count,
 RCOLL_MPI_ENTRY int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
 			       MPI_Op mpi_op, int root, MPI_Comm comm)
 {
-	const auto l = offloadable(type, count, kReduce);
+	Tally tally(kReduceCall);
+	const auto l = layout_of(type, count);
 	const auto op_code = op_of(mpi_op);
-	const Route r = route(l && op_code, comm);
+	const Route r = route(tally, l && op_code ? std::optional(bytes_of(*l)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Reduce(sendbuf, recvbuf, count, type, mpi_op, root, comm)
 				  : r.error;
@@ -441,7 +539,7 @@ RCOLL_MPI_ENTRY int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MP
 	const long rc = fi_reduce(state().endpoint.ep(), input, l->elements, nullptr, result,
 				  nullptr, r.group->coll_addr, address_of(*r.group, root), l->dtype,
 				  *op_code, 0, &op.context);
-	const int err = finish(comm, rc, op, "MPI_Reduce");
+	const int err = finish(tally, comm, rc, op, "MPI_Reduce");
 	if (err == MPI_SUCCESS && is_root)
 		staging.scatter(recvbuf, count, type, *l);
 	return err;
@@ -451,17 +549,18 @@ RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Dataty
 				  void* recvbuf, int recvcount, MPI_Datatype recvtype,
 				  MPI_Comm comm)
 {
+	Tally tally(kAllgatherCall);
 	int size = 0;
 	PMPI_Comm_size(comm, &size);
 	const bool in_place = sendbuf == MPI_IN_PLACE;
 	// One rank's block, and the whole result, by signature.
-	const auto block = offloadable(recvtype, recvcount, kAllgather);
+	const auto block = layout_of(recvtype, recvcount);
 	const auto sent = in_place ? block : layout_of(sendtype, sendcount);
 	const long long total = static_cast<long long>(recvcount) * size;
 	const auto all = layout_of(recvtype, total);
 	const bool same = block && sent && all && total <= INT_MAX &&
 			  sent->dtype == block->dtype && sent->elements == block->elements;
-	const Route r = route(same, comm);
+	const Route r = route(tally, same ? std::optional(bytes_of(*block)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf,
 						   recvcount, recvtype, comm)
@@ -483,7 +582,7 @@ RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Dataty
 	const long rc = fi_allgather(state().endpoint.ep(), input, block->elements, nullptr,
 				     result, nullptr, r.group->coll_addr, block->dtype, 0,
 				     &op.context);
-	const int err = finish(comm, rc, op, "MPI_Allgather");
+	const int err = finish(tally, comm, rc, op, "MPI_Allgather");
 	if (err == MPI_SUCCESS)
 		staging.scatter(recvbuf, int(total), recvtype, *all);
 	return err;
@@ -494,33 +593,34 @@ RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Dataty
 
 RCOLL_MPI_ENTRY int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request)
 {
-	const Route r = route(true, comm, false);
+	Tally tally(kIbarrierCall);
+	const Route r = route(tally, 0, comm, false);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Ibarrier(comm, request) : r.error;
-	Nonblocking* call = start_request(*r.holder, comm, "MPI_Ibarrier", request);
+	Nonblocking* call = start_request(r.entry->group, comm, "MPI_Ibarrier", request);
 	if (!call)
-		return MPI_ERR_INTERN;
+		return tally.outcome = kFailed, MPI_ERR_INTERN;
 	fid_ep* ep = state().endpoint.ep();
 	const long rc = state().endpoint.submit(*r.group, call->op,
 						[ep](fi_addr_t coll_addr, void* context) {
 							return fi_barrier(ep, coll_addr, context);
 						});
 	if (rc)
-		return refuse_request(call, rc, request);
-	state().offloaded.fetch_add(1, std::memory_order_relaxed);
+		return tally.outcome = kFailed, refuse_request(call, rc, request);
 	return MPI_SUCCESS;
 }
 
 RCOLL_MPI_ENTRY int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root,
 			       MPI_Comm comm, MPI_Request* request)
 {
-	const auto l = offloadable(type, count, kBcast);
-	const Route r = route(l.has_value(), comm, false);
+	Tally tally(kIbcastCall);
+	const auto l = layout_of(type, count);
+	const Route r = route(tally, l ? std::optional(bytes_of(*l)) : std::nullopt, comm, false);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Ibcast(buffer, count, type, root, comm, request) : r.error;
-	Nonblocking* call = start_request(*r.holder, comm, "MPI_Ibcast", request);
+	Nonblocking* call = start_request(r.entry->group, comm, "MPI_Ibcast", request);
 	if (!call)
-		return MPI_ERR_INTERN;
+		return tally.outcome = kFailed, MPI_ERR_INTERN;
 	const bool is_root = rank_in(comm) == root;
 	void* data = is_root ? const_cast<void*>(call->staging.gather(buffer, count, type, *l))
 			     : call->staging.result(buffer, *l);
@@ -538,8 +638,7 @@ RCOLL_MPI_ENTRY int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int r
 					    dtype, 0, context);
 		});
 	if (rc)
-		return refuse_request(call, rc, request);
-	state().offloaded.fetch_add(1, std::memory_order_relaxed);
+		return tally.outcome = kFailed, refuse_request(call, rc, request);
 	return MPI_SUCCESS;
 }
 
@@ -547,16 +646,18 @@ RCOLL_MPI_ENTRY int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count
 				   MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
 				   MPI_Request* request)
 {
-	const auto l = offloadable(type, count, kAllreduce);
+	Tally tally(kIallreduceCall);
+	const auto l = layout_of(type, count);
 	const auto op_code = op_of(mpi_op);
-	const Route r = route(l && op_code, comm, false);
+	const Route r =
+		route(tally, l && op_code ? std::optional(bytes_of(*l)) : std::nullopt, comm, false);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Iallreduce(sendbuf, recvbuf, count, type, mpi_op, comm,
 						    request)
 				  : r.error;
-	Nonblocking* call = start_request(*r.holder, comm, "MPI_Iallreduce", request);
+	Nonblocking* call = start_request(r.entry->group, comm, "MPI_Iallreduce", request);
 	if (!call)
-		return MPI_ERR_INTERN;
+		return tally.outcome = kFailed, MPI_ERR_INTERN;
 	const void* input = call->staging.gather(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
 						 count, type, *l);
 	void* result = call->staging.result(recvbuf, *l);
@@ -573,17 +674,18 @@ RCOLL_MPI_ENTRY int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count
 					    coll_addr, dtype, op, 0, context);
 		});
 	if (rc)
-		return refuse_request(call, rc, request);
-	state().offloaded.fetch_add(1, std::memory_order_relaxed);
+		return tally.outcome = kFailed, refuse_request(call, rc, request);
 	return MPI_SUCCESS;
 }
 
 RCOLL_MPI_ENTRY int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
 					     MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm)
 {
-	const auto b = blocks_of(type, recvcount, comm, kReduceScatter);
+	Tally tally(kReduceScatterCall);
+	const auto b = blocks_of(type, recvcount, comm);
 	const auto op_code = op_of(mpi_op);
-	const Route r = route(b && op_code, comm);
+	const Route r =
+		route(tally, b && op_code ? std::optional(bytes_of(b->block)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type,
 							      mpi_op, comm)
@@ -599,7 +701,7 @@ RCOLL_MPI_ENTRY int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf,
 	const long rc = fi_reduce_scatter(state().endpoint.ep(), input, b->block.elements, nullptr,
 					  result, nullptr, r.group->coll_addr, b->block.dtype,
 					  *op_code, 0, &op.context);
-	const int err = finish(comm, rc, op, "MPI_Reduce_scatter_block");
+	const int err = finish(tally, comm, rc, op, "MPI_Reduce_scatter_block");
 	if (err == MPI_SUCCESS)
 		staging.scatter(recvbuf, recvcount, type, b->block);
 	return err;
@@ -609,10 +711,11 @@ RCOLL_MPI_ENTRY int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatyp
 				 void* recvbuf, int recvcount, MPI_Datatype recvtype,
 				 MPI_Comm comm)
 {
+	Tally tally(kAlltoallCall);
 	const bool in_place = sendbuf == MPI_IN_PLACE;
-	const auto b = blocks_of(recvtype, recvcount, comm, kAlltoall);
+	const auto b = blocks_of(recvtype, recvcount, comm);
 	const bool same = b && (in_place || same_signature(layout_of(sendtype, sendcount), b->block));
-	const Route r = route(same, comm);
+	const Route r = route(tally, same ? std::optional(bytes_of(b->block)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
 						  recvtype, comm)
@@ -632,7 +735,7 @@ RCOLL_MPI_ENTRY int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatyp
 	const long rc = fi_alltoall(state().endpoint.ep(), input, b->block.elements, nullptr,
 				    result, nullptr, r.group->coll_addr, b->block.dtype, 0,
 				    &op.context);
-	const int err = finish(comm, rc, op, "MPI_Alltoall");
+	const int err = finish(tally, comm, rc, op, "MPI_Alltoall");
 	if (err == MPI_SUCCESS)
 		staging.scatter(recvbuf, b->total, recvtype, b->all);
 	return err;
@@ -642,14 +745,16 @@ RCOLL_MPI_ENTRY int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype 
 			       void* recvbuf, int recvcount, MPI_Datatype recvtype, int root,
 			       MPI_Comm comm)
 {
+	Tally tally(kGatherCall);
 	if (!intra(comm)) // root may be MPI_ROOT, the other side's types null
-		return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-				   root, comm);
+		return tally.outcome = kCommunicator,
+		       PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+				   comm);
 	const bool is_root = rank_in(comm) == root;
 	const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
 	const auto [rooted, own, block] = rooted_call(recvtype, recvcount, sendtype, sendcount,
-						      is_root, in_place, kGather, comm);
-	const Route r = route(block.has_value(), comm);
+						      is_root, in_place, comm);
+	const Route r = route(tally, block ? std::optional(bytes_of(*block)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
 						recvtype, root, comm)
@@ -663,7 +768,7 @@ RCOLL_MPI_ENTRY int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype 
 	const long rc = fi_gather(state().endpoint.ep(), input, block->elements, nullptr, result,
 				  nullptr, r.group->coll_addr, address_of(*r.group, root),
 				  block->dtype, 0, &op.context);
-	const int err = finish(comm, rc, op, "MPI_Gather");
+	const int err = finish(tally, comm, rc, op, "MPI_Gather");
 	if (err == MPI_SUCCESS && is_root)
 		staging.scatter(recvbuf, rooted->total, recvtype, rooted->all);
 	return err;
@@ -673,14 +778,16 @@ RCOLL_MPI_ENTRY int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype
 				void* recvbuf, int recvcount, MPI_Datatype recvtype, int root,
 				MPI_Comm comm)
 {
+	Tally tally(kScatterCall);
 	if (!intra(comm))
-		return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-				    root, comm);
+		return tally.outcome = kCommunicator,
+		       PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+				    comm);
 	const bool is_root = rank_in(comm) == root;
 	const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
 	const auto [rooted, own, block] = rooted_call(sendtype, sendcount, recvtype, recvcount,
-						      is_root, in_place, kScatter, comm);
-	const Route r = route(block.has_value(), comm);
+						      is_root, in_place, comm);
+	const Route r = route(tally, block ? std::optional(bytes_of(*block)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
 						 recvtype, root, comm)
@@ -698,7 +805,7 @@ RCOLL_MPI_ENTRY int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype
 	const long rc = fi_scatter(state().endpoint.ep(), input, block->elements, nullptr, result,
 				   nullptr, r.group->coll_addr, address_of(*r.group, root),
 				   block->dtype, 0, &op.context);
-	const int err = finish(comm, rc, op, "MPI_Scatter");
+	const int err = finish(tally, comm, rc, op, "MPI_Scatter");
 	if (err == MPI_SUCCESS && !in_place)
 		staging.scatter(recvbuf, recvcount, recvtype, *own);
 	return err;

@@ -15,6 +15,8 @@
 //   progress.cpp      the thread that keeps nonblocking calls moving while
 //                     the application is elsewhere
 //   comm_keys.cpp     keys that tell communicators of one member list apart
+//   hand_back.hpp     rules that give sizes back to the MPI
+//   tally.cpp         what became of each call; the report at MPI_Finalize
 #pragma once
 
 #include <mpi.h>
@@ -88,9 +90,13 @@ struct CommGroup {
 
 class Endpoint {
 public:
-	// Opens rcoll's endpoint and exchanges names over MPI_COMM_WORLD (a
-	// collective call). An error text when this rank cannot offload.
+	// Opens rcoll's endpoint (no MPI call): an error text when this rank
+	// cannot offload.
 	std::string open();
+	// Then, once every rank opened, exchanges the endpoints' names and the
+	// ranks' hosts over MPI_COMM_WORLD (a collective call). An error text
+	// when this rank cannot use them; it made every call still.
+	std::string exchange_names();
 	bool is_open() const { return ep_ != nullptr; }
 	// Starts joining a group of the communicator's members, told apart
 	// from other groups of those members by `key` (else by join order);
@@ -98,6 +104,9 @@ public:
 	// set, when rcoll refused it.
 	std::shared_ptr<CommGroup> join(MPI_Comm comm, std::optional<uint64_t> key,
 					std::string& error);
+	// Whether every member of `comm` runs on one host (by the MPI's
+	// processor names, exchanged when the endpoint opened).
+	bool on_one_host(MPI_Comm comm) const;
 	// Blocks until the group joined and its queued calls are posted; false
 	// (with the reason in g.failure) when the join failed.
 	bool await_ready(CommGroup& g);
@@ -127,6 +136,7 @@ private:
 	FidPtr<fid_eq> eq_;
 	FidPtr<fid_ep> ep_;
 	std::vector<fi_addr_t> world_; // by world rank
+	std::vector<uint64_t> hosts_;  // by world rank: a hash of its processor name
 	std::mutex lock_;
 	std::vector<std::shared_ptr<CommGroup>> joining_; // under lock_
 	std::atomic<size_t> joins_pending_ = 0;
@@ -137,6 +147,9 @@ private:
 
 // The endpoint of this process (interpose.cpp).
 Endpoint& offload_endpoint();
+
+// Each rank of `comm`, as its rank in MPI_COMM_WORLD (negative: none).
+std::vector<int> world_ranks_of(MPI_Comm comm);
 
 // libfabric's name for an MPI datatype that is one of its contiguous
 // predefined types, and for an MPI operation on such a type.
@@ -214,6 +227,52 @@ void stop_progress_thread();
 std::optional<uint64_t> comm_key(MPI_Comm comm);
 void init_comm_keys();
 void free_comm_keys();
+
+// What became of one collective call (tally.cpp): a Tally lives for the
+// call, is told its outcome, and counts it (and times it while the report
+// is on) when the call returns.
+enum Call {
+	kBarrierCall,
+	kBcastCall,
+	kAllreduceCall,
+	kReduceCall,
+	kAllgatherCall,
+	kReduceScatterCall,
+	kAlltoallCall,
+	kGatherCall,
+	kScatterCall,
+	kIbarrierCall,
+	kIbcastCall,
+	kIallreduceCall,
+	kCalls
+};
+enum Outcome {
+	kOffloaded,
+	kFailed,       // rcoll refused the call or completed it with an error
+	kByRule,       // handed back: a hand-back rule (hand_back.hpp)
+	kUnmappable,   // handed back: datatype, op or count
+	kCommunicator, // handed back: intercommunicator, one member, no key
+	kLibraryOff,   // handed back: some rank could not open rcoll, or disabled
+	kOutcomes
+};
+class Tally {
+public:
+	explicit Tally(Call call);
+	~Tally();
+	Tally(const Tally&) = delete;
+	Tally& operator=(const Tally&) = delete;
+	Call call() const { return call_; }
+	Outcome outcome = kOffloaded;
+
+private:
+	Call call_;
+	uint64_t started_; // 0: not timed
+};
+void time_calls(bool on);
+unsigned long long offloaded_calls(); // on this rank
+// Collective over MPI_COMM_WORLD: prints (at world rank 0) every
+// collective's calls summed over the ranks.
+void report_calls(int world_rank);
 
 // The communicator the staging copies go through: a private duplicate of
 // MPI_COMM_SELF, so that no receive of the application's can match them.

@@ -11,8 +11,10 @@
 # within minutes). With --also VAR=VALUE the offloaded calls run a second
 # time in every round with that setting (e.g. one of rcoll's size limits),
 # in columns of their own: a setting is judged against the default in the
-# same rounds. Ranks are bound to a hardware thread each where they do not
-# outnumber them. Prints the mpirun lines and one table per collective.
+# same rounds. The library's RCOLL_MPI_* settings in the environment are
+# passed on (RCOLL_MPI_FORCE=1 measures rcoll at sizes the default rules
+# hand back; --also RCOLL_MPI_FORCE=1 beside the defaults). Ranks are
+# bound to a hardware thread each where they do not outnumber them. Prints the mpirun lines and one table per collective.
 #
 #   scripts/bench-mpi.sh [--full] [--ranks 2,4] [--sizes LIST] [--rounds N] [--also VAR=VALUE]
 set -euo pipefail
@@ -58,6 +60,9 @@ for round in $(seq "$rounds"); do
 				preload=
 				[ $how != own ] && preload="-x LD_PRELOAD=$library"
 				[ $how = also ] && preload="$preload -x $also"
+				# The library's own settings from the caller's environment
+				# (RCOLL_MPI_FORCE=1: every size offloaded, the rules aside).
+				[ $how != own ] && preload="$preload$(env | sed -n '/VERBOSE/!s/^\(RCOLL_MPI_[A-Z_]*\)=.*/ -x \1/p' | tr -d '\n')"
 				# Between hosts, rcoll's collectives go through its core:
 				# FI_RCOLL_COLL_LOCAL=0 stands for that beside Open MPI's tcp.
 				[ $how != own ] && [ $path = tcp ] && preload="$preload -x FI_RCOLL_COLL_LOCAL=0"

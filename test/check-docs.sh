@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every runtime parameter rcoll defines (as `fi_info -e` lists them) must be
 # documented in man/fi_rcoll.7, and the page must name no parameter that
-# does not exist.
+# does not exist; every RCOLL_MPI_ variable librcoll-mpi reads must be in
+# man/librcoll-mpi.7.
 set -uo pipefail
 srcdir=${srcdir:-$(dirname "$0")/..}
 builddir=${RCOLL_BUILD_DIR:-$PWD}
@@ -21,6 +22,11 @@ for p in $defined; do
 done
 for p in $documented; do
 	grep -qx "$p" <<<"$defined" || { echo "FAIL: man/fi_rcoll.7 documents $p, which rcoll does not define"; fail=$((fail + 1)); }
+done
+mpi_man="$srcdir/man/librcoll-mpi.7"
+for v in $(grep -oh '"RCOLL_MPI_[A-Z_]*"' "$srcdir"/mpi/*.cpp "$srcdir"/mpi/*.hpp | tr -d '"' | sort -u); do
+	if grep -q "$v" "$mpi_man"; then pass=$((pass + 1)); else
+		echo "FAIL: $v is not documented in man/librcoll-mpi.7"; fail=$((fail + 1)); fi
 done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

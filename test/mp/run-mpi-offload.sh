@@ -16,6 +16,11 @@ export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$builddir/.libs}
 export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
 export RCOLL_MPI_VERBOSE=1
 job_limit=${RCOLL_MPI_JOB_LIMIT:-300}
+# Every size offloaded unless a test says otherwise: the checks must reach
+# rcoll whatever the default hand-back rules.
+export RCOLL_MPI_FORCE=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
 passed=0
 failed=0
@@ -64,12 +69,91 @@ for btl in self,vader self,tcp; do
                 --bind-to none -np "$np" --mca pml ob1 --mca btl "$btl" \
                 --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo \
                 -x LD_PRELOAD="$library" -x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE \
-                -x FI_RCOLL_COLL_TIMEOUT_MS="$(coll_timeout "$program")" \
+                -x RCOLL_MPI_FORCE -x FI_RCOLL_COLL_TIMEOUT_MS="$(coll_timeout "$program")" \
                 "$builddir/test/mp/$program" 2>&1)
             judge $? "$program" "$what" "btl $btl"
         done
     done
 done
+
+# The switches and the hand-back rules, judged from the report at
+# MPI_Finalize (RCOLL_MPI_VERBOSE). switch_job WHAT PATTERN... runs mpi_coll
+# at 2 ranks with the environment given before the call (the rules not
+# named are empty: no default rule interferes) and wants every PATTERN in
+# its output (a leading ! : wants none), the job's checks passed.
+switch_job() {
+    local what=$1 pattern missing=
+    shift
+    output=$(timeout -k 10 "$job_limit" \
+        mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 --mca pml ob1 \
+        --mca btl self,vader --mca oob_tcp_if_include lo \
+        -x LD_PRELOAD="$library" -x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE \
+        -x RCOLL_MPI_FORCE $(env | sed -n 's/^\(RCOLL_MPI_[A-Z_]*_HAND_BACK\|RCOLL_MPI_DISABLE\|FI_RCOLL_COLL_LOCAL\)=.*/-x \1/p') \
+        ${launch:-} "$builddir/test/mp/mpi_coll" 2>&1)
+    local status=$?
+    for pattern in "$@"; do
+        case $pattern in
+        !*) printf '%s\n' "$output" | grep -q -e "${pattern#!}" && missing="$missing; has \"${pattern#!}\"" ;;
+        *) printf '%s\n' "$output" | grep -q -e "$pattern" || missing="$missing; lacks \"$pattern\"" ;;
+        esac
+    done
+    if [ "$status" -ne 0 ] || ! printf '%s\n' "$output" | grep -q "^# mpi_coll finished" ||
+            printf '%s\n' "$output" | grep -q '^FAIL '; then
+        fail "switches: $what: the job failed (status $status)"
+        printf '%s\n' "$output" | grep -v '^PASS ' | tail -n 12 | sed -e 's/^/    | /'
+    elif [ -n "$missing" ]; then
+        fail "switches: $what: the report${missing}"
+        printf '%s\n' "$output" | grep '^rcoll-mpi' | sed -e 's/^/    | /'
+    else
+        pass "switches: $what"
+    fi
+}
+no_rules() {
+    for coll in BARRIER BCAST ALLREDUCE REDUCE ALLGATHER REDUCE_SCATTER ALLTOALL GATHER SCATTER; do
+        export RCOLL_MPI_${coll}_HAND_BACK=
+    done
+}
+# rank1 VAR=VALUE COMMAND...: rank 1 alone runs with that setting.
+cat >"$work/rank1" <<'EOF'
+#!/bin/sh
+[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export "$1"
+shift
+exec "$@"
+EOF
+chmod +x "$work/rank1"
+(
+    no_rules
+    export RCOLL_MPI_FORCE=0
+    RCOLL_MPI_DISABLE=1 switch_job "RCOLL_MPI_DISABLE=1 hands every call to the MPI" \
+        'collectives left to the MPI: RCOLL_MPI_DISABLE is set' \
+        '^rcoll-mpi: 0 collective calls offloaded' 'MPI_Allreduce  *0 offloaded.*library off'
+    RCOLL_MPI_ALLREDUCE_HAND_BACK=1k- switch_job "an allreduce rule hands back its sizes, no others" \
+        'MPI_Allreduce  *[1-9][0-9]* offloaded.*[1-9][0-9]* by a hand-back rule' \
+        '!MPI_Bcast .*hand-back rule' '!MPI_Reduce  .*hand-back rule'
+    RCOLL_MPI_ALLREDUCE_HAND_BACK=1k- RCOLL_MPI_FORCE=1 switch_job "RCOLL_MPI_FORCE=1 overrides the rules" \
+        'at every size (RCOLL_MPI_FORCE)' '!hand-back rule' 'MPI_Allreduce  *[1-9][0-9]* offloaded'
+    RCOLL_MPI_BCAST_HAND_BACK='host:2:*' switch_job "a rule for one host and 2 ranks takes every broadcast" \
+        'MPI_Bcast  *0 offloaded.*by a hand-back rule' '!MPI_Allreduce .*hand-back rule'
+    RCOLL_MPI_BCAST_HAND_BACK='net:*;3-:*' switch_job "rules for other hosts or sizes take none" \
+        '!hand-back rule' 'MPI_Bcast  *[1-9][0-9]* offloaded'
+    FI_RCOLL_COLL_LOCAL=0 RCOLL_MPI_BCAST_HAND_BACK='net:*' \
+        switch_job "members reached through the core count as between hosts" \
+        'MPI_Bcast  *0 offloaded.*by a hand-back rule'
+    RCOLL_MPI_BCAST_HAND_BACK=oops switch_job "a rule that cannot be read leaves the library off" \
+        'RCOLL_MPI_BCAST_HAND_BACK: rule "oops"' '^rcoll-mpi: 0 collective calls offloaded'
+    launch="$work/rank1 RCOLL_MPI_BCAST_HAND_BACK=8" \
+        switch_job "a rule on one rank alone leaves the library off" \
+        "settings differ" '^rcoll-mpi: 0 collective calls offloaded'
+    launch="$work/rank1 RCOLL_MPI_BCAST_HAND_BACK=oops" \
+        switch_job "a rule one rank alone cannot read leaves the library off" \
+        'rank 1: .*RCOLL_MPI_BCAST_HAND_BACK: rule "oops"' '^rcoll-mpi: 0 collective calls offloaded'
+    launch="$work/rank1 RCOLL_MPI_DISABLE=1" \
+        switch_job "RCOLL_MPI_DISABLE on one rank alone leaves the library off" \
+        'collectives left to the MPI: another rank did not open rcoll' \
+        '^rcoll-mpi: 0 collective calls offloaded'
+    echo "$passed $failed" >"$work/switches"
+)
+read -r passed failed <"$work/switches" || fail "switches: no result"
 # judge_killed STATUS NP WHAT: a rank killed itself; every survivor must
 # have passed (mpi_killed.cpp) and the job ended within its limit.
 judge_killed() {
@@ -110,7 +194,7 @@ if prefix=$("$here/../../scripts/upstream.sh" --cached mpich); then
     mpich_library=$builddir/mpi/librcoll-mpi-mpich.so
     flags="-DMPICH_SKIP_MPICXX=1 -std=c++20 -O2 -Wall -Wextra"
     if ! "$prefix/bin/mpicxx" $flags -fPIC -fvisibility=hidden -shared -o "$mpich_library" \
-            "$here"/../../mpi/{endpoint,mapping,interpose,requests,progress,comm_keys}.cpp -lfabric -pthread; then
+            "$here"/../../mpi/{endpoint,mapping,interpose,requests,progress,comm_keys,hand_back,tally}.cpp -lfabric -pthread; then
         fail "librcoll-mpi: MPICH's mpicxx could not build it"
     else
         for program in $programs mpi_killed; do

@@ -1,0 +1,77 @@
+// Which calls of a collective go back to the MPI because its own algorithm
+// is faster there: rules by payload size, communicator size and where the
+// members run, read from RCOLL_MPI_<COLL>_HAND_BACK (man/librcoll-mpi.7).
+// Every input of a rule is the same on every rank of a call, so every rank
+// decides alike. Free of MPI, so that the parser is tested on its own.
+//
+//   RULES := RULE [";" RULE]...         (empty: no call goes back)
+//   RULE  := [WHERE ":"] [RANKS ":"] BYTES
+//   WHERE := "host" (every member on one host, on rcoll's node-local path)
+//          | "net" (otherwise)
+//   RANKS := RANGE of communicator sizes; BYTES := RANGE of payload bytes
+//   RANGE := N | N "-" | N "-" N | "-" N | "*"   (inclusive; N may end in
+//            k, m or g: KiB, MiB, GiB)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rcoll::mpi {
+
+struct HandBackRule {
+	enum class Where { any, host, net };
+	Where where = Where::any;
+	uint64_t ranks_min = 0, ranks_max = UINT64_MAX;
+	uint64_t bytes_min = 0, bytes_max = UINT64_MAX;
+};
+
+class HandBack {
+public:
+	// Reads `text`: an empty string, or what is wrong with it (the rules
+	// read before then stay).
+	std::string parse(std::string_view text);
+	// Whether a call of `bytes` on `ranks` members goes back to the MPI.
+	bool matches(uint64_t bytes, uint64_t ranks, bool one_host) const noexcept
+	{
+		for (const HandBackRule& r : rules_)
+			if (bytes >= r.bytes_min && bytes <= r.bytes_max && ranks >= r.ranks_min &&
+			    ranks <= r.ranks_max &&
+			    (r.where == HandBackRule::Where::any ||
+			     (r.where == HandBackRule::Where::host) == one_host))
+				return true;
+		return false;
+	}
+	const std::vector<HandBackRule>& rules() const noexcept { return rules_; }
+
+private:
+	std::vector<HandBackRule> rules_;
+};
+
+// Each collective's variable and default rules: where Open MPI's own
+// collectives measured faster (RCOLL_MPI_FORCE=1 scripts/bench-mpi.sh
+// --full --rounds 3, 2 and 4 ranks on 2 CPUs, read by
+// scripts/hand-back-rules.sh): on one host mostly the smallest calls of 2
+// ranks and those of more ranks than CPUs; between hosts (rcoll's core
+// against Open MPI's btl tcp) most calls up to mid sizes. The collectives
+// not measured have none. man/librcoll-mpi.7 lists them too.
+struct HandBackSetting {
+	const char* variable;
+	const char* defaults;
+};
+inline constexpr HandBackSetting kHandBackSettings[] = {
+	{"RCOLL_MPI_BARRIER_HAND_BACK", "host:2:*;net:2:*;net:3-4:*"},
+	{"RCOLL_MPI_BCAST_HAND_BACK", "host:2:-256;host:2:8m-;host:3-4:-256;host:3-4:16k-128k;"
+				      "net:2:-128k;net:2:1m-8m;net:3-4:-1m"},
+	{"RCOLL_MPI_ALLREDUCE_HAND_BACK", "net:2:-2k;net:2:16k-128k;net:3-4:-128k;net:3-4:1m-8m"},
+	{"RCOLL_MPI_REDUCE_HAND_BACK", "host:2:128k-1m;net:2:*;net:3-4:16k-"},
+	{"RCOLL_MPI_ALLGATHER_HAND_BACK", "host:3-4:8m-;net:2:-128k;net:3-4:-16k;net:3-4:1m-"},
+	{"RCOLL_MPI_REDUCE_SCATTER_HAND_BACK", ""},
+	{"RCOLL_MPI_ALLTOALL_HAND_BACK", ""},
+	{"RCOLL_MPI_GATHER_HAND_BACK", ""},
+	{"RCOLL_MPI_SCATTER_HAND_BACK", ""},
+};
+
+} // namespace rcoll::mpi

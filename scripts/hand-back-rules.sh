@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# librcoll-mpi's hand-back rules from a measurement: reads the tables of
+# scripts/bench-mpi.sh (a file, or standard input) and prints, for each
+# collective, the RCOLL_MPI_<COLL>_HAND_BACK setting that hands back every
+# size where the offloaded call was slower than the MPI's own (its
+# "offloaded" ratio above --max-ratio, default 1.0; "also" columns are not
+# read). The shared-memory columns give the rules for one host, the tcp
+# columns those between hosts. A measured size s stands for payloads from
+# s/2 to 4s (the tables step by 8), the smallest for everything below it
+# and the largest for everything above; a measured rank count stands for
+# the counts above the next smaller one (larger communicators than measured
+# get no rule: a guess either way). The library's defaults (mpi/interpose.cpp) come from it, measured
+# with RCOLL_MPI_FORCE=1.
+#
+#   RCOLL_MPI_FORCE=1 scripts/bench-mpi.sh --full --rounds 3 | tee bench.txt
+#   scripts/hand-back-rules.sh [--max-ratio R] bench.txt
+set -euo pipefail
+max_ratio=1.0
+if [ "${1:-}" = --max-ratio ]; then
+	max_ratio=$2
+	shift 2
+fi
+awk -v max_ratio="$max_ratio" '
+	function bytes(n, unit) { return n * (unit == "KiB" ? 1024 : unit == "MiB" ? 1048576 : 1) }
+	function text(b) {
+		if (b >= 1073741824 && b % 1073741824 == 0) return (b / 1073741824) "g"
+		if (b >= 1048576 && b % 1048576 == 0) return (b / 1048576) "m"
+		if (b >= 1024 && b % 1024 == 0) return (b / 1024) "k"
+		return b
+	}
+	/^## / { coll = $2; next }
+	coll != "" && /\|/ {
+		split($0, part, "|")
+		n = split(part[1], head, " ")
+		if (n < 2 || head[n] !~ /^[0-9]+$/) next
+		np = head[n]
+		size = coll == "barrier" ? 0 : bytes(head[1], head[2])
+		if (!((coll, size) in known)) { known[coll, size] = 1; sizes[coll] = sizes[coll] " " size }
+		if (!(np in nps)) { nps[np] = 1; np_list = np_list " " np }
+		for (p = 2; p <= 3; p++) {
+			split(part[p], cell, " ")
+			where = p == 2 ? "host" : "net"
+			if (cell[3] ~ /^[0-9.]+$/ && cell[3] + 0 > max_ratio + 0)
+				slow[coll, where, np, size] = 1
+		}
+	}
+	END {
+		m = split(np_list, ranks_sorted, " ")
+		for (i = 1; i <= m; i++)
+			for (j = i; j > 1 && ranks_sorted[j - 1] + 0 > ranks_sorted[j] + 0; j--) {
+				x = ranks_sorted[j]; ranks_sorted[j] = ranks_sorted[j - 1]; ranks_sorted[j - 1] = x
+			}
+		split("barrier broadcast allreduce reduce allgather", colls, " ")
+		split("BARRIER BCAST ALLREDUCE REDUCE ALLGATHER", names, " ")
+		for (c = 1; c <= 5; c++) {
+			coll = colls[c]
+			k = split(sizes[coll], s, " ")
+			for (i = 1; i <= k; i++)
+				for (j = i; j > 1 && s[j - 1] + 0 > s[j] + 0; j--) { x = s[j]; s[j] = s[j - 1]; s[j - 1] = x }
+			rules = ""
+			for (w = 1; w <= 2; w++) {
+				where = w == 1 ? "host" : "net"
+				for (r = 1; r <= m; r++) {
+					np = ranks_sorted[r]
+					low_np = r == 1 ? 2 : ranks_sorted[r - 1] + 1
+					ranks = low_np == np ? np : low_np "-" np
+					# Runs of slow sizes, each one range.
+					for (i = 1; i <= k; i++) {
+						if (!((coll, where, np, s[i]) in slow)) continue
+						first = i
+						while (i < k && (coll, where, np, s[i + 1]) in slow) i++
+						lo = first == 1 ? "" : text(int(s[first] / 2))
+						hi = i == k ? "" : text(s[i] * 4)
+						range = coll == "barrier" ? "*" : (lo == "" && hi == "" ? "*" : lo "-" hi)
+						rules = rules (rules == "" ? "" : ";") where ":" ranks ":" range
+					}
+				}
+			}
+			printf "RCOLL_MPI_%s_HAND_BACK=\"%s\"\n", names[c], rules
+		}
+	}' "${1:--}"

@@ -1,0 +1,106 @@
+// librcoll-mpi's hand-back rules (mpi/hand_back.cpp): which calls go back
+// to the MPI. Every rank applies them to the same inputs, so a rule read
+// wrongly would hand back the wrong sizes on every rank alike: only these
+// tests see it.
+#include "mpi/hand_back.hpp"
+
+#include <criterion/criterion.h>
+
+using rcoll::mpi::HandBack;
+
+namespace {
+
+HandBack parsed(const char* text)
+{
+	HandBack h;
+	const std::string why = h.parse(text);
+	cr_assert(why.empty(), "\"%s\" refused: %s", text, why.c_str());
+	return h;
+}
+
+} // namespace
+
+Test(mpi_hand_back, empty_hands_back_nothing)
+{
+	for (const char* text : {"", " ", ";", " ; ;"}) {
+		const HandBack h = parsed(text);
+		cr_assert_eq(h.rules().size(), 0u, "\"%s\"", text);
+		cr_assert_not(h.matches(0, 2, true));
+		cr_assert_not(h.matches(UINT64_MAX, 1000, false));
+	}
+}
+
+Test(mpi_hand_back, byte_ranges_are_inclusive_with_binary_suffixes)
+{
+	const HandBack h = parsed("32k-256K;1m-");
+	cr_assert_not(h.matches(32767, 4, true));
+	cr_assert(h.matches(32768, 4, true));
+	cr_assert(h.matches(262144, 4, false));
+	cr_assert_not(h.matches(262145, 4, true));
+	cr_assert_not(h.matches(1048575, 4, true));
+	cr_assert(h.matches(1048576, 2, true));
+	cr_assert(h.matches(UINT64_MAX, 2, true));
+	const HandBack upto = parsed("-64");
+	cr_assert(upto.matches(0, 3, false));
+	cr_assert(upto.matches(64, 3, false));
+	cr_assert_not(upto.matches(65, 3, false));
+	const HandBack exact = parsed("2g");
+	cr_assert(exact.matches(uint64_t(2) << 30, 2, true));
+	cr_assert_not(exact.matches((uint64_t(2) << 30) + 1, 2, true));
+}
+
+Test(mpi_hand_back, where_and_communicator_size)
+{
+	const HandBack h = parsed("host:3-4:0-64 ; net:*:4k-1m; 8-:16m-");
+	// host, 3 or 4 ranks, up to 64 B
+	cr_assert(h.matches(8, 3, true));
+	cr_assert(h.matches(64, 4, true));
+	cr_assert_not(h.matches(8, 2, true));
+	cr_assert_not(h.matches(8, 5, true));
+	cr_assert_not(h.matches(65, 4, true));
+	// net, any size, 4 KiB-1 MiB
+	cr_assert(h.matches(4096, 2, false));
+	cr_assert(h.matches(1048576, 64, false));
+	cr_assert_not(h.matches(4096, 2, true));
+	cr_assert_not(h.matches(2048, 4, false)); // no rule takes 2 KiB on 4 ranks
+	// 8 ranks or more, anywhere, from 16 MiB
+	cr_assert(h.matches(16u << 20, 8, true));
+	cr_assert(h.matches(16u << 20, 9, false));
+	cr_assert_not(h.matches(16u << 20, 7, false));
+	// where alone
+	const HandBack where = parsed("net:*");
+	cr_assert(where.matches(0, 2, false));
+	cr_assert_not(where.matches(0, 2, true));
+}
+
+Test(mpi_hand_back, wrong_rules_are_refused_whole)
+{
+	for (const char* text :
+	     {"abc", "1x", "k", "-", "5-3", "host:net:1-2", "1:2:3:4", "nowhere:2:8",
+	      "3-:", "host:", "18446744073709551616", "17179869184g", "64;oops"}) {
+		HandBack h;
+		const std::string why = h.parse(text);
+		cr_assert(!why.empty(), "\"%s\" accepted", text);
+		cr_assert_eq(h.rules().size(), 0u, "\"%s\" left rules behind", text);
+	}
+	// A refused text leaves the rules read before it.
+	HandBack h = parsed("1k-2k");
+	cr_assert(!h.parse("1k-2k;junk").empty());
+	cr_assert_eq(h.rules().size(), 1u);
+}
+
+Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
+{
+	for (const auto& setting : rcoll::mpi::kHandBackSettings) {
+		HandBack h;
+		const std::string why = h.parse(setting.defaults);
+		cr_assert(why.empty(), "%s default refused: %s", setting.variable, why.c_str());
+	}
+	// Measured (see hand_back.hpp): an 8-byte broadcast of 2 ranks on one
+	// host went faster in Open MPI, a 4 KiB one in rcoll.
+	HandBack bcast;
+	cr_assert(bcast.parse(rcoll::mpi::kHandBackSettings[1].defaults).empty());
+	cr_assert(bcast.matches(8, 2, true));
+	cr_assert_not(bcast.matches(4096, 2, true));
+	cr_assert_not(bcast.matches(8, 5, true)); // not measured: no rule
+}
