@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# librcoll-mpi's hand-back rules from a measurement: reads the tables of
-# scripts/bench-mpi.sh (a file, or standard input) and prints, for each
-# collective, the RCOLL_MPI_<COLL>_HAND_BACK setting that hands back every
-# size where the offloaded call was slower than the MPI's own (its
-# "offloaded" ratio above --max-ratio, default 1.0; "also" columns are not
-# read). The shared-memory columns give the rules for one host, the tcp
-# columns those between hosts. A measured size s stands for payloads from
-# s/2 to 4s (the tables step by 8), the smallest for everything below it
-# and the largest for everything above; a measured rank count stands for
-# the counts above the next smaller one (larger communicators than measured
-# get no rule: a guess either way). The library's defaults (mpi/interpose.cpp) come from it, measured
-# with RCOLL_MPI_FORCE=1.
+# librcoll-mpi's hand-back rules from measurements: reads the tables of
+# scripts/bench-mpi.sh (files, one per run, or standard input) and prints,
+# for each collective, the RCOLL_MPI_<COLL>_HAND_BACK setting that hands
+# back every size where the offloaded call was slower than the MPI's own
+# (the median over the runs of its "offloaded" ratio above --max-ratio,
+# default 1.0; "also" columns are not read: whole jobs of this machine
+# drift 2-3x, so several runs make better rules than one). The
+# shared-memory columns give the rules for one host, the tcp columns those
+# between hosts. A measured size s stands for payloads from s/2 to 4s (the
+# tables step by 8), the smallest for everything below it and the largest
+# for everything above; a measured rank count stands for the counts above
+# the next smaller one (larger communicators than measured get no rule: a
+# guess either way). The library's defaults (mpi/hand_back.hpp) come from
+# it, measured with RCOLL_MPI_FORCE=1.
 #
 #   RCOLL_MPI_FORCE=1 scripts/bench-mpi.sh --full --rounds 3 | tee bench.txt
-#   scripts/hand-back-rules.sh [--max-ratio R] bench.txt
+#   scripts/hand-back-rules.sh [--max-ratio R] bench.txt [bench2.txt...]
 set -euo pipefail
 max_ratio=1.0
 if [ "${1:-}" = --max-ratio ]; then
@@ -28,6 +30,7 @@ awk -v max_ratio="$max_ratio" '
 		if (b >= 1024 && b % 1024 == 0) return (b / 1024) "k"
 		return b
 	}
+	FNR == 1 { coll = "" }
 	/^## / { coll = $2; next }
 	coll != "" && /\|/ {
 		split($0, part, "|")
@@ -40,11 +43,22 @@ awk -v max_ratio="$max_ratio" '
 		for (p = 2; p <= 3; p++) {
 			split(part[p], cell, " ")
 			where = p == 2 ? "host" : "net"
-			if (cell[3] ~ /^[0-9.]+$/ && cell[3] + 0 > max_ratio + 0)
-				slow[coll, where, np, size] = 1
+			if (cell[3] ~ /^[0-9.]+$/) {
+				point = coll SUBSEP where SUBSEP np SUBSEP size
+				ratios[point, ++count[point]] = cell[3] + 0
+			}
 		}
 	}
 	END {
+		# Each point: the median of its ratios over the runs given.
+		for (point in count) {
+			m = count[point]
+			for (i = 1; i <= m; i++) a[i] = ratios[point, i]
+			for (i = 2; i <= m; i++)
+				for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
+			median = m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+			if (median > max_ratio + 0) slow[point] = 1
+		}
 		m = split(np_list, ranks_sorted, " ")
 		for (i = 1; i <= m; i++)
 			for (j = i; j > 1 && ranks_sorted[j - 1] + 0 > ranks_sorted[j] + 0; j--) {
@@ -78,4 +92,4 @@ awk -v max_ratio="$max_ratio" '
 			}
 			printf "RCOLL_MPI_%s_HAND_BACK=\"%s\"\n", names[c], rules
 		}
-	}' "${1:--}"
+	}' "${@:--}"
