@@ -519,12 +519,17 @@ TestSuite(glue, .timeout = 60);
 Test(glue, completions_out_of_order)
 {
 	World w(3);
-	bool hold = true;
+	bool hold = false;
 	fake_core::plan().reverse_completions = true;
 	fake_core::plan().deliver = [&](const fake_core::Transfer& t) {
 		return hold && t.from == 0 && t.to == 1 ? fake_core::Verdict::Hold
 							: fake_core::Verdict::Deliver;
 	};
+	// Connected first: node 0's sends to node 1 then go into the core (and
+	// wait there) rather than into its backlog while it connects.
+	exchange(w, 0, 1, 1, 5);
+	exchange(w, 0, 2, 1, 6);
+	hold = true;
 	Exchange x(w, {{0, 1}, {0, 2}}, 2, 11, true);
 	cr_assert(x.run_until([&] { return x.sent_from_to(0, 2) && x.sent_from_to(2, 0); }),
 		  "traffic between nodes 0 and 2 waited for node 1's");
