@@ -112,9 +112,7 @@ std::string Endpoint::exchange_names()
 	char host[MPI_MAX_PROCESSOR_NAME] = {};
 	int host_len = 0;
 	PMPI_Get_processor_name(host, &host_len);
-	uint64_t host_id = 0xcbf29ce484222325ULL; // FNV-1a
-	for (int i = 0; i < host_len; i++)
-		host_id = (host_id ^ uint8_t(host[i])) * 0x100000001b3ULL;
+	uint64_t host_id = fnv1a(kFnvBasis, host, size_t(host_len));
 	hosts_.assign(size_t(size), 0);
 	PMPI_Allgather(&host_id, 1, MPI_UINT64_T, hosts_.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
 	return error;

@@ -133,11 +133,8 @@ std::string read_settings(State& s)
 // A hash of everything a rank's decisions depend on besides the call.
 uint64_t settings_fingerprint(const State& s)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-	auto mix = [&h](uint64_t v) {
-		for (int i = 0; i < 8; i++)
-			h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
-	};
+	uint64_t h = kFnvBasis;
+	auto mix = [&h](uint64_t v) { h = fnv1a(h, &v, sizeof(v)); };
 	mix(s.force);
 	mix(s.node_local);
 	for (const HandBack& rules : s.hand_back) {

@@ -145,6 +145,16 @@ private:
 	std::string broken_text_;
 };
 
+// FNV-1a over `len` bytes, continuing from `h` (start with kFnvBasis): the
+// hashes ranks compare (hosts, settings).
+inline constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ULL;
+inline uint64_t fnv1a(uint64_t h, const void* data, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ static_cast<const unsigned char*>(data)[i]) * 0x100000001b3ULL;
+	return h;
+}
+
 // The endpoint of this process (interpose.cpp).
 Endpoint& offload_endpoint();
 
