@@ -241,11 +241,17 @@ void run_node_local_path(Bootstrap& boot, const TestOptions& options)
 // crowd the host: a rank waiting for another must spin, not yield (under
 // load a yield hands the CPU to whoever else is runnable for a whole time
 // slice). Ranks bound to one CPU do: there a spinner keeps the rank it waits
-// for off the CPU, and must yield. Counts the sched_yield calls made while
-// this rank waits for barriers in a loop of its own that only reads the CQ.
-void run_bound_ranks(Bootstrap& boot, const TestOptions& options, bool apart)
+// for off the CPU, and must yield. So must ranks told that the host is
+// crowded (FI_RCOLL_YIELD_WHEN_IDLE: by what rcoll cannot see, such as
+// namespaces sharing the CPUs), bound apart or not. Counts the sched_yield
+// calls made while this rank waits for barriers in a loop of its own that
+// only reads the CQ.
+void run_bound_ranks(Bootstrap& boot, const TestOptions& options, bool apart, bool told_crowded)
 {
 	require_rcoll(options);
+	if (told_crowded)
+		setenv("FI_RCOLL_YIELD_WHEN_IDLE", "1", 1);
+	const bool must_yield = !apart || told_crowded;
 	if (apart && usable_cpus() < boot.size())
 		throw NotApplicable(strfmt("%d ranks bound apart need as many CPUs; %d usable",
 					   boot.size(), usable_cpus()));
@@ -263,7 +269,7 @@ void run_bound_ranks(Bootstrap& boot, const TestOptions& options, bool apart)
 	ProgressingBarrier(ep, boot, boot.size()).wait();
 	// Ranks sharing a CPU switch at least once per barrier: fewer suffice,
 	// and each may cost a scheduler slice on a loaded host.
-	const int calls = apart ? 2000 : 500;
+	const int calls = must_yield ? 500 : 2000;
 	const uint64_t before = yields.count();
 	for (int i = 0; i < calls; ++i) {
 		OpContext ctx;
@@ -277,15 +283,15 @@ void run_bound_ranks(Bootstrap& boot, const TestOptions& options, bool apart)
 		expect_collective_completion(ctx, "barrier");
 	}
 	const uint64_t made = yields.count() - before;
-	if (apart)
+	if (!must_yield)
 		expect(made < unsigned(calls) / 10,
 		       "rank %d, bound to a CPU of its own, yielded %llu times in %d barriers",
 		       boot.rank(), static_cast<unsigned long long>(made), calls);
 	else
-		expect(made > 0,
-		       "rank %d, bound to the CPU of the other rank, never yielded in %d "
-		       "barriers",
-		       boot.rank(), calls);
+		expect(made > 0, "rank %d, bound %s, never yielded in %d barriers", boot.rank(),
+		       apart ? "to a CPU of its own but told the host is crowded"
+			     : "to the CPU of the other rank",
+		       calls);
 	ProgressingBarrier(ep, boot, boot.size()).wait();
 	summary_note(boot, strfmt("rank %d: %llu yields in %d barriers", boot.rank(),
 				  static_cast<unsigned long long>(made), calls));
@@ -332,12 +338,18 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
 			 "2 ranks bound to CPUs of their own: waiting for barriers yields the CPU "
 			 "fewer than 200 times in 2,000 calls",
 			 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
-				 run_bound_ranks(boot, options, true);
+				 run_bound_ranks(boot, options, true, false);
 			 }});
 	cases.push_back({"bound-ranks-yield",
 			 "2 ranks bound to one CPU: waiting for 500 barriers yields it", 2,
 			 seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
-				 run_bound_ranks(boot, options, false);
+				 run_bound_ranks(boot, options, false, false);
+			 }});
+	cases.push_back({"bound-ranks-told-crowded",
+			 "2 ranks bound to CPUs of their own with FI_RCOLL_YIELD_WHEN_IDLE=1: "
+			 "waiting for 500 barriers yields the CPU",
+			 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
+				 run_bound_ranks(boot, options, true, true);
 			 }});
 	cases.push_back({"tune-mismatch",
 			 "members with different FI_RCOLL_COLL_TUNE: fi_join completes with an "

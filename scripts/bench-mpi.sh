@@ -1,76 +1,154 @@
 #!/usr/bin/env bash
-# Open MPI's own collectives against the same calls offloaded to rcoll by
+# An MPI's own collectives against the same calls offloaded to rcoll by
 # librcoll-mpi, in one run: rcoll_mpi_coll_bench (OSU-style: a barrier
 # before each call, the slowest rank's average, the median of repetitions,
-# every result checked on every rank) under mpirun without and with the
-# library preloaded, one after the other for each rank count and each of
-# Open MPI's paths (shared memory: ob1 + vader; tcp: ob1 + tcp on
-# loopback; the offloaded calls then go through rcoll's core, as between
-# hosts). With --rounds N every job runs N times, the rounds interleaved,
-# and each figure is the median of its rounds (this machine's speed drifts
-# within minutes). With --also VAR=VALUE the offloaded calls run a second
-# time in every round with that setting (e.g. one of rcoll's size limits),
-# in columns of their own: a setting is judged against the default in the
-# same rounds. The library's RCOLL_MPI_* settings in the environment are
-# passed on (RCOLL_MPI_FORCE=1 measures rcoll at sizes the default rules
-# hand back; --also RCOLL_MPI_FORCE=1 beside the defaults). Ranks are
-# bound to a hardware thread each where they do not outnumber them. Prints the mpirun lines and one table per collective.
+# every result checked on every rank) under the MPI's launcher without and
+# with the library preloaded, one after the other for each rank count and
+# each of the MPI's paths:
+#   sm    one host, the MPI's shared memory (Open MPI: ob1 + vader; MPICH:
+#         its own, beside its netmod);
+#   tcp   one host, the MPI's tcp on loopback (Open MPI: ob1 + tcp; MPICH:
+#         MPIR_CVAR_NOLOCAL=1 over tcp;ofi_rxm); the offloaded calls then go
+#         through rcoll's core (FI_RCOLL_COLL_LOCAL=0), as between hosts;
+#   hosts (--hosts N) ranks spread round-robin over N network-namespace hosts
+#         (scripts/mpi-netns-hosts.sh; root), the MPI's shared memory within
+#         a host and tcp between, rcoll's node-local path and its core alike;
+#         with more ranks than hardware threads, both sides are told to yield
+#         while idle (Open MPI's mpi_yield_when_idle, FI_RCOLL_YIELD_WHEN_IDLE),
+#         as each decides by itself when it can see the ranks on one host.
+# MPICH (--mpi mpich) is the OFI build of scripts/upstream.sh mpich, its own
+# traffic over tcp;ofi_rxm in both jobs (FI_PROVIDER=tcp,ofi_rxm,rcoll: it
+# picks tcp;ofi_rxm, the library rcoll). With --rounds N every job runs N
+# times, the rounds interleaved, and each figure is the median of its rounds
+# (this machine's speed drifts within minutes). With --also VAR=VALUE the
+# offloaded calls run a second time in every round with that setting (e.g.
+# one of rcoll's size limits), in columns of their own: a setting is judged
+# against the default in the same rounds. The library's RCOLL_MPI_* settings
+# in the environment are passed on (RCOLL_MPI_FORCE=1 measures rcoll at sizes
+# the default rules hand back; --also RCOLL_MPI_FORCE=1 beside the
+# defaults). Ranks are bound to a hardware thread each where they do not
+# outnumber them on one host. Prints the launcher lines and one table per
+# collective.
 #
-#   scripts/bench-mpi.sh [--full] [--ranks 2,4] [--sizes LIST] [--rounds N] [--also VAR=VALUE]
+#   scripts/bench-mpi.sh [--mpi openmpi|mpich] [--hosts N] [--full] [--ranks 2,4]
+#                        [--sizes LIST] [--rounds N] [--also VAR=VALUE]
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${RCOLL_BUILD_DIR:-$top/build}
+mpi=openmpi
+hosts=0
 ranks=2,4
 sizes=8,2048,65536,1048576,16777216
 quick=--quick
 rounds=1
 also=
+usage="usage: $0 [--mpi openmpi|mpich] [--hosts N] [--full] [--ranks LIST] [--sizes LIST] [--rounds N] [--also VAR=VALUE]"
 while [ $# -gt 0 ]; do
 	case $1 in
+	--mpi) mpi=$2; shift ;;
+	--hosts) hosts=$2; shift ;;
 	--full) quick= sizes=8,64,512,4096,32768,262144,2097152,16777216 ;;
 	--ranks) ranks=$2; shift ;;
 	--sizes) sizes=$2; shift ;;
 	--rounds) rounds=$2; shift ;;
 	--also) also=$2; shift ;;
-	*) echo "usage: $0 [--full] [--ranks LIST] [--sizes LIST] [--rounds N] [--also VAR=VALUE]" >&2; exit 2 ;;
+	*) echo "$usage" >&2; exit 2 ;;
 	esac
 	shift
 done
+case $mpi in openmpi | mpich) ;; *) echo "$usage" >&2; exit 2 ;; esac
+if ! [[ $hosts =~ ^[0-9]+$ ]] || [ "$hosts" -eq 1 ]; then
+	echo "bench-mpi: --hosts needs 2 or more" >&2
+	exit 2
+fi
 "$top/scripts/install-deps.sh"
 "$top/scripts/build.sh" >/dev/null
-library=$build/mpi/librcoll-mpi.so
-program=$build/fabtests/rcoll_mpi_coll_bench
-export FI_PROVIDER_PATH=$build/.libs FI_TCP_IFACE=lo RCOLL_MPI_VERBOSE=1
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-root=
-[ "$(id -u)" -eq 0 ] && root=--allow-run-as-root
+. "$top/scripts/mpi-netns-hosts.sh"
+trap 'mpi_hosts_down; rm -rf "$work"' EXIT
+if [ $mpi = openmpi ]; then
+	library=$build/mpi/librcoll-mpi.so
+	program=$build/fabtests/rcoll_mpi_coll_bench
+	label=ompi
+	root=
+	[ "$(id -u)" -eq 0 ] && root=--allow-run-as-root
+else
+	prefix=$("$top/scripts/upstream.sh" --cached mpich) ||
+		{ echo "bench-mpi: no OFI MPICH built here (scripts/upstream.sh mpich)" >&2; exit 1; }
+	make -s -C "$build" mpi-offload-family MPI_FAMILY=mpich MPICXX="$prefix/bin/mpicxx" >/dev/null
+	library=$build/mpi/mpich/librcoll-mpi.so
+	program=$work/rcoll_mpi_coll_bench
+	"$prefix/bin/mpicxx" -DMPICH_SKIP_MPICXX=1 -std=c++20 -O2 -Wall -Wextra -I"$top/fabtests" -o "$program" \
+		"$top/fabtests/mpi_coll_bench.cpp" "$top/fabtests/syscall_counter.cpp"
+	label=mpich
+fi
+paths="sm tcp"
+iface=lo
+if [ "$hosts" -gt 0 ]; then
+	mpi_hosts_up "$hosts" 10.78.0 "$work" || { echo "bench-mpi: cannot make $hosts network-namespace hosts" >&2; exit 1; }
+	paths=hosts
+	iface=eth0
+fi
+export FI_PROVIDER_PATH=$build/.libs FI_TCP_IFACE=$iface RCOLL_MPI_VERBOSE=1
 hows="own offloaded"
 [ -n "$also" ] && hows="$hows also"
 
-echo "# Open MPI's own collectives, and offloaded to rcoll by librcoll-mpi (median of $rounds round(s), slowest rank, us)"
+# job_command NP PATH HOW: sets `command` to the launcher's command line.
+job_command() {
+	local np=$1 path=$2 how=$3 bind=hwthread crowded=0 settings=() var
+	[ "$np" -gt "$(OMP_NUM_THREADS='' OMP_THREAD_LIMIT='' nproc)" ] && bind=none crowded=1
+	# The namespace hosts share this machine's hardware threads.
+	[ "$path" = hosts ] && bind=none
+	# The library's own settings from the caller's environment
+	# (RCOLL_MPI_FORCE=1: every size offloaded, the rules aside).
+	if [ "$how" != own ]; then
+		settings=(LD_PRELOAD="$library")
+		for var in $(env | sed -n '/VERBOSE/!s/^\(RCOLL_MPI_[A-Z_]*\)=.*/\1/p'); do
+			settings+=("$var=${!var}")
+		done
+		[ "$how" = also ] && settings+=("$also")
+		# rcoll's collectives through its core, as between hosts.
+		[ "$path" = tcp ] && settings+=(FI_RCOLL_COLL_LOCAL=0)
+		# More ranks than hardware threads, which the namespace hosts hide
+		# from rcoll as from the MPI: waits yield.
+		[ "$path" = hosts ] && [ $crowded = 1 ] && settings+=(FI_RCOLL_YIELD_WHEN_IDLE=1)
+	fi
+	command=()
+	[ "$path" = hosts ] && command=("$mpi_on_first_host")
+	if [ $mpi = openmpi ]; then
+		command+=(mpirun $root --oversubscribe --bind-to $bind -np "$np" --mca pml ob1)
+		case $path in
+		sm) command+=(--map-by hwthread --mca oob_tcp_if_include lo --mca btl self,vader) ;;
+		tcp) command+=(--map-by hwthread --mca oob_tcp_if_include lo --mca btl self,tcp --mca btl_tcp_if_include lo) ;;
+		hosts) command+=(--hostfile "$mpi_hostfile" --map-by node --mca plm_rsh_agent "$mpi_agent"
+			--mca oob_tcp_if_include eth0 --mca btl self,vader,tcp --mca btl_tcp_if_include eth0)
+			# It yields while idle when it sees more ranks than hardware
+			# threads on one host; the namespace hosts hide that (rcoll
+			# likewise: FI_RCOLL_YIELD_WHEN_IDLE above).
+			[ $crowded = 1 ] && command+=(--mca mpi_yield_when_idle 1) ;;
+		esac
+		for var in "${settings[@]}"; do command+=(-x "$var"); done
+		command+=(-x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE)
+	else
+		# Hydra passes the whole environment on.
+		command+=(env FI_PROVIDER=tcp,ofi_rxm,rcoll "${settings[@]}")
+		[ "$path" = tcp ] && command+=(MPIR_CVAR_NOLOCAL=1)
+		command+=("$prefix/bin/mpiexec" -bind-to $bind -n "$np")
+		[ "$path" = hosts ] && command+=(-hosts "$mpi_host_list" -launcher rsh -launcher-exec "$mpi_agent")
+	fi
+	command+=("$program" $quick --colls barrier,broadcast,allreduce,reduce,allgather --sizes "$sizes")
+}
+
+echo "# $mpi's own collectives, and offloaded to rcoll by librcoll-mpi (median of $rounds round(s), slowest rank, us)"
+[ "$hosts" -gt 0 ] && echo "# ranks round-robin over $hosts network-namespace hosts: ${mpi_hosts[*]}"
 for round in $(seq "$rounds"); do
 	for np in ${ranks//,/ }; do
-		bind="--bind-to hwthread --map-by hwthread"
-		[ "$np" -gt "$(OMP_NUM_THREADS= OMP_THREAD_LIMIT= nproc)" ] && bind="--bind-to none"
-		for path in sm tcp; do
-			btl=self,vader
-			[ $path = tcp ] && btl="self,tcp --mca btl_tcp_if_include lo"
+		for path in $paths; do
 			for how in $hows; do
-				preload=
-				[ $how != own ] && preload="-x LD_PRELOAD=$library"
-				[ $how = also ] && preload="$preload -x $also"
-				# The library's own settings from the caller's environment
-				# (RCOLL_MPI_FORCE=1: every size offloaded, the rules aside).
-				[ $how != own ] && preload="$preload$(env | sed -n '/VERBOSE/!s/^\(RCOLL_MPI_[A-Z_]*\)=.*/ -x \1/p' | tr -d '\n')"
-				# Between hosts, rcoll's collectives go through its core:
-				# FI_RCOLL_COLL_LOCAL=0 stands for that beside Open MPI's tcp.
-				[ $how != own ] && [ $path = tcp ] && preload="$preload -x FI_RCOLL_COLL_LOCAL=0"
-				line="mpirun $root --oversubscribe $bind -np $np --mca oob_tcp_if_include lo --mca pml ob1 --mca btl $btl $preload -x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE $program $quick --colls barrier,broadcast,allreduce,reduce,allgather --sizes $sizes"
-				[ "$round" -eq 1 ] && echo "#   $line"
+				job_command "$np" "$path" "$how"
+				[ "$round" -eq 1 ] && echo "#   ${command[*]}"
 				out=$work/$np.$path.$how.$round
-				# shellcheck disable=SC2086
-				timeout -k 5 900 $line >"$out" 2>&1 || true
+				timeout -k 5 900 "${command[@]}" >"$out" 2>&1 || true
 				if [ $how != own ] && ! grep -q "collectives offloaded to rcoll" "$out"; then
 					echo "#   (round $round, not offloaded: $(grep '^rcoll-mpi' "$out" | head -1))"
 				fi
@@ -82,13 +160,15 @@ done
 for coll in barrier broadcast allreduce reduce allgather; do
 	echo
 	echo "## $coll"
-	if [ -n "$also" ]; then
-		printf '%-9s %5s | %9s %9s %7s %9s %7s | %9s %9s %7s %9s %7s\n' size ranks "ompi sm" offloaded ratio also ratio "ompi tcp" offloaded ratio also ratio
-	else
-		printf '%-9s %5s | %9s %9s %7s | %9s %9s %7s\n' size ranks "ompi sm" offloaded ratio "ompi tcp" offloaded ratio
-	fi
+	header=$(printf '%-9s %5s |' size ranks)
+	for path in $paths; do
+		header+=$(printf ' %9s %9s %7s' "$label $path" offloaded ratio)
+		[ -n "$also" ] && header+=$(printf ' %9s %7s' also ratio)
+		header+=" |"
+	done
+	echo "$header"
 	for np in ${ranks//,/ }; do
-		awk -v coll=$coll -v np=$np -v rounds="$rounds" -v with_also="${also:+1}" '
+		awk -v coll=$coll -v np=$np -v rounds="$rounds" -v paths="$paths" -v with_also="${also:+1}" '
 			function size_text(b) {
 				if (b >= 1048576 && b % 1048576 == 0) return (b / 1048576) " MiB"
 				if (b >= 1024 && b % 1024 == 0) return (b / 1024) " KiB"
@@ -108,35 +188,34 @@ for coll in barrier broadcast allreduce reduce allgather; do
 					for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
 				return sprintf("%.2f", m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2)
 			}
-			BEGIN {
-				jobs["sm.own"] = 1; jobs["sm.offloaded"] = 2; jobs["sm.also"] = 3
-				jobs["tcp.own"] = 4; jobs["tcp.offloaded"] = 5; jobs["tcp.also"] = 6
-			}
 			function ratio(a, b) { return (a + 0 > 0 && b + 0 > 0 && a != "WRONG" && b != "WRONG") ? sprintf("%.2f", b / a) : "-" }
 			# Files are named ranks.path.how.round (an empty one, a job that
 			# failed, leaves its cells empty).
-			FNR == 1 { f = split(FILENAME, part, "."); round = part[f]; job = jobs[part[f - 2] "." part[f - 1]] }
+			FNR == 1 { f = split(FILENAME, part, "."); round = part[f]; job = part[f - 2] "." part[f - 1] }
 			$1 == "point" && $2 == coll {
 				key = $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
 				t[job, round, key] = ($4 == "ok") ? $5 : "WRONG"
 			}
 			END {
+				np_paths = split(paths, path, " ")
 				for (i = 1; i <= n; i++) {
 					k = order[i]
 					line = sprintf("%-9s %5d |", coll == "barrier" ? "-" : size_text(k), np)
-					for (p = 0; p < 2; p++) {
-						own = median(3 * p + 1, k); off = median(3 * p + 2, k)
+					for (p = 1; p <= np_paths; p++) {
+						own = median(path[p] ".own", k); off = median(path[p] ".offloaded", k)
 						line = line sprintf(" %9s %9s %7s", cell(own), cell(off), ratio(own, off))
 						if (with_also) {
-							alt = median(3 * p + 3, k)
+							alt = median(path[p] ".also", k)
 							line = line sprintf(" %9s %7s", cell(alt), ratio(own, alt))
 						}
 						line = line " |"
 					}
 					print line
 				}
-			}' $(for job in sm.own sm.offloaded ${also:+sm.also} tcp.own tcp.offloaded ${also:+tcp.also}; do
-				for round in $(seq "$rounds"); do echo "$work/$np.$job.$round"; done
+			}' $(for path in $paths; do
+				for how in $hows; do
+					for round in $(seq "$rounds"); do echo "$work/$np.$path.$how.$round"; done
+				done
 			done)
 	done
 done

@@ -53,6 +53,11 @@ const Param params[] = {
 	{"spin_us", &Config::spin_us,
 	 "Microseconds to busy-poll before blocking waits sleep (none while the host is crowded "
 	 "with this process's own work, when empty CQ and counter polls yield)"},
+	{"yield_when_idle", &Config::yield_when_idle,
+	 "Wait as on a host crowded with this process's own work whether or not it is detected "
+	 "(empty CQ and counter polls yield, blocking waits do not spin): for ranks that "
+	 "outnumber the CPUs they share in ways rcoll cannot see, such as containers or network "
+	 "namespaces on one machine"},
 	{"core_poll_us", &Config::core_poll_us,
 	 "Microseconds between reads of the core while an endpoint waits only for collectives "
 	 "among members on its host (each read is a system call on tcp); anything else in flight "

@@ -49,9 +49,12 @@ void HostCpus::add(pid_t pid) noexcept
 	CPU_OR(&used_, &used_, &theirs);
 }
 
-bool CrowdedHost::held() { return crowding.load(std::memory_order_relaxed) > 0; }
+bool CrowdedHost::held()
+{
+	return crowding.load(std::memory_order_relaxed) > 0 || config().yield_when_idle;
+}
 
-size_t spin_budget_us() { return crowding.load(std::memory_order_relaxed) ? 0 : config().spin_us; }
+size_t spin_budget_us() { return CrowdedHost::held() ? 0 : config().spin_us; }
 
 // The core CQ has no wait object (see Endpoint::open): after spinning for
 // spin_us, sleep in slices that grow from a yield to a millisecond, with

@@ -26,7 +26,8 @@ public:
 	~CrowdedHost();
 	CrowdedHost(const CrowdedHost&) = delete;
 	CrowdedHost& operator=(const CrowdedHost&) = delete;
-	// Some CrowdedHost is held in this process.
+	// Some CrowdedHost is held in this process, or FI_RCOLL_YIELD_WHEN_IDLE
+	// says the host is crowded in ways its detection cannot see.
 	static bool held();
 };
 
@@ -49,7 +50,7 @@ private:
 	bool launcher_read_ = false;
 };
 
-// FI_RCOLL_SPIN_US, or 0 while a CrowdedHost is held.
+// FI_RCOLL_SPIN_US, or 0 while the host is crowded (CrowdedHost::held).
 size_t spin_budget_us();
 
 // Progresses `eps` until `ready()` holds or `timeout_ms` passes (< 0: no
