@@ -34,7 +34,7 @@ fi_collective_op to_fi(rcoll::engine::Collective c)
 void require_rcoll(const TestOptions& options)
 {
 	if (options.provider != "rcoll")
-		throw NotApplicable("FI_RCOLL_COLL_TUNE is an rcoll parameter");
+		throw NotApplicable("the case is about rcoll's own parameters");
 }
 
 // Sizes in bytes (per call, or per rank block): tiny, around the 16 KiB
@@ -287,11 +287,12 @@ void run_bound_ranks(Bootstrap& boot, const TestOptions& options, bool apart, bo
 		expect(made < unsigned(calls) / 10,
 		       "rank %d, bound to a CPU of its own, yielded %llu times in %d barriers",
 		       boot.rank(), static_cast<unsigned long long>(made), calls);
-	else
-		expect(made > 0, "rank %d, bound %s, never yielded in %d barriers", boot.rank(),
+	else // the opposite of the bound-apart bound: a stray yield is not enough
+		expect(made >= unsigned(calls) / 10,
+		       "rank %d, bound %s, yielded %llu times in %d barriers", boot.rank(),
 		       apart ? "to a CPU of its own but told the host is crowded"
 			     : "to the CPU of the other rank",
-		       calls);
+		       static_cast<unsigned long long>(made), calls);
 	ProgressingBarrier(ep, boot, boot.size()).wait();
 	summary_note(boot, strfmt("rank %d: %llu yields in %d barriers", boot.rank(),
 				  static_cast<unsigned long long>(made), calls));
@@ -340,14 +341,15 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
 			 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
 				 run_bound_ranks(boot, options, true, false);
 			 }});
-	cases.push_back({"bound-ranks-yield",
-			 "2 ranks bound to one CPU: waiting for 500 barriers yields it", 2,
-			 seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
-				 run_bound_ranks(boot, options, false, false);
-			 }});
+	cases.push_back(
+		{"bound-ranks-yield",
+		 "2 ranks bound to one CPU: waiting for 500 barriers yields it at least 50 times",
+		 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
+			 run_bound_ranks(boot, options, false, false);
+		 }});
 	cases.push_back({"bound-ranks-told-crowded",
 			 "2 ranks bound to CPUs of their own with FI_RCOLL_YIELD_WHEN_IDLE=1: "
-			 "waiting for 500 barriers yields the CPU",
+			 "waiting for 500 barriers yields the CPU at least 50 times",
 			 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
 				 run_bound_ranks(boot, options, true, true);
 			 }});

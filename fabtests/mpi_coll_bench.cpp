@@ -3,7 +3,7 @@
 // stand side by side: rcoll_coll_bench starts it under mpirun and reads its
 // results. It can also be run alone:
 //
-//   mpirun -np 2 rcoll_mpi_coll_bench [--quick] [--sizes LIST] [--colls LIST]
+//   mpirun -np 2 rcoll_mpi_coll_bench [--quick] [--sizes LIST] [--colls LIST] [--own-too]
 //
 // Per point: one verified call, a calibration call that sets the iteration
 // count, warm-up, then repetitions of timed calls with a barrier between
@@ -19,6 +19,14 @@
 // rcoll_coll_bench's FI_SUM of FI_INT64; reduce: the same to root 0;
 // allgather: blocks of `bytes` bytes (MPI_BYTE). With librcoll-mpi
 // preloaded it measures the offloaded calls (scripts/bench-mpi.sh).
+//
+// --own-too measures the MPI's own calls too, through their PMPI_ names
+// (which an offload library leaves alone), in the same job: the two
+// alternate repetition by repetition, so that both see the same placement,
+// the same neighbours and the same minute of a machine whose speed drifts
+// between jobs. One more line per point, after the point's own:
+//
+//   own <collective> <bytes> <ok|wrong> <median us>
 #include "syscall_counter.hpp"
 
 #include <mpi.h>
@@ -40,6 +48,7 @@ enum class Coll { barrier, broadcast, allreduce, reduce, allgather };
 
 struct Options {
 	bool quick = false;
+	bool own_too = false; // the MPI's own (PMPI_) calls interleaved
 	std::vector<Coll> colls = {Coll::barrier, Coll::broadcast, Coll::allreduce, Coll::reduce,
 				   Coll::allgather};
 	std::vector<size_t> sizes = {8, 2048, 512u << 10, 8u << 20};
@@ -93,27 +102,35 @@ public:
 				data_[i] = broadcast_byte(i, k + uint64_t(rank_));
 	}
 
-	void call()
+	// `own`: the MPI's own call (PMPI_), past any offload library.
+	void call(bool own)
 	{
 		switch (coll_) {
-		case Coll::barrier: MPI_Barrier(MPI_COMM_WORLD); break;
+		case Coll::barrier: barrier(own); break;
 		case Coll::broadcast:
-			MPI_Bcast(data_.data(), int(bytes_), MPI_BYTE, 0, MPI_COMM_WORLD);
+			(own ? PMPI_Bcast : MPI_Bcast)(data_.data(), int(bytes_), MPI_BYTE, 0,
+						       MPI_COMM_WORLD);
 			break;
 		case Coll::allreduce:
-			MPI_Allreduce(in_.data(), out_.data(), int(count_), MPI_INT64_T, MPI_SUM,
-				      MPI_COMM_WORLD);
+			(own ? PMPI_Allreduce : MPI_Allreduce)(in_.data(), out_.data(), int(count_),
+							       MPI_INT64_T, MPI_SUM,
+							       MPI_COMM_WORLD);
 			break;
 		case Coll::reduce:
-			MPI_Reduce(in_.data(), out_.data(), int(count_), MPI_INT64_T, MPI_SUM, 0,
-				   MPI_COMM_WORLD);
+			(own ? PMPI_Reduce : MPI_Reduce)(in_.data(), out_.data(), int(count_),
+							 MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
 			break;
 		case Coll::allgather:
-			MPI_Allgather(data_.data(), int(bytes_), MPI_BYTE, gathered_.data(),
-				      int(bytes_), MPI_BYTE, MPI_COMM_WORLD);
+			(own ? PMPI_Allgather : MPI_Allgather)(data_.data(), int(bytes_), MPI_BYTE,
+							       gathered_.data(), int(bytes_),
+							       MPI_BYTE, MPI_COMM_WORLD);
 			break;
 		}
 	}
+
+	// The barrier before a timed call is of the same kind: how it releases
+	// the ranks is part of what the call's figure measures.
+	static void barrier(bool own) { (own ? PMPI_Barrier : MPI_Barrier)(MPI_COMM_WORLD); }
 
 	// Whether call k's whole output is right on this rank (untimed).
 	bool check(uint64_t k) const
@@ -159,20 +176,28 @@ void run_point(Coll coll, size_t bytes, const Options& options, fabtests::Syscal
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	Point point(coll, bytes, rank, size);
 	uint64_t k = 1;
-	bool right = true;
+	// The calls as the application makes them, and with --own-too the
+	// MPI's own (index 1).
+	const int kinds = options.own_too ? 2 : 1;
+	bool right[2] = {true, true};
 
-	// The verified call, then calibration: rank 0 times one call.
-	point.prepare(k);
-	MPI_Barrier(MPI_COMM_WORLD);
-	point.call();
-	right &= point.check(k++);
-	MPI_Barrier(MPI_COMM_WORLD);
-	point.prepare(k);
-	auto start = Clock::now();
-	point.call();
-	const double once_us =
-		std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-	right &= point.check(k++);
+	// The verified call of each kind, then calibration: rank 0 times one
+	// call of each, and the slower sets the iteration count.
+	double once_us = 0;
+	for (int own = 0; own < kinds; ++own) {
+		point.prepare(k);
+		Point::barrier(own);
+		point.call(own);
+		right[own] &= point.check(k++);
+		Point::barrier(own);
+		point.prepare(k);
+		const auto start = Clock::now();
+		point.call(own);
+		once_us = std::max(
+			once_us,
+			std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+		right[own] &= point.check(k++);
+	}
 	const double target_us = options.quick ? 30e3 : 150e3;
 	const int most = options.quick ? 100 : 1000;
 	int iterations = std::clamp(int(target_us / std::max(once_us, 1.0)), 3, most);
@@ -181,49 +206,59 @@ void run_point(Coll coll, size_t bytes, const Options& options, fabtests::Syscal
 	const int reps = options.quick ? 3 : 5;
 	const bool barrier_between = coll != Coll::barrier;
 
-	for (int i = 0; i < warmup; ++i) {
-		point.prepare(k);
-		point.call();
-		right &= point.check(k++);
-	}
-	std::vector<double> slowest(size_t(reps), 0);
-	for (int rep = 0; rep < reps; ++rep) {
-		double total_us = 0;
-		for (int i = 0; i < iterations; ++i) {
+	for (int own = 0; own < kinds; ++own)
+		for (int i = 0; i < warmup; ++i) {
 			point.prepare(k);
-			if (barrier_between)
-				MPI_Barrier(MPI_COMM_WORLD);
-			start = Clock::now();
-			point.call();
-			total_us += std::chrono::duration<double, std::micro>(Clock::now() - start)
-					    .count();
-			right &= point.check(k++);
+			point.call(own);
+			right[own] &= point.check(k++);
 		}
-		double average = total_us / iterations;
-		MPI_Reduce(&average, &slowest[size_t(rep)], 1, MPI_DOUBLE, MPI_MAX, 0,
-			   MPI_COMM_WORLD);
-	}
-	// System calls, counted in calls of their own: reading the counter is
-	// one, which would slow the timed calls of the other ranks.
+	std::vector<double> slowest[2] = {std::vector<double>(size_t(reps), 0),
+					  std::vector<double>(size_t(reps), 0)};
+	for (int rep = 0; rep < reps; ++rep)
+		// The two kinds alternate, and so does which goes first.
+		for (int j = 0; j < kinds; ++j) {
+			const int own = (rep + j) % kinds;
+			double total_us = 0;
+			for (int i = 0; i < iterations; ++i) {
+				point.prepare(k);
+				if (barrier_between)
+					Point::barrier(own);
+				const auto start = Clock::now();
+				point.call(own);
+				total_us += std::chrono::duration<double, std::micro>(Clock::now() -
+										      start)
+						    .count();
+				right[own] &= point.check(k++);
+			}
+			double average = total_us / iterations;
+			MPI_Reduce(&average, &slowest[own][size_t(rep)], 1, MPI_DOUBLE, MPI_MAX, 0,
+				   MPI_COMM_WORLD);
+		}
+	// System calls of the application's calls, counted in calls of their
+	// own: reading the counter is one, which would slow the timed calls of
+	// the other ranks.
 	uint64_t calls_made = 0;
 	for (int i = 0; i < iterations; ++i) {
 		point.prepare(k);
 		if (barrier_between)
-			MPI_Barrier(MPI_COMM_WORLD);
+			Point::barrier(false);
 		const uint64_t before = syscalls.count();
-		point.call();
+		point.call(false);
 		calls_made += syscalls.count() - before - 1; // the second read counted itself
-		right &= point.check(k++);
+		right[0] &= point.check(k++);
 	}
 	double per_call = syscalls.available() ? double(calls_made) / iterations : -1;
 	double most_calls = 0;
 	MPI_Reduce(&per_call, &most_calls, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-	int all_right = 0;
-	int mine = right ? 1 : 0;
-	MPI_Reduce(&mine, &all_right, 1, MPI_INT, MPI_LAND, 0, MPI_COMM_WORLD);
-	if (rank == 0)
+	int mine[2] = {right[0], right[1]}, all_right[2] = {};
+	MPI_Reduce(mine, all_right, 2, MPI_INT, MPI_LAND, 0, MPI_COMM_WORLD);
+	if (rank == 0) {
 		std::printf("point %s %zu %s %.3f %.2f\n", name_of(coll), point.bytes(),
-			    all_right ? "ok" : "wrong", median(slowest), most_calls);
+			    all_right[0] ? "ok" : "wrong", median(slowest[0]), most_calls);
+		if (options.own_too)
+			std::printf("own %s %zu %s %.3f\n", name_of(coll), point.bytes(),
+				    all_right[1] ? "ok" : "wrong", median(slowest[1]));
+	}
 	std::fflush(stdout);
 }
 
@@ -251,6 +286,8 @@ bool parse(int argc, char** argv, Options& options)
 		const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
 		if (arg == "--quick") {
 			options.quick = true;
+		} else if (arg == "--own-too") {
+			options.own_too = true;
 		} else if (arg == "--sizes" && value) {
 			options.sizes.clear();
 			for (const std::string& s : split(value)) {
@@ -297,7 +334,8 @@ int main(int argc, char** argv)
 	Options options;
 	if (!parse(argc, argv, options)) {
 		std::fprintf(stderr, "usage: rcoll_mpi_coll_bench [--quick] [--sizes LIST] "
-				     "[--colls barrier,broadcast,allreduce,reduce,allgather]\n");
+				     "[--colls barrier,broadcast,allreduce,reduce,allgather] "
+				     "[--own-too]\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	// Opened after MPI_Init, so that the MPI's progress threads, started

@@ -59,6 +59,7 @@ struct State {
 	bool verbose = false;  // RCOLL_MPI_VERBOSE=1: say what happened, at init and finalize
 	bool report = false;   // verbose on every rank: the report at MPI_Finalize
 	bool node_local = true; // rcoll's FI_RCOLL_COLL_LOCAL
+	bool yields = false;    // FI_RCOLL_YIELD_WHEN_IDLE set from the MPI's own setting
 	int keyval = MPI_KEYVAL_INVALID;
 	// Each communicator's attribute, alive, for MPI_Finalize to close.
 	std::set<CommEntry*> entries; // under entries_lock
@@ -111,6 +112,17 @@ int delete_entry(MPI_Comm, int, void* value, void*)
 }
 
 constexpr const char* kDisabled = "RCOLL_MPI_DISABLE is set";
+
+// Open MPI told to yield while idle (its ranks outnumber the CPUs in ways it
+// cannot see, as in containers sharing a machine) wants rcoll's waits to
+// yield too, which rcoll cannot see either: said before anything loads rcoll.
+void follow_the_mpis_yield_setting()
+{
+	if (std::getenv("FI_RCOLL_YIELD_WHEN_IDLE") ||
+	    !setting_on("OMPI_MCA_mpi_yield_when_idle", false))
+		return;
+	state().yields = setenv("FI_RCOLL_YIELD_WHEN_IDLE", "1", 0) == 0;
+}
 
 // Reads the hand-back rules and switches: why the library stays off, if so.
 std::string read_settings(State& s)
@@ -204,9 +216,10 @@ void start()
 		s.endpoint.close();
 	}
 	if (misconfigured || (s.verbose && (s.world_rank == 0 || !opened)))
-		std::fprintf(stderr, "rcoll-mpi: rank %d: collectives %s%s%s%s\n", s.world_rank,
+		std::fprintf(stderr, "rcoll-mpi: rank %d: collectives %s%s%s%s%s\n", s.world_rank,
 			     s.enabled ? "offloaded to rcoll" : "left to the MPI",
 			     s.enabled && s.force ? " at every size (RCOLL_MPI_FORCE)" : "",
+			     s.enabled && s.yields ? ", waits yield (mpi_yield_when_idle)" : "",
 			     why.empty() ? "" : ": ", why.c_str());
 }
 
@@ -424,6 +437,7 @@ using namespace rcoll::mpi;
 
 RCOLL_MPI_ENTRY int MPI_Init(int* argc, char*** argv)
 {
+	follow_the_mpis_yield_setting();
 	const int rc = PMPI_Init(argc, argv);
 	if (rc == MPI_SUCCESS)
 		start();
@@ -432,6 +446,7 @@ RCOLL_MPI_ENTRY int MPI_Init(int* argc, char*** argv)
 
 RCOLL_MPI_ENTRY int MPI_Init_thread(int* argc, char*** argv, int required, int* provided)
 {
+	follow_the_mpis_yield_setting();
 	const int rc = PMPI_Init_thread(argc, argv, required, provided);
 	if (rc == MPI_SUCCESS)
 		start();

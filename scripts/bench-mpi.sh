@@ -13,14 +13,20 @@
 #   hosts (--hosts N) ranks spread round-robin over N network-namespace hosts
 #         (scripts/mpi-netns-hosts.sh; root), the MPI's shared memory within
 #         a host and tcp between, rcoll's node-local path and its core alike;
-#         with more ranks than hardware threads, both sides are told to yield
-#         while idle (Open MPI's mpi_yield_when_idle, FI_RCOLL_YIELD_WHEN_IDLE),
-#         as each decides by itself when it can see the ranks on one host.
+#         with more ranks than hardware threads, Open MPI and rcoll are told
+#         to yield while idle (mpi_yield_when_idle, FI_RCOLL_YIELD_WHEN_IDLE),
+#         as each decides by itself when it sees the ranks on one host (MPICH
+#         has no such setting: it busy-polls in both jobs).
 # MPICH (--mpi mpich) is the OFI build of scripts/upstream.sh mpich, its own
 # traffic over tcp;ofi_rxm in both jobs (FI_PROVIDER=tcp,ofi_rxm,rcoll: it
 # picks tcp;ofi_rxm, the library rcoll). With --rounds N every job runs N
 # times, the rounds interleaved, and each figure is the median of its rounds
-# (this machine's speed drifts within minutes). With --also VAR=VALUE the
+# (this machine's speed drifts within minutes). Jobs with the library also
+# time the MPI's own calls (their PMPI_ names, past the library) beside the
+# offloaded ones, repetitions interleaved: the "in-job" ratio, free of the
+# drift between jobs that the "ratio" column (against the job without the
+# library) carries, which in turn shows what merely loading the library
+# costs. With --also VAR=VALUE the
 # offloaded calls run a second time in every round with that setting (e.g.
 # one of rcoll's size limits), in columns of their own: a setting is judged
 # against the default in the same rounds. The library's RCOLL_MPI_* settings
@@ -65,7 +71,10 @@ fi
 "$top/scripts/build.sh" >/dev/null
 work=$(mktemp -d)
 . "$top/scripts/mpi-netns-hosts.sh"
+job=
 trap 'mpi_hosts_down; rm -rf "$work"' EXIT
+# An interrupted run takes its job with it (timeout passes the signal on).
+trap '[ -z "$job" ] || kill -TERM "$job" 2>/dev/null; wait; exit 130' INT TERM HUP
 if [ $mpi = openmpi ]; then
 	library=$build/mpi/librcoll-mpi.so
 	program=$build/fabtests/rcoll_mpi_coll_bench
@@ -130,13 +139,17 @@ job_command() {
 		for var in "${settings[@]}"; do command+=(-x "$var"); done
 		command+=(-x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE)
 	else
-		# Hydra passes the whole environment on.
-		command+=(env FI_PROVIDER=tcp,ofi_rxm,rcoll "${settings[@]}")
+		# Hydra passes the whole environment on; the library's settings go
+		# to the ranks alone.
+		command+=(env FI_PROVIDER=tcp,ofi_rxm,rcoll)
 		[ "$path" = tcp ] && command+=(MPIR_CVAR_NOLOCAL=1)
 		command+=("$prefix/bin/mpiexec" -bind-to $bind -n "$np")
+		for var in "${settings[@]}"; do command+=(-genv "${var%%=*}" "${var#*=}"); done
 		[ "$path" = hosts ] && command+=(-hosts "$mpi_host_list" -launcher rsh -launcher-exec "$mpi_agent")
 	fi
 	command+=("$program" $quick --colls barrier,broadcast,allreduce,reduce,allgather --sizes "$sizes")
+	# With the library, the MPI's own calls too, interleaved in the same job.
+	[ "$how" = own ] || command+=(--own-too)
 }
 
 echo "# $mpi's own collectives, and offloaded to rcoll by librcoll-mpi (median of $rounds round(s), slowest rank, us)"
@@ -148,8 +161,15 @@ for round in $(seq "$rounds"); do
 				job_command "$np" "$path" "$how"
 				[ "$round" -eq 1 ] && echo "#   ${command[*]}"
 				out=$work/$np.$path.$how.$round
-				timeout -k 5 900 "${command[@]}" >"$out" 2>&1 || true
-				if [ $how != own ] && ! grep -q "collectives offloaded to rcoll" "$out"; then
+				status=0
+				timeout -k 5 900 "${command[@]}" >"$out" 2>&1 &
+				job=$!
+				wait "$job" || status=$?
+				job=
+				if [ $status -ne 0 ]; then
+					echo "#   (round $round, $np ranks, $path, $how: the job failed, status $status; its points stay empty: $(tail -n 1 "$out"))"
+					: >"$out"
+				elif [ $how != own ] && ! grep -q "collectives offloaded to rcoll" "$out"; then
 					echo "#   (round $round, not offloaded: $(grep '^rcoll-mpi' "$out" | head -1))"
 				fi
 			done
@@ -162,8 +182,8 @@ for coll in barrier broadcast allreduce reduce allgather; do
 	echo "## $coll"
 	header=$(printf '%-9s %5s |' size ranks)
 	for path in $paths; do
-		header+=$(printf ' %9s %9s %7s' "$label $path" offloaded ratio)
-		[ -n "$also" ] && header+=$(printf ' %9s %7s' also ratio)
+		header+=$(printf ' %11s %9s %7s %7s' "$label $path" offloaded ratio in-job)
+		[ -n "$also" ] && header+=$(printf ' %9s %7s %7s' also ratio in-job)
 		header+=" |"
 	done
 	echo "$header"
@@ -189,10 +209,25 @@ for coll in barrier broadcast allreduce reduce allgather; do
 				return sprintf("%.2f", m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2)
 			}
 			function ratio(a, b) { return (a + 0 > 0 && b + 0 > 0 && a != "WRONG" && b != "WRONG") ? sprintf("%.2f", b / a) : "-" }
+			# The median over rounds of each job'"'"'s own ratio: its calls over the
+			# MPI'"'"'s own measured beside them in the same job.
+			function in_job(job, k,    a, m, r, x, y, i, j) {
+				m = 0
+				for (r = 1; r <= rounds; r++) {
+					x = t[job, r, k]; y = t[job "/own", r, k]
+					if (x == "WRONG" || y == "WRONG") return "WRONG"
+					if (x + 0 > 0 && y + 0 > 0) a[++m] = x / y
+				}
+				if (m == 0) return "-"
+				for (i = 2; i <= m; i++)
+					for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
+				return sprintf("%.2f", m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2)
+			}
 			# Files are named ranks.path.how.round (an empty one, a job that
 			# failed, leaves its cells empty).
 			FNR == 1 { f = split(FILENAME, part, "."); round = part[f]; job = part[f - 2] "." part[f - 1] }
-			$1 == "point" && $2 == coll {
+			($1 == "point" || $1 == "own") && $2 == coll {
+				if ($1 == "own") { t[job "/own", round, $3] = ($4 == "ok") ? $5 : "WRONG"; next }
 				key = $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
 				t[job, round, key] = ($4 == "ok") ? $5 : "WRONG"
 			}
@@ -203,10 +238,10 @@ for coll in barrier broadcast allreduce reduce allgather; do
 					line = sprintf("%-9s %5d |", coll == "barrier" ? "-" : size_text(k), np)
 					for (p = 1; p <= np_paths; p++) {
 						own = median(path[p] ".own", k); off = median(path[p] ".offloaded", k)
-						line = line sprintf(" %9s %9s %7s", cell(own), cell(off), ratio(own, off))
+						line = line sprintf(" %11s %9s %7s %7s", cell(own), cell(off), ratio(own, off), in_job(path[p] ".offloaded", k))
 						if (with_also) {
 							alt = median(path[p] ".also", k)
-							line = line sprintf(" %9s %7s", cell(alt), ratio(own, alt))
+							line = line sprintf(" %9s %7s %7s", cell(alt), ratio(own, alt), in_job(path[p] ".also", k))
 						}
 						line = line " |"
 					}
@@ -221,5 +256,7 @@ for coll in barrier broadcast allreduce reduce allgather; do
 done
 echo
 echo "ratio: offloaded / own; below 1 the offloaded call is faster. WRONG: a result differed."
+echo "in-job: offloaded / the MPI's own calls (PMPI_) timed beside them in the same job, repetitions"
+echo "  interleaved (the median of the rounds' ratios): free of the drift between jobs"
 [ -z "$also" ] || echo "also: offloaded with $also"
 grep -h "collective calls offloaded" "$work"/*.offloaded.* | sed 's/^/# /' | sort | uniq -c | head -8 || true

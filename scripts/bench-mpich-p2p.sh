@@ -3,20 +3,25 @@
 # latency and bandwidth between two ranks (fabtests/mpi_p2p_bench.c, every
 # message checked), MPICH's shared memory off so that every byte goes through
 # the provider. The two providers run in turn, ROUNDS times (the order
-# alternating), and the table gives the medians and their ratio.
+# alternating), and the table gives the medians and their ratio. The ranks
+# are bound to a hardware thread each where there are two (with --no-bind,
+# the scheduler places them).
 #
-#   scripts/bench-mpich-p2p.sh [--rounds N] [--quick]
+#   scripts/bench-mpich-p2p.sh [--rounds N] [--quick] [--no-bind]
 # Needs the OFI MPICH that scripts/upstream.sh mpich builds.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${RCOLL_BUILD_DIR:-$top/build}
 rounds=5
 quick=
+bind=hwthread
+[ "$(OMP_NUM_THREADS='' OMP_THREAD_LIMIT='' nproc)" -ge 2 ] || bind=none
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rounds) rounds=$2; shift ;;
 	--quick) quick=--quick ;;
-	*) echo "usage: $0 [--rounds N] [--quick]" >&2; exit 2 ;;
+	--no-bind) bind=none ;;
+	*) echo "usage: $0 [--rounds N] [--quick] [--no-bind]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -32,13 +37,13 @@ program=$work/rcoll_mpi_p2p_bench
 export FI_PROVIDER_PATH=$build/.libs FI_TCP_IFACE=lo MPIR_CVAR_NOLOCAL=1
 
 echo "# MPICH $("$prefix/bin/mpichversion" --version | awk '{print $NF}') (ch4:ofi), 2 ranks, $rounds rounds:"
-echo "#   FI_PROVIDER=<rcoll | tcp;ofi_rxm> MPIR_CVAR_NOLOCAL=1 FI_TCP_IFACE=lo mpiexec -n 2 rcoll_mpi_p2p_bench $quick"
+echo "#   FI_PROVIDER=<rcoll | tcp;ofi_rxm> MPIR_CVAR_NOLOCAL=1 FI_TCP_IFACE=lo mpiexec -bind-to $bind -n 2 rcoll_mpi_p2p_bench $quick"
 for ((round = 1; round <= rounds; round++)); do
 	order=(rcoll "tcp;ofi_rxm")
 	[ $((round % 2)) -eq 0 ] && order=("tcp;ofi_rxm" rcoll)
 	for prov in "${order[@]}"; do
 		out=$work/${prov//;/_}.$round
-		if ! FI_PROVIDER=$prov timeout -k 5 300 "$prefix/bin/mpiexec" -n 2 "$program" $quick \
+		if ! FI_PROVIDER=$prov timeout -k 5 300 "$prefix/bin/mpiexec" -bind-to $bind -n 2 "$program" $quick \
 			>"$out" 2>&1 || grep -q '^FAIL' "$out"; then
 			echo "bench-mpich-p2p: the run over $prov failed:" >&2
 			tail -n 20 "$out" >&2

@@ -4,10 +4,13 @@
 # for each collective, the RCOLL_MPI_<COLL>_HAND_BACK setting that hands
 # back every size where the offloaded call was slower than the MPI's own
 # (the median over the runs of its "offloaded" ratio above --max-ratio,
-# default 1.0; "also" columns are not read: whole jobs of this machine
+# default 1.0: the in-job ratio where the table has one, against the MPI's
+# own calls timed in the same job, else the ratio against the job without
+# the library; "also" columns are not read: whole jobs of this machine
 # drift 2-3x, so several runs make better rules than one). The
-# shared-memory columns give the rules for one host, the tcp columns those
-# between hosts. A measured size s stands for payloads from s/2 to 4s (the
+# shared-memory columns (sm) give the rules for one host, the tcp columns
+# those between hosts; a table of the namespace hosts (bench-mpi.sh --hosts,
+# one host and between hosts mixed in one call) is refused. A measured size s stands for payloads from s/2 to 4s (the
 # tables step by 8), the smallest for everything below it and the largest
 # for everything above; a measured rank count stands for the counts above
 # the next smaller one (larger communicators than measured get no rule: a
@@ -32,6 +35,21 @@ awk -v max_ratio="$max_ratio" '
 	}
 	FNR == 1 { coll = "" }
 	/^## / { coll = $2; next }
+	# The header names each group of columns: "<mpi> <path> offloaded ratio".
+	coll != "" && $1 == "size" {
+		groups = split($0, part, "|") - 1
+		for (p = 2; p <= groups; p++) {
+			n = split(part[p], label, " ")
+			paired[p] = n >= 5 && label[5] == "in-job"
+			place[p] = label[2] == "sm" ? "host" : label[2] == "tcp" ? "net" : ""
+			if (place[p] == "") {
+				printf "hand-back-rules: %s: columns \"%s %s\" are neither one host (sm) nor between hosts (tcp)\n", FILENAME, label[1], label[2] > "/dev/stderr"
+				failed = 1
+				exit 2
+			}
+		}
+		next
+	}
 	coll != "" && /\|/ {
 		split($0, part, "|")
 		n = split(part[1], head, " ")
@@ -40,16 +58,17 @@ awk -v max_ratio="$max_ratio" '
 		size = coll == "barrier" ? 0 : bytes(head[1], head[2])
 		if (!((coll, size) in known)) { known[coll, size] = 1; sizes[coll] = sizes[coll] " " size }
 		if (!(np in nps)) { nps[np] = 1; np_list = np_list " " np }
-		for (p = 2; p <= 3; p++) {
+		for (p = 2; p <= groups; p++) {
 			split(part[p], cell, " ")
-			where = p == 2 ? "host" : "net"
-			if (cell[3] ~ /^[0-9.]+$/) {
-				point = coll SUBSEP where SUBSEP np SUBSEP size
-				ratios[point, ++count[point]] = cell[3] + 0
+			measured = paired[p] ? cell[4] : cell[3]
+			if (measured ~ /^[0-9.]+$/) {
+				point = coll SUBSEP place[p] SUBSEP np SUBSEP size
+				ratios[point, ++count[point]] = measured + 0
 			}
 		}
 	}
 	END {
+		if (failed) exit 2
 		# Each point: the median of its ratios over the runs given.
 		for (point in count) {
 			m = count[point]

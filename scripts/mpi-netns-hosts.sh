@@ -29,11 +29,15 @@
 mpi_hosts=()
 mpi_hosts_made=()
 
+# Safe in an EXIT trap under set -e: nothing here stops the cleanup.
 mpi_hosts_down() {
-	local ns
+	local ns pids
 	for ns in "${mpi_hosts_made[@]}"; do
-		ip netns delete "$ns" 2>/dev/null
-		rm -rf "/etc/netns/$ns"
+		# Whatever still runs there (an interrupted job) goes with its host.
+		pids=$(ip netns pids "$ns" 2>/dev/null) || true
+		[ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+		ip netns delete "$ns" 2>/dev/null || true
+		rm -rf "/etc/netns/$ns" || true
 	done
 	mpi_hosts_made=()
 }
@@ -57,14 +61,14 @@ mpi_hosts_up() {
 	done
 	# `ip netns exec NAME` mounts /etc/netns/NAME/hosts over /etc/hosts.
 	for ((i = 0; i < count; i++)); do
-		mkdir -p "/etc/netns/${mpi_hosts[i]}"
-		{
-			echo "127.0.0.1 localhost"
-			for ((j = 0; j < count; j++)); do echo "$subnet.$((j + 1)) ${mpi_hosts[j]}"; done
-		} >"/etc/netns/${mpi_hosts[i]}/hosts"
+		mkdir -p "/etc/netns/${mpi_hosts[i]}" &&
+			{
+				echo "127.0.0.1 localhost"
+				for ((j = 0; j < count; j++)); do echo "$subnet.$((j + 1)) ${mpi_hosts[j]}"; done
+			} >"/etc/netns/${mpi_hosts[i]}/hosts" || return 1
 	done
 	mpi_hostfile=$work/hostfile
-	printf '%s slots=64\n' "${mpi_hosts[@]}" >"$mpi_hostfile"
+	printf '%s slots=64\n' "${mpi_hosts[@]}" >"$mpi_hostfile" || return 1
 	mpi_host_list=$(IFS=, && echo "${mpi_hosts[*]}")
 	# The launchers call "AGENT [options] HOST COMMAND...", as they would rsh.
 	mpi_agent=$work/rsh-agent
@@ -75,11 +79,11 @@ mpi_hosts_up() {
 		shift
 		exec ip netns exec "$host" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$host" "$*"
 	EOF
-	chmod +x "$mpi_agent"
+	chmod +x "$mpi_agent" || return 1
 	mpi_on_first_host=$work/on-first-host
 	cat >"$mpi_on_first_host" <<-EOF
 		#!/bin/sh
 		exec ip netns exec ${mpi_hosts[0]} unshare --uts sh -c 'hostname "\$0" && exec "\$@"' ${mpi_hosts[0]} "\$@"
 	EOF
-	chmod +x "$mpi_on_first_host"
+	chmod +x "$mpi_on_first_host" || return 1
 }

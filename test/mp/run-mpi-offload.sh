@@ -9,6 +9,8 @@
 # handed everything back to the MPI would pass the checks too. Under both
 # MPIs a rank is also killed mid-collective at 3 ranks (mpi_killed): the
 # survivors' calls must fail through their error handler, and nothing hang.
+# As root, ranks also run on two network-namespace hosts
+# (scripts/mpi-netns-hosts.sh) under both MPIs.
 set -u
 builddir=${RCOLL_BUILD_DIR:-$(pwd)}
 library=$builddir/mpi/librcoll-mpi.so
@@ -19,8 +21,10 @@ job_limit=${RCOLL_MPI_JOB_LIMIT:-300}
 # Every size offloaded unless a test says otherwise: the checks must reach
 # rcoll whatever the default hand-back rules.
 export RCOLL_MPI_FORCE=1
+here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "$here/../../scripts/mpi-netns-hosts.sh"
+trap 'mpi_hosts_down; rm -rf "$work"' EXIT
 
 passed=0
 failed=0
@@ -151,6 +155,12 @@ chmod +x "$work/rank1"
         switch_job "RCOLL_MPI_DISABLE on one rank alone leaves the library off" \
         'collectives left to the MPI: another rank did not open rcoll' \
         '^rcoll-mpi: 0 collective calls offloaded'
+    launch="--mca mpi_yield_when_idle 1" \
+        switch_job "Open MPI's mpi_yield_when_idle makes rcoll's waits yield" \
+        'offloaded to rcoll, waits yield (mpi_yield_when_idle)'
+    FI_RCOLL_YIELD_WHEN_IDLE=0 launch="-x FI_RCOLL_YIELD_WHEN_IDLE --mca mpi_yield_when_idle 1" \
+        switch_job "FI_RCOLL_YIELD_WHEN_IDLE set overrides mpi_yield_when_idle" \
+        'offloaded to rcoll$' '!waits yield'
     echo "$passed $failed" >"$work/switches"
 )
 read -r passed failed <"$work/switches" || fail "switches: no result"
@@ -186,10 +196,48 @@ for btl in self,vader self,tcp; do
     judge_killed $? 3 "$what"
 done
 
+# Ranks on two hosts (network namespaces sharing this machine's CPUs): at 3
+# and 4 ranks groups mix rcoll's node-local path and its core, and
+# split_type communicators hold one host each. The ranks outnumber the CPUs
+# where neither MPI nor rcoll can see it: Open MPI is told to yield while
+# idle, which the library passes on to rcoll (asserted from its message).
+# Open MPI's map must show both hosts, or the jobs prove nothing.
+hosts_ready=0
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIP librcoll-mpi on namespace hosts: not root"
+elif ! mpi_hosts_up 2 10.79.0 "$work"; then
+    fail "librcoll-mpi on namespace hosts: could not make them"
+else
+    hosts_ready=1
+    for np in 3 4; do
+        for program in mpi_coll mpi_comms; do
+            what="$program with librcoll-mpi (np=$np on 2 namespace hosts)"
+            output=$(FI_TCP_IFACE=eth0 timeout -k 10 "$job_limit" "$mpi_on_first_host" \
+                mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
+                --hostfile "$mpi_hostfile" --map-by node --display-map \
+                --mca plm_rsh_agent "$mpi_agent" --mca oob_tcp_if_include eth0 \
+                --mca pml ob1 --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 \
+                --mca mpi_yield_when_idle 1 \
+                -x LD_PRELOAD="$library" -x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE \
+                -x RCOLL_MPI_FORCE -x FI_RCOLL_COLL_TIMEOUT_MS=60000 \
+                "$builddir/test/mp/$program" 2>&1)
+            status=$?
+            # (the map may be printed more than once)
+            nodes=$(printf '%s\n' "$output" | grep -o 'Data for node: [^[:space:]]*' | sort -u | wc -l)
+            if [ "$nodes" -ne 2 ]; then
+                fail "$what: Open MPI's map shows $nodes hosts, not 2"
+            elif ! printf '%s\n' "$output" | grep -q 'waits yield (mpi_yield_when_idle)'; then
+                fail "$what: the library did not pass mpi_yield_when_idle on to rcoll"
+            else
+                judge $status "$program" "$what" "2 hosts"
+            fi
+        done
+    done
+fi
+
 # MPICH: its own traffic over rcoll too (FI_PROVIDER hides every other
 # provider from libfabric, the library's endpoint included), with no MPICH
 # setting.
-here=$(cd "$(dirname "$0")" && pwd)
 if prefix=$("$here/../../scripts/upstream.sh" --cached mpich); then
     mpich_library=$builddir/mpi/librcoll-mpi-mpich.so
     flags="-DMPICH_SKIP_MPICXX=1 -std=c++20 -O2 -Wall -Wextra"
@@ -211,6 +259,24 @@ if prefix=$("$here/../../scripts/upstream.sh" --cached mpich); then
                 judge $? "$program" "$what" MPICH
             done
         done
+        # One rank on each namespace host, MPICH's own traffic over rcoll too.
+        if [ $hosts_ready = 1 ]; then
+            hydra=(-hosts "$mpi_host_list" -launcher rsh -launcher-exec "$mpi_agent")
+            placed=$(timeout -k 10 60 "$mpi_on_first_host" "$prefix/bin/mpiexec" -n 2 "${hydra[@]}" \
+                hostname 2>&1 | sort -u | tr '\n' ' ')
+            for program in mpi_coll mpi_comms; do
+                what="$program with librcoll-mpi under MPICH (np=2 on 2 namespace hosts)"
+                if [ "$placed" != "$(printf '%s\n' "${mpi_hosts[@]}" | sort | tr '\n' ' ')" ]; then
+                    fail "$what: the ranks ran on: $placed"
+                    continue
+                fi
+                output=$(FI_PROVIDER=rcoll FI_TCP_IFACE=eth0 FI_RCOLL_COLL_TIMEOUT_MS=60000 \
+                    timeout -k 10 "$job_limit" "$mpi_on_first_host" "$prefix/bin/mpiexec" -n 2 \
+                    "${hydra[@]}" -genv LD_PRELOAD "$mpich_library" \
+                    "$builddir/test/mp/$program-mpich" 2>&1)
+                judge $? "$program" "$what" "MPICH, 2 hosts"
+            done
+        fi
         what="mpi_killed with librcoll-mpi under MPICH (np=3)"
         started=$SECONDS
         output=$(FI_PROVIDER=rcoll LD_PRELOAD="$mpich_library" \
