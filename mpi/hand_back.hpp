@@ -52,10 +52,10 @@ private:
 
 // Each collective's variable and default rules: where Open MPI's own
 // collectives measured faster (RCOLL_MPI_FORCE=1 scripts/bench-mpi.sh
-// --full --rounds 3, 2 and 4 ranks on 2 CPUs, read by
-// scripts/hand-back-rules.sh): on one host mostly the smallest calls of 2
-// ranks and those of more ranks than CPUs; between hosts (rcoll's core
-// against Open MPI's btl tcp) most calls up to mid sizes. The collectives
+// --full --rounds 3, 2 and 4 ranks on 2 CPUs, the in-job ratios read by
+// scripts/hand-back-rules.sh): on one host mostly mid sizes at 2 ranks and
+// the smallest and mid broadcasts of more ranks than CPUs; between hosts
+// (rcoll's core against Open MPI's btl tcp) most calls up to mid sizes. The collectives
 // not measured have none. man/librcoll-mpi.7 lists them too.
 struct HandBackSetting {
 	const char* variable;
@@ -63,11 +63,12 @@ struct HandBackSetting {
 };
 inline constexpr HandBackSetting kHandBackSettings[] = {
 	{"RCOLL_MPI_BARRIER_HAND_BACK", "host:2:*;net:2:*;net:3-4:*"},
-	{"RCOLL_MPI_BCAST_HAND_BACK", "host:2:-256;host:2:8m-;host:3-4:-256;host:3-4:16k-128k;"
-				      "net:2:-128k;net:2:1m-8m;net:3-4:-1m"},
-	{"RCOLL_MPI_ALLREDUCE_HAND_BACK", "net:2:-2k;net:2:16k-128k;net:3-4:-128k;net:3-4:1m-8m"},
-	{"RCOLL_MPI_REDUCE_HAND_BACK", "host:2:128k-1m;net:2:*;net:3-4:16k-"},
-	{"RCOLL_MPI_ALLGATHER_HAND_BACK", "host:3-4:8m-;net:2:-128k;net:3-4:-16k;net:3-4:1m-"},
+	{"RCOLL_MPI_BCAST_HAND_BACK", "host:2:16k-1m;host:3-4:-256;host:3-4:16k-128k;net:2:-128k;"
+				      "net:2:1m-;net:3-4:-1m;net:3-4:8m-"},
+	{"RCOLL_MPI_ALLREDUCE_HAND_BACK", "host:2:-32;net:2:-2k;net:2:16k-128k;net:3-4:-128k"},
+	{"RCOLL_MPI_REDUCE_HAND_BACK", "host:2:16k-8m;net:2:-16k;net:2:128k-;net:3-4:128k-8m"},
+	{"RCOLL_MPI_ALLGATHER_HAND_BACK", "host:2:-256;host:2:16k-128k;host:2:8m-;host:3-4:8m-;"
+					  "net:2:-128k;net:3-4:1m-8m"},
 	{"RCOLL_MPI_REDUCE_SCATTER_HAND_BACK", ""},
 	{"RCOLL_MPI_ALLTOALL_HAND_BACK", ""},
 	{"RCOLL_MPI_GATHER_HAND_BACK", ""},
