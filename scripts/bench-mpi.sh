@@ -195,7 +195,13 @@ for coll in barrier broadcast allreduce reduce allgather; do
 				return b " B"
 			}
 			function cell(t) { return t == "" ? "-" : t }
-			function median(job, k,    a, m, r, x, i, j) {
+			# The middle of a[1..m], sorted in place, as text.
+			function middle(a, m,    i, j, x) {
+				for (i = 2; i <= m; i++)
+					for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
+				return sprintf("%.2f", m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2)
+			}
+			function median(job, k,    a, m, r, x) {
 				m = 0
 				for (r = 1; r <= rounds; r++) {
 					x = t[job, r, k]
@@ -203,25 +209,19 @@ for coll in barrier broadcast allreduce reduce allgather; do
 					if (x == "WRONG") return "WRONG"
 					a[++m] = x + 0
 				}
-				if (m == 0) return ""
-				for (i = 2; i <= m; i++)
-					for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
-				return sprintf("%.2f", m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2)
+				return m ? middle(a, m) : ""
 			}
 			function ratio(a, b) { return (a + 0 > 0 && b + 0 > 0 && a != "WRONG" && b != "WRONG") ? sprintf("%.2f", b / a) : "-" }
 			# The median over rounds of each job'"'"'s own ratio: its calls over the
 			# MPI'"'"'s own measured beside them in the same job.
-			function in_job(job, k,    a, m, r, x, y, i, j) {
+			function in_job(job, k,    a, m, r, x, y) {
 				m = 0
 				for (r = 1; r <= rounds; r++) {
 					x = t[job, r, k]; y = t[job "/own", r, k]
 					if (x == "WRONG" || y == "WRONG") return "WRONG"
 					if (x + 0 > 0 && y + 0 > 0) a[++m] = x / y
 				}
-				if (m == 0) return "-"
-				for (i = 2; i <= m; i++)
-					for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
-				return sprintf("%.2f", m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2)
+				return m ? middle(a, m) : "-"
 			}
 			# Files are named ranks.path.how.round (an empty one, a job that
 			# failed, leaves its cells empty).
