@@ -777,6 +777,7 @@ InfoPtr make_hints(const EndpointConfig& config, uint64_t caps)
 	hints->domain_attr->av_type = config.av_type;
 	hints->tx_attr->msg_order = config.msg_order;
 	hints->rx_attr->msg_order = config.msg_order;
+	hints->tx_attr->op_flags = config.tx_op_flags;
 	hints->fabric_attr->prov_name = strdup(config.provider.c_str());
 	return hints;
 }
@@ -858,6 +859,15 @@ Endpoint::Endpoint(const EndpointConfig& config) : track_contexts_(config.track_
 		FT_CHECK(fi_eq_open(fabric_.get(), &eq_attr, &eq, nullptr));
 		eq_.reset(eq);
 		FT_CHECK(fi_ep_bind(ep_.get(), &eq_->fid, 0));
+	}
+	if (config.bind_write_counter) {
+		fi_cntr_attr cntr_attr{};
+		cntr_attr.events = FI_CNTR_EVENTS_COMP;
+		cntr_attr.wait_obj = FI_WAIT_NONE;
+		fid_cntr* cntr = nullptr;
+		FT_CHECK(fi_cntr_open(domain_.get(), &cntr_attr, &cntr, nullptr));
+		write_counter_.reset(cntr);
+		FT_CHECK(fi_ep_bind(ep_.get(), &write_counter_->fid, FI_WRITE));
 	}
 	FT_CHECK(fi_enable(ep_.get()));
 }

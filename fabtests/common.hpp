@@ -304,6 +304,12 @@ struct EndpointConfig {
 	uint64_t mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	// Per-peer send-after-send ordering: MPI needs it, the tests check it.
 	uint64_t msg_order = FI_ORDER_SAS;
+	// Default transmit operation flags (tx_attr->op_flags), as MPICH asks
+	// for FI_DELIVERY_COMPLETE on every transfer.
+	uint64_t tx_op_flags = 0;
+	// A counter of completed fi_write/fi_inject_write (FI_WRITE), for
+	// transfers that report no CQ entry.
+	bool bind_write_counter = false;
 	// Capabilities whose absence makes a case not applicable (N/A) rather
 	// than failed, when the provider offers the rest.
 	uint64_t secondary_caps = FI_SOURCE | FI_DIRECTED_RECV | FI_SOURCE_ERR;
@@ -341,6 +347,8 @@ public:
 	fid_cq* cq() const { return cq_.get(); }
 	fid_av* av() const { return av_.get(); }
 	fid_eq* eq() const { return eq_.get(); } // null unless EndpointConfig::bind_eq
+	// null unless EndpointConfig::bind_write_counter
+	fid_cntr* write_counter() const { return write_counter_.get(); }
 	// Closes the endpoint now, before the objects it is bound to (the
 	// destructor would); returns fi_close's result.
 	int close_endpoint()
@@ -411,6 +419,7 @@ private:
 	FidPtr<fid_cq> cq_;
 	FidPtr<fid_av> av_;
 	FidPtr<fid_eq> eq_;
+	FidPtr<fid_cntr> write_counter_;
 	FidPtr<fid_ep> ep_; // closed first: declared last
 	std::deque<UnsolicitedEvent> unsolicited_;
 	bool track_contexts_ = false;

@@ -48,6 +48,7 @@ void case_multi_recv(Bootstrap&, const TestOptions&);
 void case_rma_write(Bootstrap&, const TestOptions&);
 void case_rma_writedata(Bootstrap&, const TestOptions&);
 void case_rma_read(Bootstrap&, const TestOptions&);
+void case_rma_delivery(Bootstrap&, const TestOptions&);
 void case_peer_killed(Bootstrap&, const TestOptions&);
 void case_peer_closed(Bootstrap&, const TestOptions&);
 void case_inject_then_close(Bootstrap&, const TestOptions&);

@@ -3,6 +3,7 @@
 #include "p2p_cases.hpp"
 
 #include <algorithm>
+#include <thread>
 
 namespace fabtests {
 
@@ -33,29 +34,40 @@ std::vector<size_t> rma_sizes(bool quick)
 	return sizes;
 }
 
+// Two ranks' RMA set-up: the peer, a guarded target region for the peer to
+// reach and a local buffer, 1 B..max_size each way (unaligned offsets).
+// Keys and addresses travel as ordinary messages.
+struct RmaPair {
+	fi_addr_t peer;
+	RegisteredBuffer target;
+	RegisteredBuffer local;
+	ControlChannel control;
+	RemoteRegion theirs;
+
+	RmaPair(Bootstrap& boot, Endpoint& ep, size_t max)
+		: peer(ep.exchange_addresses(boot)[static_cast<size_t>(1 - boot.rank())]),
+		  target(ep, region_size(max), FI_REMOTE_READ | FI_REMOTE_WRITE),
+		  local(ep, max + kGuardBytes, FI_READ | FI_WRITE), control(ep)
+	{
+		const RemoteRegion mine{target.remote_address(0), target.key(), target.size()};
+		control.send(peer, &mine, sizeof mine, kRegionTag);
+		control.recv(&theirs, sizeof theirs, kRegionTag);
+		expect(theirs.size == target.size(), "peer announced a %llu-byte region",
+		       static_cast<unsigned long long>(theirs.size));
+	}
+	static size_t region_size(size_t max) { return kGuardBytes + 8 + max + kGuardBytes; }
+};
+
 void run_rma(Bootstrap& boot, const TestOptions& options, RmaOp op)
 {
 	Endpoint ep({options.provider});
 	if (op == RmaOp::writedata && ep.info().domain_attr->cq_data_size == 0)
 		throw NotApplicable(
 			strfmt("provider %s reports cq_data_size 0", ep.provider_name().c_str()));
-	const auto peers = ep.exchange_addresses(boot);
-	const fi_addr_t peer = peers[static_cast<size_t>(1 - boot.rank())];
 	const auto sizes = rma_sizes(options.quick);
 	const size_t max_size = sizes.back();
-	// Target offsets are deliberately unaligned and guarded on both sides.
-	const size_t region_size = kGuardBytes + 8 + max_size + kGuardBytes;
-	RegisteredBuffer target(ep, region_size, FI_REMOTE_READ | FI_REMOTE_WRITE);
-	RegisteredBuffer local(ep, max_size + kGuardBytes, FI_READ | FI_WRITE);
-	ControlChannel control(ep);
-
-	// Keys and addresses travel as ordinary messages.
-	const RemoteRegion mine{target.remote_address(0), target.key(), region_size};
-	control.send(peer, &mine, sizeof mine, kRegionTag);
-	RemoteRegion theirs;
-	control.recv(&theirs, sizeof theirs, kRegionTag);
-	expect(theirs.size == region_size, "peer announced a %llu-byte region",
-	       static_cast<unsigned long long>(theirs.size));
+	RmaPair pair(boot, ep, max_size);
+	auto& [peer, target, local, control, theirs] = pair;
 
 	// Without send-after-write ordering, the "done" message could overtake
 	// the data: ask for delivery completion instead.
@@ -173,6 +185,133 @@ void run_rma(Bootstrap& boot, const TestOptions& options, RmaOp op)
 }
 
 } // namespace
+
+// FI_DELIVERY_COMPLETE (fi_cq(3)): a write completes only once its data is
+// visible at the target. MPI implementations lean on it: MPICH's
+// MPI_Win_fence counts its puts' completions and then synchronises through
+// other peers, so a completion that only meant "sent" let a third rank read
+// the target before the put had landed. Here the initiator tells the target
+// out of band, through shared memory and not through the provider, the
+// moment its write completes. The target does not progress its endpoint
+// for a few milliseconds after it is ready, so no write can land then
+// (manual progress), and progresses while it waits; told, it checks its
+// memory at once. Three ways
+// of asking: the flag on fi_writemsg, the endpoint's default op_flags under
+// fi_write, and fi_inject_write, seen through the write counter only.
+void case_rma_delivery(Bootstrap& boot, const TestOptions& options)
+{
+	EndpointConfig config{options.provider};
+	config.tx_op_flags = FI_DELIVERY_COMPLETE;
+	config.bind_write_counter = true;
+	Endpoint ep(config);
+	if (!(ep.info().tx_attr->op_flags & FI_DELIVERY_COMPLETE))
+		throw NotApplicable(strfmt("provider %s does not take FI_DELIVERY_COMPLETE",
+					   ep.provider_name().c_str()));
+	const auto sizes = rma_sizes(options.quick);
+	const size_t max_size = sizes.back();
+	RmaPair pair(boot, ep, max_size);
+	auto& [peer, target, local, control, theirs] = pair;
+
+	const char* inject_defect = known_defect(options.provider, "inject-write-delivery");
+	enum class Way { writemsg_flag, write_op_flags, inject_counted };
+	const char* const way_names[] = {"fi_writemsg(FI_DELIVERY_COMPLETE)",
+					 "fi_write (op_flags FI_DELIVERY_COMPLETE)",
+					 "fi_inject_write (write counter)"};
+	constexpr int kReadySignal = 0, kDoneSignal = 1;
+	uint64_t step = 0, writes = 0; // writes: this rank's, as the counter counts them
+	size_t checked = 0;
+	for (int initiator = 0; initiator < 2; ++initiator) {
+		for (size_t size : sizes) {
+			for (Way way :
+			     {Way::writemsg_flag, Way::write_op_flags, Way::inject_counted}) {
+				if (way == Way::inject_counted &&
+				    (size > ep.inject_size() || inject_defect))
+					continue;
+				++step;
+				const size_t offset = kGuardBytes + size % 7;
+				const uint64_t seed = make_seed(0xDC, static_cast<uint64_t>(way),
+								size, initiator);
+				const std::string what =
+					strfmt("%s of %s, rank %d -> rank %d",
+					       way_names[static_cast<int>(way)],
+					       format_size(size).c_str(), initiator, 1 - initiator);
+				if (boot.rank() != initiator) {
+					fill_guard(target.bytes(0, offset + size + kGuardBytes));
+					boot.signal_set(kReadySignal, step);
+					// Not progressing for a while: a write cannot land
+					// meanwhile (manual progress), so a completion
+					// reported then cannot have been a delivery.
+					std::this_thread::sleep_for(std::chrono::milliseconds(5));
+					boot.signal_wait_at_least(kDoneSignal, step,
+								  [&] { ep.progress(); });
+					expect_pattern(
+						target.bytes(offset, size), seed,
+						what + ", read by the target the moment the "
+						       "initiator's completion was reported");
+					expect_guard(target.bytes(0, offset),
+						     what + ": bytes before the target range");
+					expect_guard(target.bytes(offset + size, kGuardBytes),
+						     what + ": bytes after the target range");
+					++checked;
+					continue;
+				}
+				boot.signal_wait_at_least(kReadySignal, step,
+							  [&] { ep.progress(); });
+				fill_pattern(local.bytes(0, size), seed);
+				const uint64_t remote = theirs.address + offset;
+				void* desc = local.desc();
+				if (way == Way::inject_counted) {
+					// The source may be reused at once; the counter says
+					// when the data is visible.
+					FT_POST(ep, fi_inject_write(ep.ep(), local.data(), size,
+								    peer, remote, theirs.key));
+					fill_guard(local.bytes(0, size));
+					ep.progress_until(
+						[&] {
+							return fi_cntr_read(ep.write_counter()) >
+								       writes ||
+							       fi_cntr_readerr(ep.write_counter()) >
+								       0;
+						},
+						what);
+					expect(fi_cntr_readerr(ep.write_counter()) == 0,
+					       "%s: the write counter counts %llu errors",
+					       what.c_str(),
+					       static_cast<unsigned long long>(
+						       fi_cntr_readerr(ep.write_counter())));
+				} else {
+					OpContext ctx;
+					if (way == Way::write_op_flags) {
+						FT_POST(ep,
+							fi_write(ep.ep(), local.data(), size, desc,
+								 peer, remote, theirs.key, &ctx));
+					} else {
+						iovec iov{local.data(), size};
+						fi_rma_iov rma_iov{remote, size, theirs.key};
+						fi_msg_rma msg{&iov,     &desc, 1,    peer,
+							       &rma_iov, 1,     &ctx, 0};
+						FT_POST(ep,
+							fi_writemsg(ep.ep(), &msg,
+								    FI_COMPLETION |
+									    FI_DELIVERY_COMPLETE));
+					}
+					ep.wait_ok(ctx, what);
+				}
+				++writes;
+				boot.signal_set(kDoneSignal, step);
+			}
+		}
+	}
+	boot.barrier();
+	if (boot.rank() == 0)
+		boot.note(strfmt("%zu writes of 1 B..%s checked by their targets, out of band, "
+				 "the moment they completed (%s ways of asking for "
+				 "FI_DELIVERY_COMPLETE)%s%s",
+				 2 * checked, format_size(max_size).c_str(),
+				 inject_defect ? "2" : "3",
+				 inject_defect ? "; fi_inject_write not checked: " : "",
+				 inject_defect ? inject_defect : ""));
+}
 
 void case_rma_write(Bootstrap& boot, const TestOptions& options)
 {

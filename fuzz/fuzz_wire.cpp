@@ -42,5 +42,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 		encode_body(a, body);
 		FUZZ_CHECK(std::memcmp(body, message + kHeaderSize, sizeof(body)) == 0);
 	}
+	if (status == WireStatus::Ok && (m.header.opcode == Opcode::DeliveryQuery ||
+					 m.header.opcode == Opcode::Delivered)) {
+		const std::uint64_t sequence =
+			m.header.opcode == Opcode::Delivered
+				? std::get<DeliveredBody>(m.body).sequence
+				: std::get<DeliveryQueryBody>(m.body).sequence;
+		FUZZ_CHECK(sequence != 0);
+		FUZZ_CHECK(len == kHeaderSize + DeliveredBody::kWireSize);
+		std::byte body[DeliveredBody::kWireSize];
+		encode_body(DeliveredBody{sequence}, body);
+		FUZZ_CHECK(std::memcmp(body, message + kHeaderSize, sizeof(body)) == 0);
+	}
 	return 0;
 }

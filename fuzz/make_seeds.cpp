@@ -77,6 +77,8 @@ int main()
 	write("wire", "cts", control(cts, 1));
 	write("wire", "fin", control(FinBody{5, FinReason::Collision, 4096}, 1));
 	write("wire", "read_done", control(ReadDoneBody{9}, 1));
+	write("wire", "delivery_query", control(DeliveryQueryBody{3}, 1));
+	write("wire", "delivered", control(DeliveredBody{3}, 1));
 	write("wire", "arrival", control(ArrivalBody{2, 17, 1, 256}, 1));
 	for (HandshakeKind kind : {HandshakeKind::Request, HandshakeKind::Accept}) {
 		Handshake hs{

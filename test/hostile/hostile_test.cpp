@@ -786,6 +786,65 @@ void case_slow_reader(Bootstrap& boot, const Options& options)
 	run_case(boot, options, 0, attack, victim_action);
 }
 
+// A peer's DELIVERY_QUERY messages each ask for an answer. This one sends
+// answers nobody asked for, then floods queries while it reads nothing, so
+// the victim's answers pile up behind a full socket. One answer covers
+// every query before it, so the victim keeps at most one waiting instead
+// of one per query: when the peer finally reads, far fewer answers than
+// queries arrive, the last one for the last query.
+void case_delivery_query_flood(Bootstrap& boot, const Options& options)
+{
+	constexpr size_t kQueries = 200000;
+	auto attack = [](Bootstrap& boot, const World& world, uint64_t key) {
+		const auto raw = connect_reader(boot, world, key);
+		proto::MsgHeader h;
+		h.src_conn = raw->accept().conn_id;
+		h.token = raw->accept().token;
+		std::byte body[proto::DeliveredBody::kWireSize];
+		h.opcode = proto::Opcode::Delivered;
+		for (uint64_t sequence : {uint64_t(1), uint64_t(1) << 40}) {
+			proto::encode_body(proto::DeliveredBody{sequence}, body);
+			raw->send_message(h, body);
+		}
+		h.opcode = proto::Opcode::DeliveryQuery;
+		proto::encode_body(proto::DeliveryQueryBody{1}, body);
+		const size_t sent = raw->inject_messages(h, body, kQueries);
+		expect(sent == kQueries + 1, "the victim ended the connection after %zu queries",
+		       sent);
+		proto::encode_body(proto::DeliveryQueryBody{2}, body);
+		raw->send_message(h, body);
+		proto::Limits limits;
+		limits.eager_limit = 4096;
+		limits.connection_count = raw->accept().conn_id + 1;
+		limits.max_message_size = uint64_t(1) << 40;
+		size_t answers = 0;
+		uint64_t last = 0;
+		while (last != 2) {
+			const std::vector<std::byte> m = raw->receive();
+			proto::ParsedMessage parsed;
+			expect(proto::validate_message(m.data(), m.size(), limits, parsed) ==
+					       proto::WireStatus::Ok &&
+				       parsed.header.opcode == proto::Opcode::Delivered,
+			       "expected a delivery answer from the victim");
+			last = std::get<proto::DeliveredBody>(parsed.body).sequence;
+			expect(last == 1 || last == 2, "an answer for query %llu, never sent",
+			       (unsigned long long)last);
+			answers++;
+		}
+		// inject_messages sends one more behind the injected ones.
+		const size_t queries = kQueries + 2;
+		expect(answers < queries / 2,
+		       "%zu answers to %zu queries: answers waiting for a reader were queued one "
+		       "per query",
+		       answers, queries);
+		return strfmt("2 answers nobody asked for, then %zu queries while reading "
+			      "nothing: %zu answers came once it read (socket buffers and the "
+			      "backlog), the last for the last query",
+			      queries, answers);
+	};
+	run_case(boot, options, 0, attack);
+}
+
 // ---------------------------------------------------------------- unknown peers
 
 // Connections from keys the victim's AV does not hold: FI_RCOLL_UNKNOWN_PEERS_MAX
@@ -1251,6 +1310,10 @@ const HostileCase kCases[] = {
 	 "a peer that reads slowly but steadily is not failed by the backlog timeout; all its "
 	 "messages arrive verified",
 	 seconds(120), case_slow_reader},
+	{"delivery-query-flood",
+	 "answers to delivery queries nobody asked for are dropped; a flood of queries from a "
+	 "peer that reads nothing keeps one answer waiting, not one per query",
+	 seconds(120), case_delivery_query_flood},
 	{"unknown-peers-limit",
 	 "FI_RCOLL_UNKNOWN_PEERS_MAX connections from keys not in the AV are accepted, more are "
 	 "refused; closed ones' records are reused; the honest peer is served",

@@ -238,11 +238,17 @@ size_t RawPeer::inject_messages(const proto::MsgHeader& header, std::span<const 
 		if (ret)
 			return i;
 		// The core sends only while its queue is read (manual progress).
+		// A receive that completes meanwhile is kept for receive().
 		if (i % 64 == 63) {
-			fi_cq_msg_entry entry;
-			if (fi_cq_read(cq_.get(), &entry, 1) == -FI_EAVAIL) {
+			fi_cq_msg_entry entry{};
+			const ssize_t n = fi_cq_read(cq_.get(), &entry, 1);
+			if (n == 1 && entry.op_context == &recv_ctx_)
+				received_.push_back({true, 0, entry.len});
+			if (n == -FI_EAVAIL) {
 				fi_cq_err_entry err{};
 				fi_cq_readerr(cq_.get(), &err, 0);
+				if (err.op_context == &recv_ctx_)
+					received_.push_back({true, err.err ? err.err : FI_EIO, 0});
 				return i + 1;
 			}
 		}

@@ -106,6 +106,8 @@ std::vector<Bytes> valid_messages()
 		control(header(Opcode::Fin), sample_fin()),
 		control(header(Opcode::Fin), FinBody{0xffffffff, FinReason::Written, 1}),
 		control(header(Opcode::ReadDone), sample_read_done()),
+		control(header(Opcode::DeliveryQuery), DeliveryQueryBody{1}),
+		control(header(Opcode::Delivered), DeliveredBody{0xffffffffffffffff}),
 		arrival({0, 0, 0, 0}, 0),
 		arrival({3, 77, 1, 4096}, 24)};
 }
@@ -198,6 +200,8 @@ Test(wire, sizes_are_fixed)
 	cr_assert_eq(CtsBody::kWireSize, 40u);
 	cr_assert_eq(FinBody::kWireSize, 16u);
 	cr_assert_eq(ReadDoneBody::kWireSize, 8u);
+	cr_assert_eq(DeliveryQueryBody::kWireSize, 8u);
+	cr_assert_eq(DeliveredBody::kWireSize, 8u);
 	cr_assert_eq(Handshake::kWireSize, 48u);
 	cr_assert_leq(Handshake::kWireSize, 56u);
 	cr_assert_eq(kMaxControlMessageSize, 80u);
@@ -318,6 +322,16 @@ Test(wire, every_opcode_round_trips)
 	cr_assert_eq(validate_message(b.data(), b.size(), kLimits, m), WireStatus::Ok);
 	cr_assert_eq(std::get<ReadDoneBody>(m.body).sender_cookie, 0xcafef00du);
 
+	b = control(header(Opcode::DeliveryQuery), DeliveryQueryBody{0x0102030405060708});
+	cr_assert_eq(validate_message(b.data(), b.size(), kLimits, m), WireStatus::Ok);
+	cr_assert_eq(std::get<DeliveryQueryBody>(m.body).sequence, 0x0102030405060708u);
+	cr_assert_eq(b[kHeaderSize], std::byte{0x08}, "sequence is little-endian at offset 0");
+
+	b = control(header(Opcode::Delivered), DeliveredBody{7});
+	cr_assert_eq(validate_message(b.data(), b.size(), kLimits, m), WireStatus::Ok);
+	cr_assert_eq(std::get<DeliveredBody>(m.body).sequence, 7u,
+		     "an answer is told apart from a query by its opcode");
+
 	b = write_data(42);
 	cr_assert_eq(validate_message(b.data(), b.size(), kLimits, m), WireStatus::Ok);
 	cr_assert_eq(m.header.opcode, Opcode::WriteData);
@@ -376,7 +390,7 @@ Test(wire, header_fields_are_checked)
 	};
 	for (int v : {0, kProtocolVersion - 1, kProtocolVersion + 1, 255})
 		cr_assert_eq(with(0, std::uint8_t(v)), WireStatus::BadVersion);
-	for (std::uint8_t v : {0, 9, 128, 255})
+	for (std::uint8_t v : {0, kMaxOpcode + 1, 128, 255})
 		cr_assert_eq(with(1, v), WireStatus::BadOpcode, "opcode %u", v);
 	cr_assert_eq(with(3, 1), WireStatus::ReservedNotZero);
 	cr_assert_eq(with(2, kFlagTagged), WireStatus::BadFlags, "flags on a control message");
@@ -511,6 +525,17 @@ Test(wire, fin_fields_are_checked)
 	FinBody f = sample_fin();
 	f.sender_length = 0;
 	cr_assert_eq(check(control(header(Opcode::Fin), f)), WireStatus::BadSize);
+}
+
+Test(wire, delivery_sequences_start_at_one)
+{
+	cr_assert_eq(check(control(header(Opcode::DeliveryQuery), DeliveryQueryBody{0})),
+		     WireStatus::BadField);
+	cr_assert_eq(check(control(header(Opcode::Delivered), DeliveredBody{0})),
+		     WireStatus::BadField);
+	MsgHeader flagged = header(Opcode::Delivered);
+	flagged.flags = kFlagRemoteCqData;
+	cr_assert_eq(check(control(flagged, DeliveredBody{1})), WireStatus::BadFlags);
 }
 
 Test(wire, encode_message_refuses_short_buffers_and_wrong_opcodes)

@@ -133,6 +133,8 @@ std::size_t body_size(Opcode opcode) noexcept
 	case Opcode::Cts: return CtsBody::kWireSize;
 	case Opcode::Fin: return FinBody::kWireSize;
 	case Opcode::ReadDone: return ReadDoneBody::kWireSize;
+	case Opcode::DeliveryQuery:
+	case Opcode::Delivered: return DeliveryQueryBody::kWireSize;
 	case Opcode::Arrival: return ArrivalBody::kWireSize;
 	case Opcode::Eager:
 	case Opcode::WriteData:
@@ -212,6 +214,13 @@ void encode_body(const ReadDoneBody& b, void* out) noexcept
 {
 	store_le(bytes(out), b.sender_cookie);
 }
+
+void encode_body(const DeliveryQueryBody& b, void* out) noexcept
+{
+	store_le(bytes(out), b.sequence);
+}
+
+void encode_body(const DeliveredBody& b, void* out) noexcept { store_le(bytes(out), b.sequence); }
 
 void encode_body(const ArrivalBody& b, void* out) noexcept
 {
@@ -327,6 +336,15 @@ WireStatus validate_message(const void* buf, std::size_t len, const Limits& limi
 	}
 	case Opcode::ReadDone:
 		return accept(out, h, {}, ReadDoneBody{load_le<std::uint64_t>(body)});
+	case Opcode::DeliveryQuery:
+	case Opcode::Delivered: {
+		const auto sequence = load_le<std::uint64_t>(body);
+		if (sequence == 0)
+			return WireStatus::BadField; // numbering starts at 1
+		if (h.opcode == Opcode::Delivered)
+			return accept(out, h, {}, DeliveredBody{sequence});
+		return accept(out, h, {}, DeliveryQueryBody{sequence});
+	}
 	case Opcode::WriteData:
 	case Opcode::Probe: return accept(out, h, {}, std::monostate{});
 	case Opcode::Eager:

@@ -99,7 +99,8 @@ const char* describe(WireStatus status) noexcept;
 // EAGER and RTS carry a user message and may set both flags. WRITE_DATA is
 // header only and sets exactly REMOTE_CQ_DATA. CTS, FIN, READ_DONE and
 // ARRIVAL set no flag and carry their body (ARRIVAL, then its inline
-// payload). PROBE is header only and sets no flag.
+// payload). PROBE is header only and sets no flag. DELIVERY_QUERY and
+// DELIVERED set no flag and carry their body.
 
 enum class Opcode : std::uint8_t {
 	Eager = 1,     // payload follows the header
@@ -111,16 +112,23 @@ enum class Opcode : std::uint8_t {
 	// fi_writedata on the same connection (so it arrives after
 	// the data): cq_data is the application's remote CQ data,
 	// which the core's 4-byte immediate cannot carry
-	Probe = 7,   // either side, while it waits on a silent peer: gives the
-		     // peer's kernel (TCP ACK) or HCA (RC ACK) something to
-		     // acknowledge, so a dead host fails the connection. The
-		     // receiver only counts it as an arrival.
-	Arrival = 8, // collective member: an arrival at the target's group
-		     // (ArrivalBody), behind the RDMA write it announces, or
-		     // carrying that write's bytes itself
+	Probe = 7,         // either side, while it waits on a silent peer: gives the
+			   // peer's kernel (TCP ACK) or HCA (RC ACK) something to
+			   // acknowledge, so a dead host fails the connection. The
+			   // receiver only counts it as an arrival.
+	Arrival = 8,       // collective member: an arrival at the target's group
+			   // (ArrivalBody), behind the RDMA write it announces, or
+			   // carrying that write's bytes itself
+	DeliveryQuery = 9, // RMA initiator, behind the last write of an
+			   // FI_DELIVERY_COMPLETE operation on the same
+			   // connection: "answer once you have read this"
+			   // (DeliveryBody)
+	Delivered = 10,    // its target: every query on this connection up to
+			   // the number in the body has been read, so the writes
+			   // ahead of them have landed (DeliveryBody)
 };
 inline constexpr std::uint8_t kMinOpcode = 1;
-inline constexpr std::uint8_t kMaxOpcode = 8;
+inline constexpr std::uint8_t kMaxOpcode = 10;
 
 enum HeaderFlags : std::uint8_t {
 	kFlagTagged = 1u << 0,
@@ -210,6 +218,19 @@ struct ReadDoneBody {
 	std::uint64_t sender_cookie = 0;
 };
 
+// DELIVERY_QUERY and DELIVERED: 0 sequence u64, the query's number on its
+// connection, counting from 1. A target answers with the number of the
+// latest query it read; one answer covers every query before it.
+template <Opcode Op>
+struct DeliveryBody {
+	static constexpr std::size_t kWireSize = 8;
+	static constexpr Opcode kOpcode = Op;
+
+	std::uint64_t sequence = 0;
+};
+using DeliveryQueryBody = DeliveryBody<Opcode::DeliveryQuery>;
+using DeliveredBody = DeliveryBody<Opcode::Delivered>;
+
 // ARRIVAL: 0 slot u32 | 4 counter u32 | 8 rank u32 | 12 reserved u32 |
 //  16 offset u64, then header.size bytes for the target's scratch at
 // `offset` (none: an RDMA write ahead of it on the connection placed the
@@ -228,7 +249,8 @@ struct ArrivalBody {
 
 template <class T>
 concept WireBody = std::same_as<T, RtsBody> || std::same_as<T, CtsBody> ||
-	std::same_as<T, FinBody> || std::same_as<T, ReadDoneBody> || std::same_as<T, ArrivalBody>;
+	std::same_as<T, FinBody> || std::same_as<T, ReadDoneBody> || std::same_as<T, ArrivalBody> ||
+	std::same_as<T, DeliveryQueryBody> || std::same_as<T, DeliveredBody>;
 
 // Encoders write exactly kWireSize bytes; `out` needs no alignment.
 void encode_header(const MsgHeader& header, void* out) noexcept;
@@ -237,8 +259,11 @@ void encode_body(const CtsBody& body, void* out) noexcept;
 void encode_body(const FinBody& body, void* out) noexcept;
 void encode_body(const ReadDoneBody& body, void* out) noexcept;
 void encode_body(const ArrivalBody& body, void* out) noexcept;
+void encode_body(const DeliveryQueryBody& body, void* out) noexcept;
+void encode_body(const DeliveredBody& body, void* out) noexcept;
 
-// Header + body of one control message (RTS, CTS, FIN, READ_DONE). Returns
+// Header + body of one control message (RTS, CTS, FIN, READ_DONE,
+// DELIVERY_QUERY, DELIVERED). Returns
 // the bytes written, or 0 (nothing written) when `capacity` is too small or
 // header.opcode is not the body's opcode.
 template <WireBody Body>
@@ -272,7 +297,9 @@ struct ParsedMessage {
 	std::span<const std::byte> payload;
 	// The decoded body for RTS, CTS, FIN, READ_DONE, ARRIVAL; monostate for
 	// EAGER, WRITE_DATA and PROBE.
-	std::variant<std::monostate, RtsBody, CtsBody, FinBody, ReadDoneBody, ArrivalBody> body;
+	std::variant<std::monostate, RtsBody, CtsBody, FinBody, ReadDoneBody, ArrivalBody,
+		     DeliveryQueryBody, DeliveredBody>
+		body;
 };
 
 // Checks everything before anything is trusted: length >= header, version,

@@ -253,6 +253,9 @@ struct Endpoint {
 	// RMA (rma.cpp).
 	void issue_chunk(RmaOp& op);
 	void on_chunk_done(RmaOp& op, int err);
+	void complete_rma(RmaOp& op, int err);
+	void on_delivery_query(Peer& peer, const proto::DeliveryQueryBody& query);
+	void on_delivered(Peer& peer, const proto::DeliveredBody& answer);
 
 	// Progress and dispatch of what the core reports (progress.cpp).
 	// Drives the core: connection events, completions, refills, retries.

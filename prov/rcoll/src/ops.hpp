@@ -157,6 +157,10 @@ struct RmaOp {
 	CoreRegistration own_mr;
 	std::vector<std::byte> inject_copy; // FI_INJECT: the data, owned
 	uint64_t data = 0;                  // fi_writedata's
+	// FI_DELIVERY_COMPLETE write: completes when the target answers the
+	// query (DELIVERY_QUERY) sent behind its last chunk, numbered here.
+	bool delivery = false;
+	uint64_t delivery_query = 0; // 0 until asked
 	ChunkedRma transfer;
 	CoreContext transfer_cc{&finish_transfer<RmaOp>, this};
 };

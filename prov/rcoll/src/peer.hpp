@@ -82,6 +82,8 @@ struct Peer {
 	bool watched = false;         // awaited at the previous scan too: quiet_since is valid
 	std::chrono::steady_clock::time_point quiet_since; // last arrival or probe, as scans saw it
 	InjectLedger injects;
+	// DELIVERY_QUERY messages sent to it: the last one's number.
+	uint64_t delivery_queries = 0;
 	// Bytes of its messages waiting for a receive (Unexpected::charged):
 	// bounded by FI_RCOLL_UNEXPECTED_MAX.
 	size_t unexpected_bytes = 0;

@@ -215,6 +215,10 @@ void Endpoint::on_receive(BufferRecord* r, size_t len)
 		break;
 	case Opcode::Probe: break; // counted above; its sender only wanted our kernel's ACK
 	case Opcode::ReadDone: on_read_done(*peer, std::get<proto::ReadDoneBody>(m.body)); break;
+	case Opcode::DeliveryQuery:
+		on_delivery_query(*peer, std::get<proto::DeliveryQueryBody>(m.body));
+		break;
+	case Opcode::Delivered: on_delivered(*peer, std::get<proto::DeliveredBody>(m.body)); break;
 	case Opcode::Arrival:
 		if (coll)
 			coll->on_arrival(*peer, std::get<proto::ArrivalBody>(m.body), m.payload);

@@ -1,7 +1,9 @@
 // fi_rma(3): reads and writes straight on the core connection, chunk by
 // chunk. fi_writedata's 8 bytes of data travel as a WRITE_DATA message after
 // the write (the core's immediate is 4 bytes on verbs and is rcoll's own
-// dispatch space).
+// dispatch space). An FI_DELIVERY_COMPLETE write completes on the target's
+// answer to a DELIVERY_QUERY sent after it: the core's own completion only
+// says the data left.
 #include "config.hpp"
 #include "domain.hpp"
 #include "ep.hpp"
@@ -33,6 +35,7 @@ ssize_t Endpoint::rma(bool write, const void* buf, size_t len, void* desc, fi_ad
 	op->report = !(flags & kNoCompletion) && (!app.tx_selective || (flags & FI_COMPLETION));
 	op->peer = peer;
 	op->data = data;
+	op->delivery = write && (flags & FI_DELIVERY_COMPLETE);
 	ChunkedRma& t = op->transfer;
 	t.write = write;
 	t.local = static_cast<std::byte*>(const_cast<void*>(buf));
@@ -79,7 +82,8 @@ void Endpoint::issue_chunk(RmaOp& op)
 }
 
 // A chunk completed (err == 0) or the transfer failed: the next chunk, or
-// the operation's completion.
+// the operation's completion. A failed peer fails an operation that waits
+// for its delivery answer through here too.
 void Endpoint::on_chunk_done(RmaOp& op, int err)
 {
 	if (!err && !op.transfer.chunk_done()) {
@@ -87,15 +91,36 @@ void Endpoint::on_chunk_done(RmaOp& op, int err)
 		return;
 	}
 	op.transfer.in_flight = op.transfer.retry = false;
-	if (!err && op.transfer.write && (op.flags & FI_REMOTE_CQ_DATA)) {
+	if (err || op.delivery_query) {
+		complete_rma(op, err);
+		return;
+	}
+	if (op.transfer.write && (op.flags & FI_REMOTE_CQ_DATA)) {
 		proto::MsgHeader h;
 		h.opcode = proto::Opcode::WriteData;
 		h.flags = proto::kFlagRemoteCqData;
 		h.cq_data = op.data;
-		ssize_t ret = send_control(*op.peer, h, nullptr, 0);
-		if (ret)
-			err = int(-ret);
+		if (ssize_t ret = send_control(*op.peer, h, nullptr, 0)) {
+			complete_rma(op, int(-ret));
+			return;
+		}
 	}
+	if (op.delivery) {
+		// The core's completion of a write only says it left: the
+		// target's answer to a query behind it says it landed.
+		op.delivery_query = ++op.peer->delivery_queries;
+		proto::MsgHeader h;
+		h.opcode = proto::Opcode::DeliveryQuery;
+		if (ssize_t ret =
+			    send_control(*op.peer, h, proto::DeliveryQueryBody{op.delivery_query}))
+			complete_rma(op, int(-ret));
+		return;
+	}
+	complete_rma(op, 0);
+}
+
+void Endpoint::complete_rma(RmaOp& op, int err)
+{
 	app.report_tx(op.context, op.flags & ~uint64_t(FI_REMOTE_CQ_DATA), op.transfer.length, err,
 		      op.report, op.transfer.write ? app.write_cntr : app.read_cntr);
 	for (auto it = rma_ops.begin(); it != rma_ops.end(); ++it) {
@@ -104,6 +129,47 @@ void Endpoint::on_chunk_done(RmaOp& op, int err)
 			break;
 		}
 	}
+}
+
+// The target read a query: the writes ahead of it on this connection have
+// landed. One answer covers every query before it, so while an answer
+// waits for a transmit buffer it is brought up to date instead of queueing
+// another: a peer's queries cannot grow the queue.
+void Endpoint::on_delivery_query(Peer& peer, const proto::DeliveryQueryBody& query)
+{
+	bool updated = false;
+	peer.controls.for_each([&](QueuedControl& queued) {
+		if (queued.header.opcode == proto::Opcode::Delivered) {
+			proto::encode_body(proto::DeliveredBody{query.sequence},
+					   queued.body.data());
+			updated = true;
+		}
+	});
+	if (updated)
+		return;
+	proto::MsgHeader h;
+	h.opcode = proto::Opcode::Delivered;
+	send_control(peer, h, proto::DeliveredBody{query.sequence});
+}
+
+// The initiator's side: every write of this peer's queries up to the
+// answer's number has landed.
+void Endpoint::on_delivered(Peer& peer, const proto::DeliveredBody& answer)
+{
+	if (answer.sequence > peer.delivery_queries) {
+		RCOLL_WARN(FI_LOG_EP_DATA,
+			   "dropping a delivery answer for query %llu: only %llu were asked\n",
+			   (unsigned long long)answer.sequence,
+			   (unsigned long long)peer.delivery_queries);
+		return;
+	}
+	std::vector<RmaOp*> delivered;
+	for (auto& op : rma_ops)
+		if (op->peer == &peer && op->delivery_query &&
+		    op->delivery_query <= answer.sequence)
+			delivered.push_back(op.get());
+	for (RmaOp* op : delivered)
+		complete_rma(*op, 0);
 }
 
 // ---------------------------------------------------------------------------
@@ -172,7 +238,8 @@ ssize_t rma_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint6
 {
 	return with_ep(f, [&](Endpoint& ep) {
 		return ep.rma(true, buf, len, nullptr, dest, addr, key, 0,
-			      FI_INJECT | kNoCompletion, nullptr);
+			      FI_INJECT | kNoCompletion | (ep.tx_op_flags & FI_DELIVERY_COMPLETE),
+			      nullptr);
 	});
 }
 
@@ -190,7 +257,9 @@ ssize_t rma_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi
 {
 	return with_ep(f, [&](Endpoint& ep) {
 		return ep.rma(true, buf, len, nullptr, dest, addr, key, data,
-			      FI_INJECT | kNoCompletion | FI_REMOTE_CQ_DATA, nullptr);
+			      FI_INJECT | kNoCompletion | FI_REMOTE_CQ_DATA |
+				      (ep.tx_op_flags & FI_DELIVERY_COMPLETE),
+			      nullptr);
 	});
 }
 
