@@ -188,19 +188,13 @@ for coll in barrier broadcast allreduce reduce allgather; do
 	done
 	echo "$header"
 	for np in ${ranks//,/ }; do
-		awk -v coll=$coll -v np=$np -v rounds="$rounds" -v paths="$paths" -v with_also="${also:+1}" '
+		program='
 			function size_text(b) {
 				if (b >= 1048576 && b % 1048576 == 0) return (b / 1048576) " MiB"
 				if (b >= 1024 && b % 1024 == 0) return (b / 1024) " KiB"
 				return b " B"
 			}
 			function cell(t) { return t == "" ? "-" : t }
-			# The middle of a[1..m], sorted in place, as text.
-			function middle(a, m,    i, j, x) {
-				for (i = 2; i <= m; i++)
-					for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
-				return sprintf("%.2f", m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2)
-			}
 			function median(job, k,    a, m, r, x) {
 				m = 0
 				for (r = 1; r <= rounds; r++) {
@@ -209,7 +203,7 @@ for coll in barrier broadcast allreduce reduce allgather; do
 					if (x == "WRONG") return "WRONG"
 					a[++m] = x + 0
 				}
-				return m ? middle(a, m) : ""
+				return m ? sprintf("%.2f", median_of(a, m)) : ""
 			}
 			function ratio(a, b) { return (a + 0 > 0 && b + 0 > 0 && a != "WRONG" && b != "WRONG") ? sprintf("%.2f", b / a) : "-" }
 			# The median over rounds of each job'"'"'s own ratio: its calls over the
@@ -221,7 +215,7 @@ for coll in barrier broadcast allreduce reduce allgather; do
 					if (x == "WRONG" || y == "WRONG") return "WRONG"
 					if (x + 0 > 0 && y + 0 > 0) a[++m] = x / y
 				}
-				return m ? middle(a, m) : "-"
+				return m ? sprintf("%.2f", median_of(a, m)) : "-"
 			}
 			# Files are named ranks.path.how.round (an empty one, a job that
 			# failed, leaves its cells empty).
@@ -247,7 +241,9 @@ for coll in barrier broadcast allreduce reduce allgather; do
 					}
 					print line
 				}
-			}' $(for path in $paths; do
+			}'
+		awk -v coll=$coll -v np=$np -v rounds="$rounds" -v paths="$paths" -v with_also="${also:+1}" \
+			-f "$top/scripts/numbers.awk" -f <(printf '%s\n' "$program") $(for path in $paths; do
 				for how in $hows; do
 					for round in $(seq "$rounds"); do echo "$work/$np.$path.$how.$round"; done
 				done

@@ -25,7 +25,7 @@ if [ "${1:-}" = --max-ratio ]; then
 	max_ratio=$2
 	shift 2
 fi
-awk -v max_ratio="$max_ratio" '
+program='
 	function bytes(n, unit) { return n * (unit == "KiB" ? 1024 : unit == "MiB" ? 1048576 : 1) }
 	function text(b) {
 		if (b >= 1073741824 && b % 1073741824 == 0) return (b / 1073741824) "g"
@@ -73,23 +73,16 @@ awk -v max_ratio="$max_ratio" '
 		for (point in count) {
 			m = count[point]
 			for (i = 1; i <= m; i++) a[i] = ratios[point, i]
-			for (i = 2; i <= m; i++)
-				for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
-			median = m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
-			if (median > max_ratio + 0) slow[point] = 1
+			if (median_of(a, m) > max_ratio + 0) slow[point] = 1
 		}
 		m = split(np_list, ranks_sorted, " ")
-		for (i = 1; i <= m; i++)
-			for (j = i; j > 1 && ranks_sorted[j - 1] + 0 > ranks_sorted[j] + 0; j--) {
-				x = ranks_sorted[j]; ranks_sorted[j] = ranks_sorted[j - 1]; ranks_sorted[j - 1] = x
-			}
+		sort_numbers(ranks_sorted, m)
 		split("barrier broadcast allreduce reduce allgather", colls, " ")
 		split("BARRIER BCAST ALLREDUCE REDUCE ALLGATHER", names, " ")
 		for (c = 1; c <= 5; c++) {
 			coll = colls[c]
 			k = split(sizes[coll], s, " ")
-			for (i = 1; i <= k; i++)
-				for (j = i; j > 1 && s[j - 1] + 0 > s[j] + 0; j--) { x = s[j]; s[j] = s[j - 1]; s[j - 1] = x }
+			sort_numbers(s, k)
 			rules = ""
 			for (w = 1; w <= 2; w++) {
 				where = w == 1 ? "host" : "net"
@@ -111,4 +104,5 @@ awk -v max_ratio="$max_ratio" '
 			}
 			printf "RCOLL_MPI_%s_HAND_BACK=\"%s\"\n", names[c], rules
 		}
-	}' "${@:--}"
+	}'
+awk -v max_ratio="$max_ratio" -f "$(dirname "$0")/numbers.awk" -f <(printf '%s\n' "$program") "${@:--}"
