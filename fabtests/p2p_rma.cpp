@@ -195,9 +195,10 @@ void run_rma(Bootstrap& boot, const TestOptions& options, RmaOp op)
 // moment its write completes. The target does not progress its endpoint
 // for a few milliseconds after it is ready, so no write can land then
 // (manual progress), and progresses while it waits; told, it checks its
-// memory at once. Three ways
-// of asking: the flag on fi_writemsg, the endpoint's default op_flags under
-// fi_write, and fi_inject_write, seen through the write counter only.
+// memory at once. Three ways of asking: the flag on fi_writemsg, the
+// endpoint's default op_flags under fi_write, and fi_inject_write, seen
+// through the write counter only; and the flag with remote CQ data, whose
+// CQ entry the target must have by then too.
 void case_rma_delivery(Bootstrap& boot, const TestOptions& options)
 {
 	EndpointConfig config{options.provider};
@@ -213,19 +214,23 @@ void case_rma_delivery(Bootstrap& boot, const TestOptions& options)
 	auto& [peer, target, local, control, theirs] = pair;
 
 	const char* inject_defect = known_defect(options.provider, "inject-write-delivery");
-	enum class Way { writemsg_flag, write_op_flags, inject_counted };
+	const bool cq_data = ep.info().domain_attr->cq_data_size > 0;
+	enum class Way { writemsg_flag, write_op_flags, inject_counted, with_cq_data };
 	const char* const way_names[] = {"fi_writemsg(FI_DELIVERY_COMPLETE)",
 					 "fi_write (op_flags FI_DELIVERY_COMPLETE)",
-					 "fi_inject_write (write counter)"};
+					 "fi_inject_write (write counter)",
+					 "fi_writemsg(FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)"};
 	constexpr int kReadySignal = 0, kDoneSignal = 1;
 	uint64_t step = 0, writes = 0; // writes: this rank's, as the counter counts them
 	size_t checked = 0;
 	for (int initiator = 0; initiator < 2; ++initiator) {
 		for (size_t size : sizes) {
-			for (Way way :
-			     {Way::writemsg_flag, Way::write_op_flags, Way::inject_counted}) {
+			for (Way way : {Way::writemsg_flag, Way::write_op_flags,
+					Way::inject_counted, Way::with_cq_data}) {
 				if (way == Way::inject_counted &&
 				    (size > ep.inject_size() || inject_defect))
+					continue;
+				if (way == Way::with_cq_data && !cq_data)
 					continue;
 				++step;
 				const size_t offset = kGuardBytes + size % 7;
@@ -252,6 +257,29 @@ void case_rma_delivery(Bootstrap& boot, const TestOptions& options)
 						     what + ": bytes before the target range");
 					expect_guard(target.bytes(offset + size, kGuardBytes),
 						     what + ": bytes after the target range");
+					if (way == Way::with_cq_data) {
+						// It came ahead of the query the answer
+						// was for: already read.
+						expect(!ep.unsolicited().empty(),
+						       "%s: no remote CQ entry when the "
+						       "initiator's "
+						       "completion was reported",
+						       what.c_str());
+						const UnsolicitedEvent event =
+							ep.unsolicited().front();
+						ep.unsolicited().pop_front();
+						expect(event.error == 0 &&
+							       (event.entry.flags &
+								FI_REMOTE_CQ_DATA) &&
+							       event.entry.data ==
+								       (step & ep.cq_data_mask()),
+						       "%s: remote CQ entry error %d, flags %s, "
+						       "data %llu",
+						       what.c_str(), event.error,
+						       describe_flags(event.entry.flags).c_str(),
+						       static_cast<unsigned long long>(
+							       event.entry.data));
+					}
 					++checked;
 					continue;
 				}
@@ -286,14 +314,24 @@ void case_rma_delivery(Bootstrap& boot, const TestOptions& options)
 							fi_write(ep.ep(), local.data(), size, desc,
 								 peer, remote, theirs.key, &ctx));
 					} else {
+						const bool data = way == Way::with_cq_data;
 						iovec iov{local.data(), size};
 						fi_rma_iov rma_iov{remote, size, theirs.key};
-						fi_msg_rma msg{&iov,     &desc, 1,    peer,
-							       &rma_iov, 1,     &ctx, 0};
+						fi_msg_rma msg{&iov,
+							       &desc,
+							       1,
+							       peer,
+							       &rma_iov,
+							       1,
+							       &ctx,
+							       data ? step & ep.cq_data_mask() : 0};
 						FT_POST(ep,
-							fi_writemsg(ep.ep(), &msg,
-								    FI_COMPLETION |
-									    FI_DELIVERY_COMPLETE));
+							fi_writemsg(
+								ep.ep(), &msg,
+								FI_COMPLETION |
+									FI_DELIVERY_COMPLETE |
+									(data ? FI_REMOTE_CQ_DATA
+									      : 0)));
 					}
 					ep.wait_ok(ctx, what);
 				}
@@ -305,10 +343,10 @@ void case_rma_delivery(Bootstrap& boot, const TestOptions& options)
 	boot.barrier();
 	if (boot.rank() == 0)
 		boot.note(strfmt("%zu writes of 1 B..%s checked by their targets, out of band, "
-				 "the moment they completed (%s ways of asking for "
+				 "the moment they completed (%d ways of asking for "
 				 "FI_DELIVERY_COMPLETE)%s%s",
 				 2 * checked, format_size(max_size).c_str(),
-				 inject_defect ? "2" : "3",
+				 2 + !inject_defect + cq_data,
 				 inject_defect ? "; fi_inject_write not checked: " : "",
 				 inject_defect ? inject_defect : ""));
 }

@@ -93,9 +93,8 @@ const P2pCase kCases[] = {
 	{"rma-read", "fi_read 1 B..16 MiB both ways from registered remote buffers", 2,
 	 seconds(120), case_rma_read},
 	{"rma-delivery",
-	 "FI_DELIVERY_COMPLETE writes (flag, op_flags, counted inject): the data is in place at "
-	 "the "
-	 "target when the initiator's completion is reported",
+	 "FI_DELIVERY_COMPLETE writes (flag, op_flags, counted inject): "
+	 "the data is in place when the initiator's completion is reported",
 	 2, seconds(120), case_rma_delivery},
 	{"peer-killed",
 	 "SIGKILL a rank mid-transfer: survivor gets errors within 10 s, cancels, talks to a third "

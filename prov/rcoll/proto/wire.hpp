@@ -24,7 +24,7 @@
 
 namespace rcoll::proto {
 
-inline constexpr std::uint8_t kProtocolVersion = 4;
+inline constexpr std::uint8_t kProtocolVersion = 5;
 
 namespace detail {
 
@@ -123,9 +123,9 @@ enum class Opcode : std::uint8_t {
 			   // FI_DELIVERY_COMPLETE operation on the same
 			   // connection: "answer once you have read this"
 			   // (DeliveryBody)
-	Delivered = 10,    // its target: every query on this connection up to
-			   // the number in the body has been read, so the writes
-			   // ahead of them have landed (DeliveryBody)
+	Delivered = 10,    // its target: every query up to the number in the
+			   // body has been read, so the writes ahead of them on
+			   // the connection have landed (DeliveryBody)
 };
 inline constexpr std::uint8_t kMinOpcode = 1;
 inline constexpr std::uint8_t kMaxOpcode = 10;
@@ -218,9 +218,9 @@ struct ReadDoneBody {
 	std::uint64_t sender_cookie = 0;
 };
 
-// DELIVERY_QUERY and DELIVERED: 0 sequence u64, the query's number on its
-// connection, counting from 1. A target answers with the number of the
-// latest query it read; one answer covers every query before it.
+// DELIVERY_QUERY and DELIVERED: 0 sequence u64, the query's number, counted
+// from 1 by the initiator for each peer. A target answers with the number of
+// the latest query it read; one answer covers every query before it.
 template <Opcode Op>
 struct DeliveryBody {
 	static constexpr std::size_t kWireSize = 8;

@@ -30,7 +30,7 @@ BufferRecord* TransmitBuffers::take()
 	r->len = 0;
 	r->context = nullptr;
 	r->cq_flags = 0;
-	r->report = r->count = r->in_core = r->held = false;
+	r->report = r->count = r->in_core = r->held = r->answer = false;
 	r->may_inject = true;
 	r->payload = nullptr;
 	r->payload_desc = nullptr;
@@ -43,6 +43,10 @@ void TransmitBuffers::release(BufferRecord& r)
 	if (r.held) {
 		r.held = false;
 		r.peer->tx_held--;
+	}
+	if (r.answer) {
+		r.answer = false;
+		r.peer->answer_held = false;
 	}
 	pool_->release(*r.buffer);
 }

@@ -203,6 +203,9 @@ struct Endpoint {
 			      size_t body_len, std::span<const std::byte> tail = {});
 	ssize_t send_control(Peer& peer, const proto::MsgHeader& header, const void* body,
 			     size_t body_len, std::span<const std::byte> tail = {});
+	// Behind the peer's other queued control messages, taking no buffer.
+	void queue_control(Peer& peer, const proto::MsgHeader& header, const void* body,
+			   size_t body_len, std::span<const std::byte> tail = {});
 	template <class Body>
 	ssize_t send_control(Peer& peer, const proto::MsgHeader& header, const Body& body,
 			     std::span<const std::byte> tail = {})

@@ -74,6 +74,7 @@ struct BufferRecord {
 	bool count = false;   // bump the send counter
 	bool in_core = false; // posted to the core, completion pending
 	bool held = false;    // counted in peer->tx_held until released
+	bool answer = false;  // a DELIVERED answer: peer->answer_held until released
 	uint64_t proves = 0;  // the peer's injects posted before it (InjectLedger)
 	// The send may complete once rcoll holds the data (FI_INJECT_COMPLETE):
 	// small ones are then injected into the core, which reports nothing.
@@ -160,7 +161,10 @@ struct RmaOp {
 	// FI_DELIVERY_COMPLETE write: completes when the target answers the
 	// query (DELIVERY_QUERY) sent behind its last chunk, numbered here.
 	bool delivery = false;
-	uint64_t delivery_query = 0; // 0 until asked
+	uint64_t query_seq = 0; // 0 until asked
+	// peer->failures when it began: a connection that failed meanwhile may
+	// have lost what it wrote, and the rest must not go on the next one.
+	uint32_t connection_failures = 0;
 	ChunkedRma transfer;
 	CoreContext transfer_cc{&finish_transfer<RmaOp>, this};
 };

@@ -19,12 +19,13 @@ namespace rcoll {
 
 struct BufferRecord;
 
-// A control message (CTS, FIN, READ_DONE, WRITE_DATA, a join record) that
-// found the transmit pool empty. It is kept by value and sent once a buffer
-// frees up: a lost CTS or READ_DONE would leave both sides of a rendezvous
-// waiting forever, so protocol messages never fail for want of a buffer.
-// Their number is bounded by the operations in flight (each has at most one
-// pending). They may overtake or be overtaken by the peer's buffered
+// A control message (CTS, FIN, READ_DONE, WRITE_DATA, DELIVERY_QUERY,
+// DELIVERED, a join record) that found the transmit pool empty. It is kept
+// by value and sent once a buffer frees up: a lost CTS or READ_DONE would
+// leave both sides of a rendezvous waiting forever, so protocol messages
+// never fail for want of a buffer. Their number is bounded by the
+// operations in flight (each has at most one pending), and a peer's
+// DELIVERED answers by one (Endpoint::on_delivery_query). They may overtake or be overtaken by the peer's buffered
 // messages: none of them takes part in message matching or ordering.
 struct QueuedControl {
 	proto::MsgHeader header;
@@ -82,8 +83,13 @@ struct Peer {
 	bool watched = false;         // awaited at the previous scan too: quiet_since is valid
 	std::chrono::steady_clock::time_point quiet_since; // last arrival or probe, as scans saw it
 	InjectLedger injects;
-	// DELIVERY_QUERY messages sent to it: the last one's number.
+	// DELIVERY_QUERY messages sent to it: the last one's number (never
+	// reset; writes still waiting when a connection fails fail with it).
 	uint64_t delivery_queries = 0;
+	// A DELIVERED answer to it holds a transmit buffer (backlogged, or in
+	// the core): later answers wait in `controls`, merged into one, so a
+	// peer's queries hold at most one buffer.
+	bool answer_held = false;
 	// Bytes of its messages waiting for a receive (Unexpected::charged):
 	// bounded by FI_RCOLL_UNEXPECTED_MAX.
 	size_t unexpected_bytes = 0;

@@ -153,6 +153,14 @@ void Endpoint::fail_peer(Peer& peer, int err)
 	});
 	peer.backlog.clear();
 	peer.controls.clear();
+	// Writes waiting for a delivery answer have nothing in the core: the
+	// answer died with the connection.
+	std::vector<RmaOp*> unanswered;
+	for (auto& op : rma_ops)
+		if (op->peer == &peer && op->query_seq)
+			unanswered.push_back(op.get());
+	for (RmaOp* op : unanswered)
+		complete_rma(*op, FI_EIO);
 	std::vector<uint32_t> doomed;
 	tx.sends.for_each([&](SendOp& op) {
 		if (op.peer == &peer)

@@ -36,6 +36,7 @@ ssize_t Endpoint::rma(bool write, const void* buf, size_t len, void* desc, fi_ad
 	op->peer = peer;
 	op->data = data;
 	op->delivery = write && (flags & FI_DELIVERY_COMPLETE);
+	op->connection_failures = peer->failures;
 	ChunkedRma& t = op->transfer;
 	t.write = write;
 	t.local = static_cast<std::byte*>(const_cast<void*>(buf));
@@ -86,13 +87,15 @@ void Endpoint::issue_chunk(RmaOp& op)
 // for its delivery answer through here too.
 void Endpoint::on_chunk_done(RmaOp& op, int err)
 {
+	if (!err && op.peer->failures != op.connection_failures)
+		err = FI_EIO; // see RmaOp::connection_failures
 	if (!err && !op.transfer.chunk_done()) {
 		issue_chunk(op);
 		return;
 	}
 	op.transfer.in_flight = op.transfer.retry = false;
-	if (err || op.delivery_query) {
-		complete_rma(op, err);
+	if (err || op.query_seq) {
+		complete_rma(op, err ? err : FI_EIO); // an answer, not a chunk, ends a query
 		return;
 	}
 	if (op.transfer.write && (op.flags & FI_REMOTE_CQ_DATA)) {
@@ -108,11 +111,10 @@ void Endpoint::on_chunk_done(RmaOp& op, int err)
 	if (op.delivery) {
 		// The core's completion of a write only says it left: the
 		// target's answer to a query behind it says it landed.
-		op.delivery_query = ++op.peer->delivery_queries;
+		op.query_seq = ++op.peer->delivery_queries;
 		proto::MsgHeader h;
 		h.opcode = proto::Opcode::DeliveryQuery;
-		if (ssize_t ret =
-			    send_control(*op.peer, h, proto::DeliveryQueryBody{op.delivery_query}))
+		if (ssize_t ret = send_control(*op.peer, h, proto::DeliveryQueryBody{op.query_seq}))
 			complete_rma(op, int(-ret));
 		return;
 	}
@@ -132,16 +134,17 @@ void Endpoint::complete_rma(RmaOp& op, int err)
 }
 
 // The target read a query: the writes ahead of it on this connection have
-// landed. One answer covers every query before it, so while an answer
-// waits for a transmit buffer it is brought up to date instead of queueing
-// another: a peer's queries cannot grow the queue.
+// landed. One answer covers every query before it, so a peer's queries
+// take at most one transmit buffer: while an answer holds one, the next
+// waits among the control messages, and a waiting answer is brought up to
+// date instead of another queued.
 void Endpoint::on_delivery_query(Peer& peer, const proto::DeliveryQueryBody& query)
 {
+	const proto::DeliveredBody answer{query.sequence};
 	bool updated = false;
 	peer.controls.for_each([&](QueuedControl& queued) {
 		if (queued.header.opcode == proto::Opcode::Delivered) {
-			proto::encode_body(proto::DeliveredBody{query.sequence},
-					   queued.body.data());
+			proto::encode_body(answer, queued.body.data());
 			updated = true;
 		}
 	});
@@ -149,11 +152,19 @@ void Endpoint::on_delivery_query(Peer& peer, const proto::DeliveryQueryBody& que
 		return;
 	proto::MsgHeader h;
 	h.opcode = proto::Opcode::Delivered;
-	send_control(peer, h, proto::DeliveredBody{query.sequence});
+	if (peer.answer_held) {
+		std::byte body[proto::DeliveredBody::kWireSize];
+		proto::encode_body(answer, body);
+		queue_control(peer, h, body, sizeof(body));
+		return;
+	}
+	send_control(peer, h, answer);
 }
 
 // The initiator's side: every write of this peer's queries up to the
-// answer's number has landed.
+// answer's number has landed. Queries are numbered per peer and never
+// reset, and writes still waiting when a connection fails fail with it
+// (fail_peer): an answer completes only writes of the live connection.
 void Endpoint::on_delivered(Peer& peer, const proto::DeliveredBody& answer)
 {
 	if (answer.sequence > peer.delivery_queries) {
@@ -165,8 +176,7 @@ void Endpoint::on_delivered(Peer& peer, const proto::DeliveredBody& answer)
 	}
 	std::vector<RmaOp*> delivered;
 	for (auto& op : rma_ops)
-		if (op->peer == &peer && op->delivery_query &&
-		    op->delivery_query <= answer.sequence)
+		if (op->peer == &peer && op->query_seq && op->query_seq <= answer.sequence)
 			delivered.push_back(op.get());
 	for (RmaOp* op : delivered)
 		complete_rma(*op, 0);

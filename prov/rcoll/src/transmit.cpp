@@ -129,6 +129,8 @@ void Endpoint::flush_backlog(Peer& peer)
 	// buffers: waiting for them could only hold those buffers longer.
 	while (peer.state == Peer::State::connected && !peer.controls.empty()) {
 		const QueuedControl& c = peer.controls.front();
+		if (c.header.opcode == Opcode::Delivered && peer.answer_held)
+			return; // one answer at a time (on_delivery_query)
 		if (send_buffered(peer, c.header, c.body.data(), c.body.size()) == -FI_EAGAIN)
 			return; // the pool is still empty: a later progress call retries
 		peer.controls.pop_front();
@@ -155,6 +157,8 @@ ssize_t Endpoint::send_buffered(Peer& peer, const MsgHeader& header, const void*
 	// the error of an injected send without a trace, and only an error
 	// completion tells us which connection died.
 	r->may_inject = header.opcode != Opcode::Probe;
+	if (header.opcode == Opcode::Delivered)
+		r->answer = peer.answer_held = true;
 	ssize_t ret = post_tx(r);
 	if (ret)
 		tx.buffers->release(*r);
@@ -173,12 +177,18 @@ ssize_t Endpoint::send_control(Peer& peer, const MsgHeader& header, const void* 
 		if (ret != -FI_EAGAIN)
 			return ret;
 	}
+	queue_control(peer, header, body, body_len, tail);
+	return 0;
+}
+
+void Endpoint::queue_control(Peer& peer, const MsgHeader& header, const void* body, size_t body_len,
+			     std::span<const std::byte> tail)
+{
 	auto* bytes = static_cast<const std::byte*>(body);
 	QueuedControl c{header, {bytes, bytes + body_len}};
 	c.body.insert(c.body.end(), tail.begin(), tail.end());
 	peer.controls.push_back(std::move(c));
 	tx.backlogged++;
-	return 0;
 }
 
 } // namespace rcoll
