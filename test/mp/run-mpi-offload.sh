@@ -239,11 +239,13 @@ fi
 # provider from libfabric, the library's endpoint included), with no MPICH
 # setting.
 if prefix=$("$here/../../scripts/upstream.sh" --cached mpich); then
-    mpich_library=$builddir/mpi/librcoll-mpi-mpich.so
+    # Built as packagers build it (mpi/Makefile.include), always anew: the
+    # one there may come from another MPICH's wrapper.
+    mpich_library=$builddir/mpi/mpich/librcoll-mpi.so
     flags="-DMPICH_SKIP_MPICXX=1 -std=c++20 -O2 -Wall -Wextra"
-    if ! "$prefix/bin/mpicxx" $flags -fPIC -fvisibility=hidden -shared -o "$mpich_library" \
-            "$here"/../../mpi/{endpoint,mapping,interpose,requests,progress,comm_keys,hand_back,tally}.cpp -lfabric -pthread; then
-        fail "librcoll-mpi: MPICH's mpicxx could not build it"
+    rm -f "$mpich_library"
+    if ! make -s -C "$builddir" mpi-offload-family MPI_FAMILY=mpich MPICXX="$prefix/bin/mpicxx"; then
+        fail "librcoll-mpi: make mpi-offload-family could not build it with MPICH's mpicxx"
     else
         for program in $programs mpi_killed; do
             "$prefix/bin/mpicxx" $flags -o "$builddir/test/mp/$program-mpich" "$here/$program.cpp" -pthread ||
