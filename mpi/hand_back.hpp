@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,29 +51,51 @@ private:
 	std::vector<HandBackRule> rules_;
 };
 
-// Each collective's variable and default rules: where Open MPI's own
-// collectives measured faster (RCOLL_MPI_FORCE=1 scripts/bench-mpi.sh
-// --full --rounds 3, 2 and 4 ranks on 2 CPUs, the in-job ratios read by
-// scripts/hand-back-rules.sh): on one host mostly mid sizes at 2 ranks and
+// Each collective's variable, in the order of the defaults below.
+inline constexpr const char* kHandBackVariables[] = {
+	"RCOLL_MPI_BARRIER_HAND_BACK",	     "RCOLL_MPI_BCAST_HAND_BACK",
+	"RCOLL_MPI_ALLREDUCE_HAND_BACK",     "RCOLL_MPI_REDUCE_HAND_BACK",
+	"RCOLL_MPI_ALLGATHER_HAND_BACK",     "RCOLL_MPI_REDUCE_SCATTER_HAND_BACK",
+	"RCOLL_MPI_ALLTOALL_HAND_BACK",	     "RCOLL_MPI_GATHER_HAND_BACK",
+	"RCOLL_MPI_SCATTER_HAND_BACK"};
+
+// Default rules, per MPI family (the library is built once per family):
+// where the MPI's own collectives measured faster (RCOLL_MPI_FORCE=1
+// scripts/bench-mpi.sh --full --rounds 3 on 2 CPUs, the in-job ratios read
+// by scripts/hand-back-rules.sh). The collectives not measured have none;
+// man/librcoll-mpi.7 lists them too.
+//
+// Open MPI 4.1, 2 and 4 ranks: on one host mostly mid sizes at 2 ranks and
 // the smallest and mid broadcasts of more ranks than CPUs; between hosts
-// (rcoll's core against Open MPI's btl tcp) most calls up to mid sizes. The collectives
-// not measured have none. man/librcoll-mpi.7 lists them too.
-struct HandBackSetting {
-	const char* variable;
-	const char* defaults;
-};
-inline constexpr HandBackSetting kHandBackSettings[] = {
-	{"RCOLL_MPI_BARRIER_HAND_BACK", "host:2:*;net:2:*;net:3-4:*"},
-	{"RCOLL_MPI_BCAST_HAND_BACK", "host:2:16k-1m;host:3-4:-256;host:3-4:16k-128k;net:2:-128k;"
-				      "net:2:1m-;net:3-4:-1m;net:3-4:8m-"},
-	{"RCOLL_MPI_ALLREDUCE_HAND_BACK", "host:2:-32;net:2:-2k;net:2:16k-128k;net:3-4:-128k"},
-	{"RCOLL_MPI_REDUCE_HAND_BACK", "host:2:16k-8m;net:2:-16k;net:2:128k-;net:3-4:128k-8m"},
-	{"RCOLL_MPI_ALLGATHER_HAND_BACK", "host:2:-256;host:2:16k-128k;host:2:8m-;host:3-4:8m-;"
-					  "net:2:-128k;net:3-4:1m-8m"},
-	{"RCOLL_MPI_REDUCE_SCATTER_HAND_BACK", ""},
-	{"RCOLL_MPI_ALLTOALL_HAND_BACK", ""},
-	{"RCOLL_MPI_GATHER_HAND_BACK", ""},
-	{"RCOLL_MPI_SCATTER_HAND_BACK", ""},
-};
+// (rcoll's core against Open MPI's btl tcp) most calls up to mid sizes.
+inline constexpr const char* kOpenMpiHandBack[] = {
+	"host:2:*;net:2:*;net:3-4:*",
+	"host:2:16k-1m;host:3-4:-256;host:3-4:16k-128k;net:2:-128k;net:2:1m-;net:3-4:-1m;"
+	"net:3-4:8m-",
+	"host:2:-32;net:2:-2k;net:2:16k-128k;net:3-4:-128k",
+	"host:2:16k-8m;net:2:-16k;net:2:128k-;net:3-4:128k-8m",
+	"host:2:-256;host:2:16k-128k;host:2:8m-;host:3-4:8m-;net:2:-128k;net:3-4:1m-8m",
+	"",
+	"",
+	"",
+	""};
+// MPICH 4.0 (ch4:ofi), 2 ranks: on one host the smallest broadcasts (its
+// shared-memory release/gather is fast there) and mid sizes; between hosts
+// (rcoll's core against MPICH over tcp;ofi_rxm) mid broadcasts and
+// allgathers and the largest. The 3-4-rank rules are Open MPI's: 4 ranks of
+// MPICH on 2 CPUs spin for milliseconds a call, so not measured.
+inline constexpr const char* kMpichHandBack[] = {
+	"net:3-4:*",
+	"host:2:-2k;host:2:16k-128k;net:2:256-16k;net:2:1m-;host:3-4:-256;host:3-4:16k-128k;"
+	"net:3-4:-1m;net:3-4:8m-",
+	"net:2:16k-128k;net:3-4:-128k",
+	"host:2:128k-1m;net:3-4:128k-8m",
+	"host:2:16k-128k;net:2:-16k;net:2:1m-;host:3-4:8m-;net:3-4:1m-8m",
+	"",
+	"",
+	"",
+	""};
+static_assert(std::size(kOpenMpiHandBack) == std::size(kHandBackVariables) &&
+	      std::size(kMpichHandBack) == std::size(kHandBackVariables));
 
 } // namespace rcoll::mpi

@@ -21,7 +21,7 @@ namespace rcoll::mpi {
 namespace {
 
 // The collectives, as their hand-back rules name them (nonblocking calls
-// take their blocking kind's rules), in the order of kHandBackSettings.
+// take their blocking kind's rules), in the order of kHandBackVariables.
 enum Kind {
 	kBarrier,
 	kBcast,
@@ -34,7 +34,13 @@ enum Kind {
 	kScatter,
 	kKinds
 };
-static_assert(std::size(kHandBackSettings) == kKinds);
+static_assert(std::size(kHandBackVariables) == kKinds);
+// The defaults measured for the MPI this library is built for.
+#ifdef MPICH_VERSION
+constexpr const auto& kHandBackDefaults = kMpichHandBack;
+#else
+constexpr const auto& kHandBackDefaults = kOpenMpiHandBack;
+#endif
 constexpr Kind kKindOf[kCalls] = {kBarrier,   kBcast,	 kAllreduce, kReduce,
 				  kAllgather, kReduceScatter, kAlltoall, kGather,
 				  kScatter,   kBarrier,	 kBcast,    kAllreduce};
@@ -133,11 +139,10 @@ std::string read_settings(State& s)
 	if (setting_on("RCOLL_MPI_DISABLE", false))
 		return kDisabled;
 	for (int k = 0; k < kKinds; k++) {
-		const HandBackSetting& setting = kHandBackSettings[k];
-		const char* text = std::getenv(setting.variable);
-		if (std::string why = s.hand_back[k].parse(text ? text : setting.defaults);
+		const char* text = std::getenv(kHandBackVariables[k]);
+		if (std::string why = s.hand_back[k].parse(text ? text : kHandBackDefaults[k]);
 		    !why.empty())
-			return std::string(setting.variable) + ": " + why;
+			return std::string(kHandBackVariables[k]) + ": " + why;
 	}
 	return "";
 }
