@@ -25,8 +25,9 @@ struct BufferRecord;
 // leave both sides of a rendezvous waiting forever, so protocol messages
 // never fail for want of a buffer. Their number is bounded by the
 // operations in flight (each has at most one pending), and a peer's
-// DELIVERED answers by one (Endpoint::on_delivery_query). They may overtake or be overtaken by the peer's buffered
-// messages: none of them takes part in message matching or ordering.
+// DELIVERED answers by one (Endpoint::on_delivery_query). They may overtake
+// or be overtaken by the peer's buffered messages: none of them takes part
+// in message matching or ordering.
 struct QueuedControl {
 	proto::MsgHeader header;
 	std::vector<std::byte> body;
