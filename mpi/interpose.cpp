@@ -313,9 +313,6 @@ int finish(Tally& tally, MPI_Comm comm, long rc, Operation& op, const char* what
 	return MPI_ERR_OTHER;
 }
 
-// The payload of a call, in bytes, as the hand-back rules see it.
-uint64_t bytes_of(const Layout& l) { return l.elements * l.basic_size; }
-
 // Whether the call goes to rcoll: its group when it does; else the MPI's
 // own call runs (the tally says why), or the join's error is returned.
 // `bytes`: the payload (nullopt: the call maps onto no libfabric call).
@@ -381,21 +378,23 @@ struct Blocks {
 	Layout block, all;
 	int total = 0; // elements of `all`, in units of the block's datatype
 };
-std::optional<Blocks> blocks_of(MPI_Datatype type, int count, MPI_Comm comm)
+using LayoutOf = std::optional<Layout> (*)(MPI_Datatype, long long);
+std::optional<Blocks> blocks_of(MPI_Datatype type, int count, MPI_Comm comm, LayoutOf layout)
 {
 	int size = 0;
 	PMPI_Comm_size(comm, &size);
 	const long long total = static_cast<long long>(count) * size;
-	const auto block = layout_of(type, count);
-	const auto all = layout_of(type, total);
+	const auto block = layout(type, count);
+	const auto all = layout(type, total);
 	if (!block || !all || total > INT_MAX)
 		return std::nullopt;
 	return Blocks{*block, *all, int(total)};
 }
 
-bool same_signature(const std::optional<Layout>& a, const Layout& b)
+// Both sides of a call that moves data carry the same bytes.
+bool same_bytes(const std::optional<Layout>& a, const Layout& b)
 {
-	return a && a->dtype == b.dtype && a->elements == b.elements;
+	return a && bytes_of(*a) == bytes_of(b);
 }
 
 // Gather and scatter: the rooted side's arguments count only at the root,
@@ -411,8 +410,9 @@ RootedCall rooted_call(MPI_Datatype rooted_type, int rooted_count, MPI_Datatype 
 		       int own_count, bool is_root, bool in_place, MPI_Comm comm)
 {
 	RootedCall c;
-	c.rooted = is_root ? blocks_of(rooted_type, rooted_count, comm) : std::nullopt;
-	c.own = in_place ? std::nullopt : layout_of(own_type, own_count);
+	c.rooted = is_root ? blocks_of(rooted_type, rooted_count, comm, moved_layout_of)
+			   : std::nullopt;
+	c.own = in_place ? std::nullopt : moved_layout_of(own_type, own_count);
 	if (is_root) {
 		if (c.rooted)
 			c.block = c.rooted->block;
@@ -422,7 +422,7 @@ RootedCall rooted_call(MPI_Datatype rooted_type, int rooted_count, MPI_Datatype 
 		if (c.own && static_cast<long long>(c.own->elements) * size <= INT_MAX)
 			c.block = c.own;
 	}
-	if (c.block && !in_place && !same_signature(c.own, *c.block))
+	if (c.block && !in_place && !same_bytes(c.own, *c.block))
 		c.block.reset();
 	return c;
 }
@@ -496,7 +496,7 @@ RCOLL_MPI_ENTRY int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int ro
 			      MPI_Comm comm)
 {
 	Tally tally(kBcastCall);
-	const auto l = layout_of(type, count);
+	const auto l = moved_layout_of(type, count);
 	const Route r = route(tally, l ? std::optional(bytes_of(*l)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Bcast(buffer, count, type, root, comm) : r.error;
@@ -505,8 +505,8 @@ RCOLL_MPI_ENTRY int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int ro
 	void* data = is_root ? const_cast<void*>(staging.gather(buffer, count, type, *l))
 			     : staging.result(buffer, *l);
 	Operation op;
-	const long rc = fi_broadcast(state().endpoint.ep(), data, l->elements, nullptr,
-				     r.group->coll_addr, address_of(*r.group, root), l->dtype, 0,
+	const long rc = fi_broadcast(state().endpoint.ep(), data, bytes_of(*l), nullptr,
+				     r.group->coll_addr, address_of(*r.group, root), FI_UINT8, 0,
 				     &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Bcast");
 	if (err == MPI_SUCCESS && !is_root)
@@ -571,12 +571,11 @@ RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Dataty
 	PMPI_Comm_size(comm, &size);
 	const bool in_place = sendbuf == MPI_IN_PLACE;
 	// One rank's block, and the whole result, by signature.
-	const auto block = layout_of(recvtype, recvcount);
-	const auto sent = in_place ? block : layout_of(sendtype, sendcount);
+	const auto block = moved_layout_of(recvtype, recvcount);
+	const auto sent = in_place ? block : moved_layout_of(sendtype, sendcount);
 	const long long total = static_cast<long long>(recvcount) * size;
-	const auto all = layout_of(recvtype, total);
-	const bool same = block && sent && all && total <= INT_MAX &&
-			  sent->dtype == block->dtype && sent->elements == block->elements;
+	const auto all = moved_layout_of(recvtype, total);
+	const bool same = block && all && total <= INT_MAX && same_bytes(sent, *block);
 	const Route r = route(tally, same ? std::optional(bytes_of(*block)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf,
@@ -596,9 +595,8 @@ RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Dataty
 	}
 	void* result = staging.result(recvbuf, *all);
 	Operation op;
-	const long rc = fi_allgather(state().endpoint.ep(), input, block->elements, nullptr,
-				     result, nullptr, r.group->coll_addr, block->dtype, 0,
-				     &op.context);
+	const long rc = fi_allgather(state().endpoint.ep(), input, bytes_of(*block), nullptr,
+				     result, nullptr, r.group->coll_addr, FI_UINT8, 0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Allgather");
 	if (err == MPI_SUCCESS)
 		staging.scatter(recvbuf, int(total), recvtype, *all);
@@ -631,7 +629,7 @@ RCOLL_MPI_ENTRY int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int r
 			       MPI_Comm comm, MPI_Request* request)
 {
 	Tally tally(kIbcastCall);
-	const auto l = layout_of(type, count);
+	const auto l = moved_layout_of(type, count);
 	const Route r = route(tally, l ? std::optional(bytes_of(*l)) : std::nullopt, comm, false);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Ibcast(buffer, count, type, root, comm, request) : r.error;
@@ -649,10 +647,9 @@ RCOLL_MPI_ENTRY int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int r
 	const fi_addr_t root_addr = address_of(*r.group, root);
 	const long rc = state().endpoint.submit(
 		*r.group, call->op,
-		[ep, data, root_addr, elements = l->elements,
-		 dtype = l->dtype](fi_addr_t coll_addr, void* context) {
-			return fi_broadcast(ep, data, elements, nullptr, coll_addr, root_addr,
-					    dtype, 0, context);
+		[ep, data, root_addr, bytes = bytes_of(*l)](fi_addr_t coll_addr, void* context) {
+			return fi_broadcast(ep, data, bytes, nullptr, coll_addr, root_addr,
+					    FI_UINT8, 0, context);
 		});
 	if (rc)
 		return tally.outcome = kFailed, refuse_request(call, rc, request);
@@ -699,7 +696,7 @@ RCOLL_MPI_ENTRY int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf,
 					     MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm)
 {
 	Tally tally(kReduceScatterCall);
-	const auto b = blocks_of(type, recvcount, comm);
+	const auto b = blocks_of(type, recvcount, comm, layout_of);
 	const auto op_code = op_of(mpi_op);
 	const Route r =
 		route(tally, b && op_code ? std::optional(bytes_of(b->block)) : std::nullopt, comm);
@@ -730,8 +727,9 @@ RCOLL_MPI_ENTRY int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatyp
 {
 	Tally tally(kAlltoallCall);
 	const bool in_place = sendbuf == MPI_IN_PLACE;
-	const auto b = blocks_of(recvtype, recvcount, comm);
-	const bool same = b && (in_place || same_signature(layout_of(sendtype, sendcount), b->block));
+	const auto b = blocks_of(recvtype, recvcount, comm, moved_layout_of);
+	const bool same =
+		b && (in_place || same_bytes(moved_layout_of(sendtype, sendcount), b->block));
 	const Route r = route(tally, same ? std::optional(bytes_of(b->block)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
@@ -744,14 +742,14 @@ RCOLL_MPI_ENTRY int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatyp
 	} else {
 		int size = 0;
 		PMPI_Comm_size(comm, &size);
-		input = staging.gather(sendbuf, sendcount * size, sendtype,
-				       *layout_of(sendtype, static_cast<long long>(sendcount) * size));
+		input = staging.gather(
+			sendbuf, sendcount * size, sendtype,
+			*moved_layout_of(sendtype, static_cast<long long>(sendcount) * size));
 	}
 	void* result = staging.result(recvbuf, b->all);
 	Operation op;
-	const long rc = fi_alltoall(state().endpoint.ep(), input, b->block.elements, nullptr,
-				    result, nullptr, r.group->coll_addr, b->block.dtype, 0,
-				    &op.context);
+	const long rc = fi_alltoall(state().endpoint.ep(), input, bytes_of(b->block), nullptr,
+				    result, nullptr, r.group->coll_addr, FI_UINT8, 0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Alltoall");
 	if (err == MPI_SUCCESS)
 		staging.scatter(recvbuf, b->total, recvtype, b->all);
@@ -782,9 +780,9 @@ RCOLL_MPI_ENTRY int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype 
 				     : staging.gather(sendbuf, sendcount, sendtype, *own);
 	void* result = is_root ? staging.result(recvbuf, rooted->all) : nullptr;
 	Operation op;
-	const long rc = fi_gather(state().endpoint.ep(), input, block->elements, nullptr, result,
-				  nullptr, r.group->coll_addr, address_of(*r.group, root),
-				  block->dtype, 0, &op.context);
+	const long rc = fi_gather(state().endpoint.ep(), input, bytes_of(*block), nullptr, result,
+				  nullptr, r.group->coll_addr, address_of(*r.group, root), FI_UINT8,
+				  0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Gather");
 	if (err == MPI_SUCCESS && is_root)
 		staging.scatter(recvbuf, rooted->total, recvtype, rooted->all);
@@ -816,12 +814,12 @@ RCOLL_MPI_ENTRY int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype
 	// copy nobody reads.
 	std::vector<std::byte> discard;
 	if (in_place)
-		discard.resize(block->elements * block->basic_size);
+		discard.resize(bytes_of(*block));
 	void* result = in_place ? discard.data() : staging.result(recvbuf, *own);
 	Operation op;
-	const long rc = fi_scatter(state().endpoint.ep(), input, block->elements, nullptr, result,
-				   nullptr, r.group->coll_addr, address_of(*r.group, root),
-				   block->dtype, 0, &op.context);
+	const long rc = fi_scatter(state().endpoint.ep(), input, bytes_of(*block), nullptr, result,
+				   nullptr, r.group->coll_addr, address_of(*r.group, root), FI_UINT8,
+				   0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Scatter");
 	if (err == MPI_SUCCESS && !in_place)
 		staging.scatter(recvbuf, recvcount, recvtype, *own);

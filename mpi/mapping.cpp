@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace rcoll::mpi {
 
@@ -105,6 +106,23 @@ namespace rcoll::mpi {
 
 namespace {
 
+std::optional<std::pair<MPI_Datatype, MPI_Datatype>> pair_members(MPI_Datatype type)
+{
+	if (type == MPI_2INT)
+		return std::pair{MPI_INT, MPI_INT};
+	if (type == MPI_FLOAT_INT)
+		return std::pair{MPI_FLOAT, MPI_INT};
+	if (type == MPI_DOUBLE_INT)
+		return std::pair{MPI_DOUBLE, MPI_INT};
+	if (type == MPI_LONG_INT)
+		return std::pair{MPI_LONG, MPI_INT};
+	if (type == MPI_SHORT_INT)
+		return std::pair{MPI_SHORT, MPI_INT};
+	if (type == MPI_LONG_DOUBLE_INT)
+		return std::pair{MPI_LONG_DOUBLE, MPI_INT};
+	return std::nullopt;
+}
+
 // The predefined types `type` is made of (MPI_Type_get_envelope and
 // _get_contents, recursively); false when a level cannot be read.
 bool collect_basic_types(MPI_Datatype type, std::vector<MPI_Datatype>& out, int depth = 0)
@@ -114,7 +132,14 @@ bool collect_basic_types(MPI_Datatype type, std::vector<MPI_Datatype>& out, int 
 	    PMPI_Type_get_envelope(type, &integers, &addresses, &datatypes, &combiner) != MPI_SUCCESS)
 		return false;
 	if (combiner == MPI_COMBINER_NAMED) {
-		out.push_back(type);
+		// The pair types of MINLOC and MAXLOC are named, yet their
+		// signature is their two members: another rank may pass those.
+		if (const auto members = pair_members(type)) {
+			out.push_back(members->first);
+			out.push_back(members->second);
+		} else {
+			out.push_back(type);
+		}
 		return true;
 	}
 	std::vector<int> ints(size_t(integers) + 1);
@@ -173,6 +198,40 @@ std::optional<Layout> layout_of(MPI_Datatype type, long long count)
 	return l;
 }
 
+uint64_t bytes_of(const Layout& l) { return l.elements * l.basic_size; }
+
+std::optional<Layout> moved_layout_of(MPI_Datatype type, long long count)
+{
+	if (std::optional<Layout> typed = layout_of(type, count))
+		return typed;
+	int size = 0;
+	if (count < 0 || count > INT_MAX || type == MPI_DATATYPE_NULL ||
+	    PMPI_Type_size(type, &size) != MPI_SUCCESS || size < 0)
+		return std::nullopt;
+	// MPI_Pack counts in int; the limit is on the signature's bytes, which
+	// every rank computes alike.
+	// An MPI whose packed form is not the bytes themselves (a header, a
+	// portable encoding) keeps the call.
+	const long long bytes = count * size;
+	int packed_size = 0;
+	if (bytes > INT_MAX || PMPI_Pack_size(int(count), type, staging_comm(), &packed_size) !=
+					       MPI_SUCCESS ||
+	    packed_size != bytes)
+		return std::nullopt;
+	int integers = 0, addresses = 0, datatypes = 0, combiner = 0;
+	MPI_Aint lb = 0, extent = 0;
+	PMPI_Type_get_envelope(type, &integers, &addresses, &datatypes, &combiner);
+	PMPI_Type_get_extent(type, &lb, &extent);
+	Layout l;
+	l.dtype = FI_UINT8;
+	l.basic = MPI_PACKED;
+	l.basic_size = 1;
+	l.elements = size_t(bytes);
+	// A predefined type without gaps is its packed bytes already.
+	l.dense = combiner == MPI_COMBINER_NAMED && lb == 0 && extent == size;
+	return l;
+}
+
 namespace {
 
 // Each copy's own tag: threads of an MPI_THREAD_MULTIPLE job stage at once
@@ -190,6 +249,11 @@ const void* Staging::gather(const void* buf, int count, MPI_Datatype type, const
 	if (l.dense)
 		return buf;
 	in_.resize(l.elements * l.basic_size);
+	if (l.basic == MPI_PACKED) {
+		int position = 0;
+		PMPI_Pack(buf, count, type, in_.data(), int(in_.size()), &position, staging_comm());
+		return in_.data();
+	}
 	const int tag = staging_tag();
 	PMPI_Sendrecv(buf, count, type, 0, tag, in_.data(), int(l.elements), l.basic, 0, tag,
 		      staging_comm(), MPI_STATUS_IGNORE);
@@ -218,6 +282,12 @@ void Staging::scatter(void* buf, int count, MPI_Datatype type, const Layout& l)
 {
 	if (l.dense)
 		return;
+	if (l.basic == MPI_PACKED) {
+		int position = 0;
+		PMPI_Unpack(out_.data(), int(out_.size()), &position, buf, count, type,
+			    staging_comm());
+		return;
+	}
 	const int tag = staging_tag();
 	PMPI_Sendrecv(out_.data(), int(l.elements), l.basic, 0, tag, buf, count, type, 0, tag,
 		      staging_comm(), MPI_STATUS_IGNORE);

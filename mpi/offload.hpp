@@ -172,7 +172,8 @@ std::optional<fi_op> op_of(MPI_Op op);
 // type on one rank, its element type on another): deciding from the
 // signature, all ranks decide alike. `dense`: the buffer holds exactly
 // those elements in order (a predefined type); else they travel through a
-// contiguous copy the MPI makes (Staging).
+// contiguous copy the MPI makes (Staging): a send-receive into `basic`, or
+// MPI_Pack where `basic` is MPI_PACKED (moved_layout_of).
 struct Layout {
 	fi_datatype dtype{};
 	MPI_Datatype basic = MPI_DATATYPE_NULL;
@@ -182,6 +183,12 @@ struct Layout {
 };
 // nullopt also above INT_MAX elements.
 std::optional<Layout> layout_of(MPI_Datatype type, long long count);
+// For a call that moves data without reducing it: layout_of's layout where
+// there is one, else the signature's bytes in MPI_Pack's order (`basic` is
+// MPI_PACKED, `dense` for a predefined type without gaps). Either way rcoll
+// moves bytes_of() bytes; nullopt above INT_MAX bytes.
+std::optional<Layout> moved_layout_of(MPI_Datatype type, long long count);
+uint64_t bytes_of(const Layout& l);
 
 // The contiguous copies of one call's input and result, when its layout is
 // not dense (a send-receive to MPI_COMM_SELF converts, so the MPI's own

@@ -6,7 +6,8 @@
 # by MPICH's compiler wrapper, under MPICH at 2 and 4 ranks. Every check
 # must pass, every rank must have offloaded (the library says so with
 # RCOLL_MPI_VERBOSE=1), and so must a share of the calls: a library that
-# handed everything back to the MPI would pass the checks too. Under both
+# handed everything back to the MPI would pass the checks too; no call that
+# only moves data may be handed back for its datatype. Under both
 # MPIs a rank is also killed mid-collective at 3 ranks (mpi_killed): the
 # survivors' calls must fail through their error handler, and nothing hang.
 # As root, ranks also run on two network-namespace hosts
@@ -47,6 +48,8 @@ judge() {
         fail "$what: the library did not offload ($(printf '%s\n' "$output" | grep '^rcoll-mpi' | head -3))"
     elif [ "$program" = mpi_errors ] && ! printf '%s\n' "$output" | grep -q "MPI_Allreduce on rcoll failed: "; then
         fail "$what: no rank named rcoll's error"
+    elif moved=$(printf '%s\n' "$output" | grep -E "^rcoll-mpi: MPI_I?(Bcast|Allgather|Alltoall|Gather|Scatter) .*datatype, op or count"); then
+        fail "$what: a call that only moves data was handed back for its datatype: $moved"
     elif [ "${offloaded:-0}" -lt 100 ]; then
         fail "$what: only ${offloaded:-0} calls offloaded"
     else
