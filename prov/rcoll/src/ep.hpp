@@ -214,6 +214,13 @@ struct Endpoint {
 		proto::encode_body(body, bytes);
 		return send_control(peer, header, bytes, sizeof(bytes), tail);
 	}
+	template <class Body>
+	void queue_control(Peer& peer, const proto::MsgHeader& header, const Body& body)
+	{
+		std::byte bytes[Body::kWireSize];
+		proto::encode_body(body, bytes);
+		queue_control(peer, header, bytes, sizeof(bytes));
+	}
 
 	// Sending: eager, and the rendezvous sender (send.cpp).
 	ssize_t run_send_actions(SendOp& op, const proto::Actions& actions);

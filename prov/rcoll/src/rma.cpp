@@ -152,13 +152,10 @@ void Endpoint::on_delivery_query(Peer& peer, const proto::DeliveryQueryBody& que
 		return;
 	proto::MsgHeader h;
 	h.opcode = proto::Opcode::Delivered;
-	if (peer.answer_held) {
-		std::byte body[proto::DeliveredBody::kWireSize];
-		proto::encode_body(answer, body);
-		queue_control(peer, h, body, sizeof(body));
-		return;
-	}
-	send_control(peer, h, answer);
+	if (peer.answer_held)
+		queue_control(peer, h, answer);
+	else
+		send_control(peer, h, answer);
 }
 
 // The initiator's side: every write of this peer's queries up to the
