@@ -309,6 +309,20 @@ void run_bound_ranks(Bootstrap& boot, const TestOptions& options, bool apart, bo
 				  static_cast<unsigned long long>(made), calls));
 }
 
+// The cores that are the kernel's TCP share one default cost model (alpha
+// 20 us): a member spelling it out joins one that leaves it unset, through
+// the core, where the constants between hosts are the ones in use.
+void run_core_cost_default(Bootstrap& boot, const TestOptions& options)
+{
+	const char* core = std::getenv("FI_RCOLL_CORE");
+	const std::string name = core ? core : "auto";
+	if (name != "tcp" && name != "net")
+		throw NotApplicable("FI_RCOLL_CORE=" + name +
+				    ": the default is the tcp and net cores'");
+	setenv("FI_RCOLL_COLL_LOCAL", "0", 1);
+	run_config_mismatch(boot, options, "FI_RCOLL_COLL_ALPHA_US", "20", nullptr);
+}
+
 } // namespace
 
 void add_algorithm_cases(std::vector<CollCase>& cases)
@@ -387,6 +401,11 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
 			 run_config_mismatch(boot, options, "FI_RCOLL_COLL_LOCAL_ALPHA_US", "0.50",
 					     nullptr);
 		 }});
+	cases.push_back({"core-cost-default",
+			 "with FI_RCOLL_CORE=tcp or net, one member sets FI_RCOLL_COLL_ALPHA_US=20 "
+			 "(the default on both), the other leaves it unset: the join through the "
+			 "core succeeds",
+			 2, seconds(60), "", run_core_cost_default});
 }
 
 } // namespace fabtests::coll

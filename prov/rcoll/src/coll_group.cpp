@@ -50,13 +50,14 @@ double parse_double(const std::string& text, double fallback, const char* name)
 // of the core the endpoint runs on. On tcp a message costs system calls at
 // both ends besides the wire: one-way 8 B takes about 10 us on loopback and
 // streams reach about 3 GB/s, and of alpha 5, 10 and 20 us, 20 picked the
-// fastest algorithms at 2 to 8 ranks (sockets is the kernel's TCP too).
-// RDMA cores keep the figures of an InfiniBand EDR link (2 us, 10 GB/s).
+// fastest algorithms at 2 to 8 ranks (net, libfabric 1.17's successor to
+// tcp, and sockets are the kernel's TCP too). RDMA cores keep the figures
+// of an InfiniBand EDR link (2 us, 10 GB/s).
 engine::CostParams core_costs(const fi_info* core)
 {
 	engine::CostParams cost;
 	const char* name = core && core->fabric_attr ? core->fabric_attr->prov_name : nullptr;
-	if (name && (!strcmp(name, "tcp") || !strcmp(name, "sockets"))) {
+	if (name && (!strcmp(name, "tcp") || !strcmp(name, "net") || !strcmp(name, "sockets"))) {
 		cost.alpha_us = 20;
 		cost.beta_us_per_byte = 0.00033;
 	}

@@ -105,11 +105,11 @@ const Param params[] = {
 	 "Join records and stop notices one peer may send for groups this endpoint has not "
 	 "joined yet; a peer that sends more fails"},
 	{"coll_alpha_us", &Config::coll_alpha_us,
-	 "Collective cost model: latency of one message, in microseconds (unset: 20 on the tcp "
-	 "core, 2 on others)"},
+	 "Collective cost model: latency of one message, in microseconds (unset: 20 on the tcp, "
+	 "net and sockets cores, 2 on others)"},
 	{"coll_beta_us_per_byte", &Config::coll_beta_us_per_byte,
 	 "Collective cost model: transfer time per byte, in microseconds (unset: 0.00033 on the "
-	 "tcp core, 0.0001 on others)"},
+	 "tcp, net and sockets cores, 0.0001 on others)"},
 	{"coll_gamma_us_per_byte", &Config::coll_gamma_us_per_byte,
 	 "Collective cost model: reduction time per byte, in microseconds"},
 	{"coll_local_alpha_us", &Config::coll_local_alpha_us,
