@@ -419,7 +419,7 @@ RootedCall rooted_call(MPI_Datatype rooted_type, int rooted_count, MPI_Datatype 
 	} else {
 		int size = 0;
 		PMPI_Comm_size(comm, &size);
-		if (c.own && static_cast<long long>(c.own->elements) * size <= INT_MAX)
+		if (c.own && static_cast<long long>(bytes_of(*c.own)) * size <= INT_MAX)
 			c.block = c.own;
 	}
 	if (c.block && !in_place && !same_bytes(c.own, *c.block))
@@ -728,8 +728,14 @@ RCOLL_MPI_ENTRY int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatyp
 	Tally tally(kAlltoallCall);
 	const bool in_place = sendbuf == MPI_IN_PLACE;
 	const auto b = blocks_of(recvtype, recvcount, comm, moved_layout_of);
-	const bool same =
-		b && (in_place || same_bytes(moved_layout_of(sendtype, sendcount), b->block));
+	int size = 0;
+	PMPI_Comm_size(comm, &size);
+	// The p blocks this rank sends, as its send datatype lays them out.
+	const auto sent = in_place ? std::nullopt
+				   : moved_layout_of(sendtype, static_cast<long long>(sendcount) * size);
+	const bool same = b && (in_place || (same_bytes(moved_layout_of(sendtype, sendcount),
+							b->block) &&
+					     same_bytes(sent, b->all)));
 	const Route r = route(tally, same ? std::optional(bytes_of(b->block)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
@@ -737,15 +743,10 @@ RCOLL_MPI_ENTRY int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatyp
 				  : r.error;
 	Staging staging;
 	const void* input;
-	if (in_place) {
+	if (in_place)
 		input = staging.copy(recvbuf, b->total, recvtype, b->all);
-	} else {
-		int size = 0;
-		PMPI_Comm_size(comm, &size);
-		input = staging.gather(
-			sendbuf, sendcount * size, sendtype,
-			*moved_layout_of(sendtype, static_cast<long long>(sendcount) * size));
-	}
+	else
+		input = staging.gather(sendbuf, sendcount * size, sendtype, *sent);
 	void* result = staging.result(recvbuf, b->all);
 	Operation op;
 	const long rc = fi_alltoall(state().endpoint.ep(), input, bytes_of(b->block), nullptr,

@@ -200,23 +200,38 @@ std::optional<Layout> layout_of(MPI_Datatype type, long long count)
 
 uint64_t bytes_of(const Layout& l) { return l.elements * l.basic_size; }
 
+namespace {
+
+// Whether MPI_Pack's form of data is its bytes and nothing else (no header,
+// no portable encoding), as in Open MPI and MPICH on one architecture. The
+// same on every rank of a job.
+bool packs_plainly()
+{
+	static const bool plain = [] {
+		int of_byte = 0, of_int = 0;
+		return PMPI_Pack_size(1, MPI_BYTE, MPI_COMM_SELF, &of_byte) == MPI_SUCCESS &&
+		       PMPI_Pack_size(1, MPI_INT, MPI_COMM_SELF, &of_int) == MPI_SUCCESS &&
+		       of_byte == 1 && of_int == int(sizeof(int));
+	}();
+	return plain;
+}
+
+} // namespace
+
 std::optional<Layout> moved_layout_of(MPI_Datatype type, long long count)
 {
+	int size = 0;
+	if (count < 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
+	    size < 0)
+		return std::nullopt;
+	// One limit whichever layout a rank's datatype gives (MPI_Pack counts
+	// in int): on the signature's bytes, which every rank computes alike.
+	const long long bytes = count * size;
+	if (bytes > INT_MAX)
+		return std::nullopt;
 	if (std::optional<Layout> typed = layout_of(type, count))
 		return typed;
-	int size = 0;
-	if (count < 0 || count > INT_MAX || type == MPI_DATATYPE_NULL ||
-	    PMPI_Type_size(type, &size) != MPI_SUCCESS || size < 0)
-		return std::nullopt;
-	// MPI_Pack counts in int; the limit is on the signature's bytes, which
-	// every rank computes alike.
-	// An MPI whose packed form is not the bytes themselves (a header, a
-	// portable encoding) keeps the call.
-	const long long bytes = count * size;
-	int packed_size = 0;
-	if (bytes > INT_MAX || PMPI_Pack_size(int(count), type, staging_comm(), &packed_size) !=
-					       MPI_SUCCESS ||
-	    packed_size != bytes)
+	if (!packs_plainly())
 		return std::nullopt;
 	int integers = 0, addresses = 0, datatypes = 0, combiner = 0;
 	MPI_Aint lb = 0, extent = 0;
@@ -251,7 +266,7 @@ const void* Staging::gather(const void* buf, int count, MPI_Datatype type, const
 	in_.resize(l.elements * l.basic_size);
 	if (l.basic == MPI_PACKED) {
 		int position = 0;
-		PMPI_Pack(buf, count, type, in_.data(), int(in_.size()), &position, staging_comm());
+		PMPI_Pack(buf, count, type, in_.data(), int(in_.size()), &position, MPI_COMM_SELF);
 		return in_.data();
 	}
 	const int tag = staging_tag();
@@ -285,7 +300,7 @@ void Staging::scatter(void* buf, int count, MPI_Datatype type, const Layout& l)
 	if (l.basic == MPI_PACKED) {
 		int position = 0;
 		PMPI_Unpack(out_.data(), int(out_.size()), &position, buf, count, type,
-			    staging_comm());
+			    MPI_COMM_SELF);
 		return;
 	}
 	const int tag = staging_tag();

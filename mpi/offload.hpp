@@ -186,7 +186,7 @@ std::optional<Layout> layout_of(MPI_Datatype type, long long count);
 // For a call that moves data without reducing it: layout_of's layout where
 // there is one, else the signature's bytes in MPI_Pack's order (`basic` is
 // MPI_PACKED, `dense` for a predefined type without gaps). Either way rcoll
-// moves bytes_of() bytes; nullopt above INT_MAX bytes.
+// moves bytes_of() bytes; nullopt above INT_MAX bytes, whichever layout.
 std::optional<Layout> moved_layout_of(MPI_Datatype type, long long count);
 uint64_t bytes_of(const Layout& l);
 

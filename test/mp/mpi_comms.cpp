@@ -379,6 +379,15 @@ void expect_record(const Record& got, int source, int i, const char* what)
 		expect(bytes[b] == kGap, "%s: record %d's gap byte %zu was written", what, i, b);
 }
 
+// Sets a record's members and leaves its gap as it was.
+void set_record(Record& into, int source, int i)
+{
+	const Record r = record(source, i);
+	into.x = r.x;
+	into.n = r.n;
+	into.tag = r.tag;
+}
+
 std::vector<Record> blank_records(size_t n)
 {
 	std::vector<Record> v(n);
@@ -386,8 +395,19 @@ std::vector<Record> blank_records(size_t n)
 	return v;
 }
 
+// Errors raised on MPI_COMM_WORLD while any_types runs: none may be.
+int world_errors = 0;
+void count_world_error(MPI_Comm*, int*, ...) { ++world_errors; }
+
 void any_types(const Suite& s)
 {
+	// An error of the library's own (a call on a communicator it lacks),
+	// raised on MPI_COMM_WORLD, would abort a job under the default
+	// handler: count them.
+	MPI_Errhandler counting;
+	MPI_CHECK(MPI_Comm_create_errhandler(count_world_error, &counting));
+	MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, counting));
+	world_errors = 0;
 	const int me = s.rank(), p = s.size();
 	const size_t np = static_cast<size_t>(p);
 	MPI_Datatype members, record_type, record_dup;
@@ -447,6 +467,18 @@ void any_types(const Suite& s)
 		if (me != root)
 			for (int i = 0; i < 5; ++i)
 				expect_record(records[size_t(i)], root, i, "MPI_Bcast of structs");
+		// The same, nonblocking: the result is unpacked when it completes.
+		records = blank_records(5);
+		if (me == root)
+			for (int i = 0; i < 5; ++i)
+				records[size_t(i)] = record(root, i + 10);
+		MPI_Request request;
+		MPI_CHECK(MPI_Ibcast(records.data(), 5, my_record, root, MPI_COMM_WORLD, &request));
+		MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+		if (me != root)
+			for (int i = 0; i < 5; ++i)
+				expect_record(records[size_t(i)], root, i + 10,
+					      "MPI_Ibcast of structs");
 
 		// Gather and scatter of one record per rank.
 		const Record own = record(me, root);
@@ -465,12 +497,42 @@ void any_types(const Suite& s)
 		expect_record(piece[0], root, me, "MPI_Scatter of structs");
 	}
 
-	// Allgather of records, and of two ints as MPI_2INT or as two MPI_INT.
+	// Allgather of records, also in place, and of two ints as MPI_2INT or
+	// as two MPI_INT.
 	const Record own = record(me, 3);
 	std::vector<Record> all = blank_records(np);
 	MPI_CHECK(MPI_Allgather(&own, 1, my_record, all.data(), 1, my_record, MPI_COMM_WORLD));
 	for (int r = 0; r < p; ++r)
 		expect_record(all[size_t(r)], r, 3, "MPI_Allgather of structs");
+	all = blank_records(np);
+	set_record(all[size_t(me)], me, 4);
+	MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), 1, my_record,
+				MPI_COMM_WORLD));
+	for (int r = 0; r < p; ++r)
+		expect_record(all[size_t(r)], r, 4, "MPI_Allgather of structs in place");
+	// A float and an int: the predefined MPI_FLOAT_INT, without gaps, on
+	// even ranks; a struct of the same members on odd ones.
+	struct FloatInt {
+		float value;
+		int index;
+	};
+	static_assert(sizeof(FloatInt) == 8);
+	MPI_Datatype float_int_struct;
+	const MPI_Aint float_int_offsets[2] = {offsetof(FloatInt, value),
+					       offsetof(FloatInt, index)};
+	const MPI_Datatype float_int_types[2] = {MPI_FLOAT, MPI_INT};
+	MPI_CHECK(MPI_Type_create_struct(2, lengths, float_int_offsets, float_int_types,
+					 &float_int_struct));
+	MPI_CHECK(MPI_Type_commit(&float_int_struct));
+	const FloatInt mine_fi{0.5f * me, 3 * me};
+	std::vector<FloatInt> all_fi(np, FloatInt{-1.0f, -1});
+	const MPI_Datatype my_float_int = me % 2 ? float_int_struct : MPI_FLOAT_INT;
+	MPI_CHECK(MPI_Allgather(&mine_fi, 1, my_float_int, all_fi.data(), 1, my_float_int,
+				MPI_COMM_WORLD));
+	for (int r = 0; r < p; ++r)
+		expect(all_fi[size_t(r)].value == 0.5f * r && all_fi[size_t(r)].index == 3 * r,
+		       "MPI_Allgather of MPI_FLOAT_INT and a struct, block %d", r);
+	MPI_CHECK(MPI_Type_free(&float_int_struct));
 	const int two[2] = {me, -7 * me};
 	std::vector<int> twos(2 * np, -1);
 	if (me % 2)
@@ -481,6 +543,19 @@ void any_types(const Suite& s)
 	for (int r = 0; r < p; ++r)
 		expect(twos[2 * size_t(r)] == r && twos[2 * size_t(r) + 1] == -7 * r,
 		       "MPI_Allgather of MPI_2INT and MPI_INT pairs, block %d", r);
+
+	// Alltoall of a record per pair of ranks, also in place.
+	for (const bool in_place : {false, true}) {
+		std::vector<Record> to(np), from = blank_records(np);
+		for (int r = 0; r < p; ++r)
+			set_record((in_place ? from : to)[size_t(r)], me, 20 + r);
+		MPI_CHECK(MPI_Alltoall(in_place ? MPI_IN_PLACE : static_cast<void*>(to.data()), 1,
+				       my_record, from.data(), 1, my_record, MPI_COMM_WORLD));
+		for (int r = 0; r < p; ++r)
+			expect_record(from[size_t(r)], r, 20 + me,
+				      in_place ? "MPI_Alltoall of structs in place"
+					       : "MPI_Alltoall of structs");
+	}
 
 	// Alltoall of three MPI_CHAR per pair of ranks.
 	std::vector<char> out(3 * np), in(3 * np, 0);
@@ -497,6 +572,9 @@ void any_types(const Suite& s)
 	MPI_CHECK(MPI_Type_free(&record_dup));
 	MPI_CHECK(MPI_Type_free(&record_type));
 	MPI_CHECK(MPI_Type_free(&members));
+	MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+	MPI_CHECK(MPI_Errhandler_free(&counting));
+	expect(world_errors == 0, "%d errors were raised on MPI_COMM_WORLD", world_errors);
 }
 
 // The collectives of one block per rank (reduce_scatter_block, alltoall,
@@ -588,34 +666,41 @@ void blocks(const Suite& s)
 int main(int argc, char** argv)
 {
 	Suite suite("mpi_comms", &argc, &argv);
-	suite.run("derived", "MPI_Comm_dup, _split, _create and _split_type, and MPI_COMM_WORLD",
-		  [&] { derived(suite); });
-	suite.run("nonblocking",
-		  "MPI_Ibarrier, MPI_Ibcast, MPI_Iallreduce (in place too) beside point-to-point "
-		  "and computation, completed by MPI_Waitall, _Test, _Wait, _Waitany and _Waitsome",
-		  [&] { nonblocking(suite); });
-	suite.run("progress",
-		  "a new communicator's first call nonblocking while a member waits in MPI_Recv; "
-		  "1 B-1 MiB MPI_Ibcast and MPI_Iallreduce finish while rank 0 blocks in MPI_Recv; "
-		  "requests freed while their calls run; 300 communicators freed with a call in "
-		  "flight leak nothing",
-		  [&] { progress(suite); });
-	suite.run("signatures",
-		  "allreduce, bcast and allgather where ranks pass different datatypes of one "
-		  "type signature (contiguous and vector types against their element type)",
-		  [&] { signatures(suite); });
-	suite.run("any-types",
-		  "bcast, ibcast, gather, scatter, allgather and alltoall of MPI_CHAR, "
-		  "MPI_LONG_DOUBLE, MPI_DOUBLE_INT, MPI_2INT against MPI_INT pairs, and structs "
-		  "with gaps (one rank's type a duplicate of another's)",
-		  [&] { any_types(suite); });
-	suite.run("blocks",
-		  "reduce_scatter_block, alltoall, gather and scatter from every root, in place "
-		  "and not, with ranks passing ints or pairs of ints for one block",
-		  [&] { blocks(suite); });
-	suite.run("cycles",
-		  "1000 MPI_Comm_dup/free cycles with collectives leak no descriptor or "
-		  "mapping",
-		  [&] { cycles(suite); });
+	// The checks named on the command line, else all.
+	const std::vector<std::string> only(argv + 1, argv + argc);
+	auto run = [&](const char* check, const char* description, void (*body)(const Suite&)) {
+		if (only.empty() || std::find(only.begin(), only.end(), check) != only.end())
+			suite.run(check, description, [&] { body(suite); });
+	};
+	run("derived", "MPI_Comm_dup, _split, _create and _split_type, and MPI_COMM_WORLD",
+	    derived);
+	run("nonblocking",
+	    "MPI_Ibarrier, MPI_Ibcast, MPI_Iallreduce (in place too) beside point-to-point "
+	    "and computation, completed by MPI_Waitall, _Test, _Wait, _Waitany and _Waitsome",
+	    nonblocking);
+	run("progress",
+	    "a new communicator's first call nonblocking while a member waits in MPI_Recv; "
+	    "1 B-1 MiB MPI_Ibcast and MPI_Iallreduce finish while rank 0 blocks in MPI_Recv; "
+	    "requests freed while their calls run; 300 communicators freed with a call in "
+	    "flight leak nothing",
+	    progress);
+	run("signatures",
+	    "allreduce, bcast and allgather where ranks pass different datatypes of one "
+	    "type signature (contiguous and vector types against their element type)",
+	    signatures);
+	run("any-types",
+	    "bcast, ibcast, gather, scatter, allgather and alltoall (in place too) of "
+	    "MPI_CHAR, MPI_LONG_DOUBLE, MPI_DOUBLE_INT, MPI_2INT against MPI_INT pairs, "
+	    "MPI_FLOAT_INT against a struct, and structs with gaps (one rank's type a "
+	    "duplicate of another's)",
+	    any_types);
+	run("blocks",
+	    "reduce_scatter_block, alltoall, gather and scatter from every root, in place "
+	    "and not, with ranks passing ints or pairs of ints for one block",
+	    blocks);
+	run("cycles",
+	    "1000 MPI_Comm_dup/free cycles with collectives leak no descriptor or "
+	    "mapping",
+	    cycles);
 	return suite.exit_code();
 }

@@ -84,19 +84,20 @@ for btl in self,vader self,tcp; do
 done
 
 # The switches and the hand-back rules, judged from the report at
-# MPI_Finalize (RCOLL_MPI_VERBOSE). switch_job WHAT PATTERN... runs mpi_coll
-# at 2 ranks with the environment given before the call (the rules not
-# named are empty: no default rule interferes) and wants every PATTERN in
-# its output (a leading ! : wants none), the job's checks passed.
+# MPI_Finalize (RCOLL_MPI_VERBOSE). switch_job WHAT PATTERN... runs $program
+# (default mpi_coll; $checks: its checks to run, default all) at 2 ranks
+# with the environment given before the call (the rules not named are
+# empty: no default rule interferes) and wants every PATTERN in its output
+# (a leading ! : wants none), the job's checks passed.
 switch_job() {
-    local what=$1 pattern missing=
+    local what=$1 pattern missing= program=${program:-mpi_coll}
     shift
     output=$(timeout -k 10 "$job_limit" \
         mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 --mca pml ob1 \
         --mca btl self,vader --mca oob_tcp_if_include lo \
         -x LD_PRELOAD="$library" -x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE \
         -x RCOLL_MPI_FORCE $(env | sed -n 's/^\(RCOLL_MPI_[A-Z_]*_HAND_BACK\|RCOLL_MPI_DISABLE\|FI_RCOLL_COLL_LOCAL\)=.*/-x \1/p') \
-        ${launch:-} "$builddir/test/mp/mpi_coll" 2>&1)
+        ${launch:-} "$builddir/test/mp/$program" ${checks:-} 2>&1)
     local status=$?
     for pattern in "$@"; do
         case $pattern in
@@ -104,7 +105,7 @@ switch_job() {
         *) printf '%s\n' "$output" | grep -q -e "$pattern" || missing="$missing; lacks \"$pattern\"" ;;
         esac
     done
-    if [ "$status" -ne 0 ] || ! printf '%s\n' "$output" | grep -q "^# mpi_coll finished" ||
+    if [ "$status" -ne 0 ] || ! printf '%s\n' "$output" | grep -q "^# $program finished" ||
             printf '%s\n' "$output" | grep -q '^FAIL '; then
         fail "switches: $what: the job failed (status $status)"
         printf '%s\n' "$output" | grep -v '^PASS ' | tail -n 12 | sed -e 's/^/    | /'
@@ -158,6 +159,12 @@ chmod +x "$work/rank1"
         switch_job "RCOLL_MPI_DISABLE on one rank alone leaves the library off" \
         'collectives left to the MPI: another rank did not open rcoll' \
         '^rcoll-mpi: 0 collective calls offloaded'
+    # The library off, a call of any datatype is the MPI's alone.
+    program=mpi_comms checks=any-types RCOLL_MPI_DISABLE=1 switch_job "RCOLL_MPI_DISABLE=1: any datatype goes to the MPI" \
+        '^rcoll-mpi: 0 collective calls offloaded' 'MPI_Bcast  *0 offloaded.*library off'
+    program=mpi_comms checks=any-types launch="$work/rank1 RCOLL_MPI_DISABLE=1" \
+        switch_job "RCOLL_MPI_DISABLE on one rank alone: any datatype goes to the MPI" \
+        '^rcoll-mpi: 0 collective calls offloaded' 'MPI_Bcast  *0 offloaded.*library off'
     launch="--mca mpi_yield_when_idle 1" \
         switch_job "Open MPI's mpi_yield_when_idle makes rcoll's waits yield" \
         'offloaded to rcoll, waits yield (mpi_yield_when_idle)'
