@@ -640,7 +640,7 @@ RCOLL_MPI_ENTRY int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int r
 	void* data = is_root ? const_cast<void*>(call->staging.gather(buffer, count, type, *l))
 			     : call->staging.result(buffer, *l);
 	if (!is_root && !l->dense)
-		call->after = [call, buffer, count, type, layout = *l] {
+		call->after = [call, buffer, count, type = call->hold(type), layout = *l] {
 			call->staging.scatter(buffer, count, type, layout);
 		};
 	fid_ep* ep = state().endpoint.ep();
@@ -676,7 +676,7 @@ RCOLL_MPI_ENTRY int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count
 						 count, type, *l);
 	void* result = call->staging.result(recvbuf, *l);
 	if (!l->dense)
-		call->after = [call, recvbuf, count, type, layout = *l] {
+		call->after = [call, recvbuf, count, type = call->hold(type), layout = *l] {
 			call->staging.scatter(recvbuf, count, type, layout);
 		};
 	fid_ep* ep = state().endpoint.ep();

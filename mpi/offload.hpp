@@ -217,6 +217,28 @@ struct Nonblocking {
 	Operation op;
 	Staging staging;
 	std::function<void()> after; // on success, before the request completes
+
+	// A duplicate of `type` for `after`, freed with the call: the
+	// application may free its own handle before the request completes.
+	MPI_Datatype hold(MPI_Datatype type)
+	{
+		if (held == MPI_DATATYPE_NULL && PMPI_Type_dup(type, &held) != MPI_SUCCESS)
+			held = MPI_DATATYPE_NULL;
+		return held == MPI_DATATYPE_NULL ? type : held;
+	}
+	~Nonblocking()
+	{
+		int finalized = 0;
+		PMPI_Finalized(&finalized);
+		if (held != MPI_DATATYPE_NULL && !finalized)
+			PMPI_Type_free(&held);
+	}
+	Nonblocking() = default;
+	Nonblocking(const Nonblocking&) = delete;
+	Nonblocking& operator=(const Nonblocking&) = delete;
+
+private:
+	MPI_Datatype held = MPI_DATATYPE_NULL;
 };
 // nullptr when the MPI refused the request (`*request` is then untouched).
 Nonblocking* start_request(std::shared_ptr<CommGroup> group, MPI_Comm comm, const char* what,
