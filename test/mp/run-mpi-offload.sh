@@ -84,20 +84,20 @@ for btl in self,vader self,tcp; do
 done
 
 # The switches and the hand-back rules, judged from the report at
-# MPI_Finalize (RCOLL_MPI_VERBOSE). switch_job WHAT PATTERN... runs $program
-# (default mpi_coll; $checks: its checks to run, default all) at 2 ranks
-# with the environment given before the call (the rules not named are
-# empty: no default rule interferes) and wants every PATTERN in its output
-# (a leading ! : wants none), the job's checks passed.
+# MPI_Finalize (RCOLL_MPI_VERBOSE). switch_job WHAT PATTERN... runs
+# $switch_program (default mpi_coll; $switch_checks: its checks, default
+# all) at 2 ranks with the environment given before the call (the rules not
+# named are empty: no default rule interferes) and wants every PATTERN in
+# its output (a leading ! : wants none), the job's checks passed.
 switch_job() {
-    local what=$1 pattern missing= program=${program:-mpi_coll}
+    local what=$1 pattern missing= program=${switch_program:-mpi_coll}
     shift
     output=$(timeout -k 10 "$job_limit" \
         mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 --mca pml ob1 \
         --mca btl self,vader --mca oob_tcp_if_include lo \
         -x LD_PRELOAD="$library" -x FI_PROVIDER_PATH -x FI_TCP_IFACE -x RCOLL_MPI_VERBOSE \
         -x RCOLL_MPI_FORCE $(env | sed -n 's/^\(RCOLL_MPI_[A-Z_]*_HAND_BACK\|RCOLL_MPI_DISABLE\|FI_RCOLL_COLL_LOCAL\)=.*/-x \1/p') \
-        ${launch:-} "$builddir/test/mp/$program" ${checks:-} 2>&1)
+        ${launch:-} "$builddir/test/mp/$program" ${switch_checks:-} 2>&1)
     local status=$?
     for pattern in "$@"; do
         case $pattern in
@@ -160,9 +160,10 @@ chmod +x "$work/rank1"
         'collectives left to the MPI: another rank did not open rcoll' \
         '^rcoll-mpi: 0 collective calls offloaded'
     # The library off, a call of any datatype is the MPI's alone.
-    program=mpi_comms checks=any-types RCOLL_MPI_DISABLE=1 switch_job "RCOLL_MPI_DISABLE=1: any datatype goes to the MPI" \
+    switch_program=mpi_comms switch_checks=any-types RCOLL_MPI_DISABLE=1 \
+        switch_job "RCOLL_MPI_DISABLE=1: any datatype goes to the MPI" \
         '^rcoll-mpi: 0 collective calls offloaded' 'MPI_Bcast  *0 offloaded.*library off'
-    program=mpi_comms checks=any-types launch="$work/rank1 RCOLL_MPI_DISABLE=1" \
+    switch_program=mpi_comms switch_checks=any-types launch="$work/rank1 RCOLL_MPI_DISABLE=1" \
         switch_job "RCOLL_MPI_DISABLE on one rank alone: any datatype goes to the MPI" \
         '^rcoll-mpi: 0 collective calls offloaded' 'MPI_Bcast  *0 offloaded.*library off'
     launch="--mca mpi_yield_when_idle 1" \
