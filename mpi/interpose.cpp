@@ -730,12 +730,11 @@ RCOLL_MPI_ENTRY int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatyp
 	const auto b = blocks_of(recvtype, recvcount, comm, moved_layout_of);
 	int size = 0;
 	PMPI_Comm_size(comm, &size);
-	// The p blocks this rank sends, as its send datatype lays them out.
+	// The p blocks this rank sends, as its send datatype lays them out: as
+	// many bytes as the p it receives, so its blocks match them too.
 	const auto sent = in_place ? std::nullopt
 				   : moved_layout_of(sendtype, static_cast<long long>(sendcount) * size);
-	const bool same = b && (in_place || (same_bytes(moved_layout_of(sendtype, sendcount),
-							b->block) &&
-					     same_bytes(sent, b->all)));
+	const bool same = b && (in_place || same_bytes(sent, b->all));
 	const Route r = route(tally, same ? std::optional(bytes_of(b->block)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
