@@ -219,8 +219,18 @@ struct PointHang : CheckFailure {
 
 class BenchRank {
 public:
+	// One thread drives each rank, as in an MPI job below
+	// MPI_THREAD_MULTIPLE: the providers may skip their locks, as Open
+	// MPI's own collectives do in a single-threaded job.
+	static EndpointOptions endpoint_options(std::string provider)
+	{
+		EndpointOptions options{std::move(provider)};
+		options.threading = FI_THREAD_DOMAIN;
+		return options;
+	}
+
 	BenchRank(Bootstrap& boot, const Options& options, std::string provider)
-		: boot_(boot), options_(options), ep_({std::move(provider)}),
+		: boot_(boot), options_(options), ep_(endpoint_options(std::move(provider))),
 		  world_(ep_.exchange_addresses(boot)), sync_(ep_, boot, boot.size()),
 		  results_(shared_results(boot))
 	{

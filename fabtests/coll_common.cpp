@@ -171,6 +171,7 @@ EndpointConfig endpoint_config(const EndpointOptions& options)
 	config.caps = options.caps;
 	config.bind_eq = options.bind_eq;
 	config.eq_wait_obj = options.eq_wait_obj;
+	config.threading = options.threading;
 	// No FI_MR_LOCAL: util_coll (tcp;ofi_rxm) posts its internal sends
 	// without descriptors and its joins stall when the domain demands them.
 	// The clients pass no descriptors either.

@@ -94,6 +94,9 @@ struct EndpointOptions {
 	bool bind_eq = true; // fi_join_collective needs one; the error case leaves it out
 	fi_wait_obj eq_wait_obj = FI_WAIT_NONE; // FI_WAIT_UNSPEC for fi_eq_sread
 	uint64_t caps = FI_MSG | FI_TAGGED | FI_COLLECTIVE;
+	// FI_THREAD_DOMAIN: one thread uses the domain, so the provider may
+	// skip its locks (FI_THREAD_UNSPEC: the provider's default).
+	fi_threading threading = FI_THREAD_UNSPEC;
 };
 
 // An FI_JOIN_COMPLETE (or join error) read from the event queue.

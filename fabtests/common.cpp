@@ -778,6 +778,7 @@ InfoPtr make_hints(const EndpointConfig& config, uint64_t caps)
 	hints->tx_attr->msg_order = config.msg_order;
 	hints->rx_attr->msg_order = config.msg_order;
 	hints->tx_attr->op_flags = config.tx_op_flags;
+	hints->domain_attr->threading = config.threading;
 	hints->fabric_attr->prov_name = strdup(config.provider.c_str());
 	return hints;
 }

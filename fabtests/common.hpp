@@ -307,6 +307,7 @@ struct EndpointConfig {
 	// Default transmit operation flags (tx_attr->op_flags), as MPICH asks
 	// for FI_DELIVERY_COMPLETE on every transfer.
 	uint64_t tx_op_flags = 0;
+	fi_threading threading = FI_THREAD_UNSPEC; // domain_attr->threading
 	// A counter of completed fi_write/fi_inject_write (FI_WRITE), for
 	// transfers that report no CQ entry.
 	bool bind_write_counter = false;

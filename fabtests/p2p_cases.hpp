@@ -28,6 +28,7 @@ struct P2pCase {
 // Defined by the case files; listed in the order `all` runs them.
 void case_pingpong_msg(Bootstrap&, const TestOptions&);
 void case_pingpong_tagged(Bootstrap&, const TestOptions&);
+void case_pingpong_thread_domain(Bootstrap&, const TestOptions&);
 void case_pingpong_msg_cqdata(Bootstrap&, const TestOptions&);
 void case_pingpong_tagged_cqdata(Bootstrap&, const TestOptions&);
 void case_stream_msg(Bootstrap&, const TestOptions&);

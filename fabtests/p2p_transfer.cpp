@@ -25,11 +25,15 @@ size_t iterations_for(size_t size, size_t max_iterations)
 struct Mode {
 	Api api;
 	bool cq_data;
+	// FI_THREAD_DOMAIN: this one thread serialises the domain's calls (the
+	// provider may skip its locks, unless its own progress thread runs).
+	fi_threading threading = FI_THREAD_UNSPEC;
 };
 
 std::string mode_name(Mode mode)
 {
-	return strfmt("%s%s", api_name(mode.api), mode.cq_data ? "+cqdata" : "");
+	return strfmt("%s%s%s", api_name(mode.api), mode.cq_data ? "+cqdata" : "",
+		      mode.threading == FI_THREAD_DOMAIN ? " (FI_THREAD_DOMAIN)" : "");
 }
 
 // CQ data carries (iteration, size) so a completion reporting another
@@ -50,7 +54,17 @@ void require_cq_data(const Endpoint& ep)
 
 void run_pingpong(Bootstrap& boot, const TestOptions& options, Mode mode)
 {
-	Endpoint ep({options.provider});
+	EndpointConfig config{options.provider};
+	config.threading = mode.threading;
+	Endpoint ep(config);
+	// rcoll keeps what is asked for; others may give more safety
+	// (tcp;ofi_rxm answers FI_THREAD_SAFE).
+	const fi_threading given = ep.info().domain_attr->threading;
+	if (mode.threading != FI_THREAD_UNSPEC)
+		expect(given == mode.threading ||
+			       (given == FI_THREAD_SAFE && ep.provider_name() != "rcoll"),
+		       "the domain was opened with threading %d, not the %d asked for", int(given),
+		       int(mode.threading));
 	if (mode.cq_data)
 		require_cq_data(ep);
 	const auto peers = ep.exchange_addresses(boot);
@@ -257,6 +271,10 @@ void case_pingpong_msg(Bootstrap& boot, const TestOptions& options)
 void case_pingpong_tagged(Bootstrap& boot, const TestOptions& options)
 {
 	run_pingpong(boot, options, {Api::tagged, false});
+}
+void case_pingpong_thread_domain(Bootstrap& boot, const TestOptions& options)
+{
+	run_pingpong(boot, options, {Api::tagged, false, FI_THREAD_DOMAIN});
 }
 void case_pingpong_msg_cqdata(Bootstrap& boot, const TestOptions& options)
 {

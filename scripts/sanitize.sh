@@ -61,10 +61,10 @@ tsan_run() { # PROGRESS_THREAD CLIENT CASE...
 		sed "s/^/tsan (progress thread $pt) /"
 }
 : >"$tsan/tsan-runs.log"
-tsan_run 0 rcoll_p2p_test threads eq-read-while-closing
+tsan_run 0 rcoll_p2p_test threads eq-read-while-closing pingpong-thread-domain
 # (Not peer-killed: it needs transfers still in flight when the peer dies,
 # and a progress thread on the dying side may finish them first.)
-tsan_run 1 rcoll_p2p_test threads pingpong-tagged stream-msg unexpected-flood rma-read rma-write \
+tsan_run 1 rcoll_p2p_test threads pingpong-tagged pingpong-thread-domain stream-msg unexpected-flood rma-read rma-write \
 	wildcard-source peer-closed eq-read-while-closing
 tsan_run 1 rcoll_coll_test sweep-4 two-groups-in-flight rank-killed join-eq-only
 tsan_pass=$(grep -cE '^PASS ' "$tsan/tsan-runs.log")
