@@ -560,6 +560,8 @@ Test(wire, arrival_round_trips)
 		const ArrivalBody body{kMaxCollectiveSlots - 1, kMaxArrivalCounters - 1, 12345,
 				       0x100000};
 		const Bytes b = arrival(body, payload);
+		// The largest arrival a peer accepts fits its bounce buffers.
+		cr_assert_leq(b.size(), kBounceOverhead + kLimits.eager_limit);
 		ParsedMessage m;
 		cr_assert_eq(validate_message(b.data(), b.size(), kLimits, m), WireStatus::Ok);
 		const auto* back = std::get_if<ArrivalBody>(&m.body);

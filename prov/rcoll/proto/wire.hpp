@@ -252,6 +252,12 @@ concept WireBody = std::same_as<T, RtsBody> || std::same_as<T, CtsBody> ||
 	std::same_as<T, FinBody> || std::same_as<T, ReadDoneBody> || std::same_as<T, ArrivalBody> ||
 	std::same_as<T, DeliveryQueryBody> || std::same_as<T, DeliveredBody>;
 
+// A bounce buffer holds one message: the header, the largest body that
+// travels with a payload (an arrival's) and eager_limit payload bytes, so
+// an arrival carries as many bytes inline as an eager message does (a
+// 16 KiB broadcast is one message, not a write and its arrival).
+inline constexpr std::size_t kBounceOverhead = kHeaderSize + ArrivalBody::kWireSize;
+
 // Encoders write exactly kWireSize bytes; `out` needs no alignment.
 void encode_header(const MsgHeader& header, void* out) noexcept;
 void encode_body(const RtsBody& body, void* out) noexcept;

@@ -258,8 +258,7 @@ Errc CollTransport::write(const engine::WriteRequest& w) noexcept
 	// An arrival whose bytes fit a message is that message alone: one
 	// core operation, as a write with immediate data would have been.
 	if (w.has_immediate && !w.target_key &&
-	    proto::ArrivalBody::kWireSize + w.length <=
-		    std::min<size_t>(peer->eager_limit, ep_.eager_limit)) {
+	    w.length <= std::min<size_t>(peer->eager_limit, ep_.eager_limit)) {
 		if (!queue_completion(w.cookie)) // the bytes are copied: done at once
 			return Errc::no_memory;
 		Errc e = send_arrival(w, m, {static_cast<const std::byte*>(w.source), w.length});

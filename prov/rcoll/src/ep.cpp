@@ -456,7 +456,7 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 
 	ep->core.registrar = std::make_unique<CoreRegistrar>(*domain);
 	proto::ReceivePoolConfig rx;
-	rx.buffer_size = proto::kHeaderSize + cfg.eager_size;
+	rx.buffer_size = proto::kBounceOverhead + cfg.eager_size;
 	rx.buffers_per_chunk = 64;
 	rx.target_posted = cfg.rx_posted;
 	rx.low_watermark = cfg.rx_low_watermark;
@@ -466,7 +466,7 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	if ((ret = ep->rx.buffers->init()))
 		return ret;
 	proto::BufferPoolConfig tx;
-	tx.buffer_size = proto::kHeaderSize + cfg.eager_size;
+	tx.buffer_size = proto::kBounceOverhead + cfg.eager_size;
 	tx.buffers_per_chunk = 64;
 	tx.max_buffers = cfg.tx_pool_size;
 	const fi_tx_attr* tx_attr = info->tx_attr;
