@@ -424,3 +424,31 @@ Test(engine_schedule, bad_descriptors_are_rejected)
 	l.counters = 16;
 	cr_assert_eq(build_schedule(d, 0, l, s), Errc::no_resources);
 }
+
+// Recursive doubling stages one vector per step, and the fold's input and
+// result only where the group has extras: a power-of-two group stays eager
+// up to eager_bytes / log2 p. (It staged the fold's two slots always, and a
+// 32 KiB allreduce at 2 ranks went by rendezvous, a key exchange more, for
+// a 96 KiB landing.)
+Test(engine_schedule, recursive_doubling_stages_what_it_receives)
+{
+	const Limits limits; // the defaults: 64 KiB eager, 128 KiB scratch
+	for (uint32_t p = 2; p <= 9; ++p)
+		for (uint64_t kib : {1, 16, 21, 32, 64, 65}) {
+			OpDescriptor d =
+				descriptor({Collective::allreduce, Algorithm::recursive_doubling},
+					   p, kib * 1024 / 4, 0);
+			const pattern::FoldedHypercube cube{p};
+			const uint64_t staged =
+				(cube.dimensions() + (cube.extras() ? 2 : 0)) * kib * 1024;
+			Schedule s;
+			cr_assert_eq(build_schedule(d, 0, limits, s), Errc::ok);
+			cr_assert_eq(s.layout.landing_in_scratch, staged <= limits.eager_bytes,
+				     "p=%u %llu KiB: %s with %llu bytes staged", p,
+				     (unsigned long long)kib,
+				     s.layout.landing_in_scratch ? "eager" : "rendezvous",
+				     (unsigned long long)staged);
+			Report rep = check_group(d, limits);
+			cr_assert(rep.error.empty(), "%s", rep.error.c_str());
+		}
+}

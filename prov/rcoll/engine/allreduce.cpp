@@ -95,18 +95,21 @@ Errc build_allreduce_recursive_doubling(ScheduleBuilder& b, const Limits& limits
 	const FoldedHypercube cube{d.size};
 	const unsigned dims = cube.dimensions();
 	const uint32_t r = b.rank();
-	// Landing: fold slot, one slot per step, result slot.
-	auto step_offset = [&](unsigned j) { return (1 + uint64_t(j)) * nb; };
+	// Landing: a fold slot, one slot per step, a result slot; the fold's
+	// slots only where the group has extras, so that a power-of-two group
+	// stages dims vectors and stays eager up to eager_bytes / dims.
+	const uint64_t fold_slots = cube.extras() > 0 ? 1 : 0;
+	auto step_offset = [&](unsigned j) { return (fold_slots + j) * nb; };
 	// Counters: fold, steps, result, step keys, fold key.
 	const uint32_t result_counter = 1 + dims;
 	const uint32_t key_base = 2 + dims;
 	Fold fold{cube, r, nb};
-	fold.result_offset = (1 + uint64_t(dims)) * nb;
+	fold.result_offset = (fold_slots + dims) * nb;
 	fold.result_counter = result_counter;
 	fold.key_counter = key_base + dims;
 	fold.key_slot = dims;
 	b.set_counters(3 + 2 * uint64_t(dims));
-	b.choose_landing((2 + uint64_t(dims)) * nb, 0, dims + 1, limits);
+	b.choose_landing(cube.staged_vectors() * nb, 0, dims + 1, limits);
 	// In rendezvous the result goes straight into the extra's output.
 	if (!b.eager())
 		b.layout().landing_bytes = fold.result_offset;
