@@ -28,8 +28,9 @@ const P2pCase kCases[] = {
 	 "fi_tsend/fi_trecv pingpong, 0 B..64 MiB: payload, len, tag, flags, guard", 2,
 	 seconds(180), case_pingpong_tagged},
 	{"pingpong-thread-domain",
-	 "as pingpong-tagged, the domain opened with FI_THREAD_DOMAIN (the provider may skip its "
-	 "locks; with its progress thread it must not): the provider keeps that threading",
+	 "as pingpong-tagged, the domain opened with FI_THREAD_DOMAIN (one thread serialises its "
+	 "calls; with rcoll's progress thread beside it under TSan): the provider keeps that "
+	 "threading",
 	 2, seconds(180), case_pingpong_thread_domain},
 	{"pingpong-msg-cqdata",
 	 "fi_senddata pingpong: as pingpong-msg plus FI_REMOTE_CQ_DATA flag and data", 2,

@@ -25,8 +25,8 @@ size_t iterations_for(size_t size, size_t max_iterations)
 struct Mode {
 	Api api;
 	bool cq_data;
-	// FI_THREAD_DOMAIN: this one thread serialises the domain's calls (the
-	// provider may skip its locks, unless its own progress thread runs).
+	// FI_THREAD_DOMAIN: this one thread serialises the domain's calls (a
+	// provider may then skip locks; one with a thread of its own must not).
 	fi_threading threading = FI_THREAD_UNSPEC;
 };
 

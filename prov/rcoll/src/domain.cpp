@@ -117,11 +117,7 @@ int Domain::open(Fabric* fabric, fi_info* info, fid_domain** out, void* context)
 	domain->shell.fid.fid.ops = &fid_ops_table<close_domain>;
 	domain->shell.fid.ops = &domain_ops;
 	domain->shell.fid.mr = &memory_region_ops;
-	const bool progress_thread =
-		info->domain_attr->data_progress == FI_PROGRESS_AUTO || config().progress_thread;
-	domain->lock.skip_when_serialised(info->domain_attr->threading == FI_THREAD_DOMAIN &&
-					  !progress_thread);
-	if (progress_thread)
+	if (info->domain_attr->data_progress == FI_PROGRESS_AUTO || config().progress_thread)
 		domain->progress_thread =
 			std::thread([d = domain.get()] { d->run_progress_thread(); });
 	*out = &domain.release()->shell.fid;

@@ -14,35 +14,6 @@ namespace rcoll {
 struct Fabric;
 struct Endpoint;
 
-// The lock that serialises every operation on a domain's objects. An
-// application that opened the domain with FI_THREAD_DOMAIN serialises them
-// itself; without a progress thread nobody else touches them, and taking
-// the lock is skipped: its two atomic read-modify-writes per call wait for
-// the cache line a node-local collective just stored to, and were a sixth
-// of a node-local barrier's time.
-class DomainLock {
-public:
-	// Before the domain is shared with any other thread.
-	void skip_when_serialised(bool serialised) noexcept { skip_ = serialised; }
-	bool skipped() const noexcept { return skip_; }
-
-	void lock()
-	{
-		if (!skip_)
-			mutex_.lock();
-	}
-	void unlock()
-	{
-		if (!skip_)
-			mutex_.unlock();
-	}
-	bool try_lock() { return skip_ || mutex_.try_lock(); }
-
-private:
-	std::mutex mutex_;
-	bool skip_ = false;
-};
-
 struct Domain {
 	FidShell<fid_domain, Domain> shell;
 	Fabric* fabric = nullptr;
@@ -51,7 +22,7 @@ struct Domain {
 	FidPtr<fid_domain> core;
 	// The core registers with the keys rcoll draws (see register_with_core).
 	bool core_takes_keys = false;
-	DomainLock lock; // every operation on objects of this domain holds it
+	std::mutex lock; // every operation on objects of this domain holds it
 	std::atomic<int> children{0};
 	std::vector<Endpoint*> endpoints; // under lock; walked by the progress thread
 

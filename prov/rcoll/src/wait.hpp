@@ -13,7 +13,6 @@
 namespace rcoll {
 
 struct Endpoint;
-class DomainLock;
 
 // Held while this process works with more processes on its host than it
 // may use CPUs: the members of a collective group on this host, or the
@@ -57,7 +56,7 @@ size_t spin_budget_us();
 // Progresses `eps` until `ready()` holds or `timeout_ms` passes (< 0: no
 // limit). `held` is the caller's lock on the domain; it is released while
 // blocked. Returns 0, or -FI_EAGAIN on timeout.
-int wait_with_progress(std::unique_lock<DomainLock>& held, const std::vector<Endpoint*>& eps,
+int wait_with_progress(std::unique_lock<std::mutex>& held, const std::vector<Endpoint*>& eps,
 		       const std::function<bool()>& ready, int timeout_ms);
 
 // An application polling an empty CQ or counter (fi_cq_read in a loop, as
