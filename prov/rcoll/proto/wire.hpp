@@ -24,7 +24,7 @@
 
 namespace rcoll::proto {
 
-inline constexpr std::uint8_t kProtocolVersion = 5;
+inline constexpr std::uint8_t kProtocolVersion = 6;
 
 namespace detail {
 
@@ -255,7 +255,8 @@ concept WireBody = std::same_as<T, RtsBody> || std::same_as<T, CtsBody> ||
 // A bounce buffer holds one message: the header, the largest body that
 // travels with a payload (an arrival's) and eager_limit payload bytes, so
 // an arrival carries as many bytes inline as an eager message does (a
-// 16 KiB broadcast is one message, not a write and its arrival).
+// broadcast of eager_limit bytes is one message, not a write and its
+// arrival).
 inline constexpr std::size_t kBounceOverhead = kHeaderSize + ArrivalBody::kWireSize;
 
 // Encoders write exactly kWireSize bytes; `out` needs no alignment.

@@ -178,8 +178,6 @@ bool hints_acceptable(uint32_t version, const fi_info* hints)
 			return no("tx comp_order");
 		if (tx->iov_limit > 1 || tx->rma_iov_limit > 1)
 			return no("tx iov_limit");
-		if (tx->inject_size > config().eager_size)
-			return no("inject_size");
 		if (tx->size > config().tx_pool_size)
 			return no("tx size");
 	}
@@ -247,7 +245,7 @@ fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* h
 	tx->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags & kOpFlags : 0;
 	tx->msg_order = FI_ORDER_SAS;
 	tx->comp_order = FI_ORDER_NONE;
-	tx->inject_size = cfg.eager_size;
+	tx->inject_size = eager_size_for(core);
 	tx->size = cfg.tx_pool_size;
 	tx->iov_limit = 1;
 	tx->rma_iov_limit = 1;
@@ -318,6 +316,19 @@ fi_info* make_rcoll_info(uint32_t version, const fi_info* core, const fi_info* h
 
 } // namespace
 
+bool kernel_tcp_core(const fi_info* core)
+{
+	const char* name = core && core->fabric_attr ? core->fabric_attr->prov_name : nullptr;
+	return name && (!strcmp(name, "tcp") || !strcmp(name, "net") || !strcmp(name, "sockets"));
+}
+
+size_t eager_size_for(const fi_info* core)
+{
+	if (config().eager_size)
+		return config().eager_size;
+	return kernel_tcp_core(core) ? 65536 : 16384;
+}
+
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
 	    const fi_info* hints, fi_info** info)
 {
@@ -343,6 +354,10 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 		if (dup)
 			continue;
 		seen.push_back(id);
+		if (hints && hints->tx_attr && hints->tx_attr->inject_size > eager_size_for(core)) {
+			RCOLL_INFO(FI_LOG_CORE, "hints not supported: inject_size\n");
+			continue;
+		}
 		*tail = make_rcoll_info(version, core, hints);
 		tail = &(*tail)->next;
 	}

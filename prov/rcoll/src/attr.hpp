@@ -26,6 +26,17 @@ inline constexpr uint64_t kCoreOrder = FI_ORDER_SAW | FI_ORDER_SAS;
 inline constexpr size_t kMaxMsgSize = size_t(1) << 40;
 inline constexpr uint32_t kProviderVersion = FI_VERSION(0, 1);
 
+// Whether the core runs over the kernel's TCP (tcp; net, its successor;
+// sockets): every message then costs system calls at both ends besides the
+// wire, which the cost model and the eager size account for.
+bool kernel_tcp_core(const fi_info* core);
+
+// FI_RCOLL_EAGER_SIZE, or unset its default for the core: 64 KiB over the
+// kernel's TCP, where one message beats two (a rendezvous, or a collective
+// write and its arrival); 16 KiB on RDMA cores, where a write is zero-copy
+// and bounce buffers are registered, so pinned, whole.
+size_t eager_size_for(const fi_info* core);
+
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
 	    const fi_info* hints, fi_info** info);
 

@@ -5,6 +5,7 @@
 // application got back.
 #include "coll.hpp"
 
+#include "attr.hpp"
 #include "av.hpp"
 #include "av_set.hpp"
 #include "config.hpp"
@@ -56,8 +57,7 @@ double parse_double(const std::string& text, double fallback, const char* name)
 engine::CostParams core_costs(const fi_info* core)
 {
 	engine::CostParams cost;
-	const char* name = core && core->fabric_attr ? core->fabric_attr->prov_name : nullptr;
-	if (name && (!strcmp(name, "tcp") || !strcmp(name, "net") || !strcmp(name, "sockets"))) {
+	if (kernel_tcp_core(core)) {
 		cost.alpha_us = 20;
 		cost.beta_us_per_byte = 0.00033;
 	}

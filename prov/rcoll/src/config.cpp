@@ -22,7 +22,8 @@ const Param params[] = {
 	 "provider's name (verbs, tcp, net, ...) offering MSG endpoints with RMA and a shared "
 	 "receive context"},
 	{"eager_size", &Config::eager_size,
-	 "Largest message payload sent eagerly through bounce buffers; larger ones use rendezvous"},
+	 "Largest message payload sent eagerly through bounce buffers; larger ones use rendezvous "
+	 "(0: 65536 over the kernel's TCP, 16384 on RDMA cores)"},
 	{"rx_posted", &Config::rx_posted,
 	 "Bounce buffers kept posted to the endpoint's one shared receive context"},
 	{"rx_low_watermark", &Config::rx_low_watermark,
@@ -184,7 +185,8 @@ Config read_config()
 			v = fixed;
 		}
 	};
-	clamp("EAGER_SIZE", c.eager_size, 64, size_t(1) << 20);
+	if (c.eager_size)
+		clamp("EAGER_SIZE", c.eager_size, 64, size_t(1) << 20);
 	clamp("RX_POSTED", c.rx_posted, 8, size_t(1) << 16);
 	clamp("RX_LOW_WATERMARK", c.rx_low_watermark, 1, c.rx_posted - 1);
 	clamp("RX_POOL_MAX", c.rx_pool_max, c.rx_posted, size_t(1) << 20);

@@ -10,7 +10,7 @@ namespace rcoll {
 
 struct Config {
 	std::string core = "auto";   // auto | verbs | tcp | net
-	size_t eager_size = 65536;   // largest payload sent eagerly
+	size_t eager_size = 0;       // largest payload sent eagerly (0: the core's default)
 	size_t rx_posted = 32;       // bounce buffers kept posted to the shared receive context
 	size_t rx_low_watermark = 8; // refill when fewer are posted
 	size_t rx_pool_max = 4096;   // hard limit of the receive pool

@@ -1,5 +1,6 @@
 #include "ep.hpp"
 
+#include "attr.hpp"
 #include "av.hpp"
 #include "cntr.hpp"
 #include "coll.hpp"
@@ -375,9 +376,9 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	ep->caps = info->caps ? info->caps : domain->info->caps;
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
-	ep->eager_limit = cfg.eager_size;
+	ep->eager_limit = eager_size_for(domain->core_info.get());
 	// As ofi_rxm: room for at least one message that arrives whole.
-	ep->min_multi_recv = cfg.eager_size;
+	ep->min_multi_recv = ep->eager_limit;
 	if (const fi_tx_attr* core_tx = domain->core_info->tx_attr) {
 		ep->tx.inject_size = core_tx->inject_size;
 		ep->tx.iov_limit = core_tx->iov_limit;
@@ -456,7 +457,7 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 
 	ep->core.registrar = std::make_unique<CoreRegistrar>(*domain);
 	proto::ReceivePoolConfig rx;
-	rx.buffer_size = proto::kBounceOverhead + cfg.eager_size;
+	rx.buffer_size = proto::kBounceOverhead + ep->eager_limit;
 	rx.buffers_per_chunk = 64;
 	rx.target_posted = cfg.rx_posted;
 	rx.low_watermark = cfg.rx_low_watermark;
@@ -466,7 +467,7 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	if ((ret = ep->rx.buffers->init()))
 		return ret;
 	proto::BufferPoolConfig tx;
-	tx.buffer_size = proto::kBounceOverhead + cfg.eager_size;
+	tx.buffer_size = proto::kBounceOverhead + ep->eager_limit;
 	tx.buffers_per_chunk = 64;
 	tx.max_buffers = cfg.tx_pool_size;
 	const fi_tx_attr* tx_attr = info->tx_attr;
