@@ -109,7 +109,7 @@ Errc build_allreduce_recursive_doubling(ScheduleBuilder& b, const Limits& limits
 	fold.key_counter = key_base + dims;
 	fold.key_slot = dims;
 	b.set_counters(3 + 2 * uint64_t(dims));
-	b.choose_landing(cube.staged_vectors() * nb, 0, dims + 1, limits);
+	b.choose_landing((2 * fold_slots + dims) * nb, 0, dims + 1, limits);
 	// In rendezvous the result goes straight into the extra's output.
 	if (!b.eager())
 		b.layout().landing_bytes = fold.result_offset;

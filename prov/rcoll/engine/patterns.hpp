@@ -155,9 +155,6 @@ struct FoldedHypercube {
 	uint32_t extras() const noexcept { return p - pof2(); }
 	unsigned dimensions() const noexcept { return floor_log2(pof2()); }
 	bool is_extra(uint32_t r) const noexcept { return r >= pof2(); }
-	// Vectors a member of recursive doubling stages: one per step, and
-	// where the group has extras the folded input and the result.
-	uint32_t staged_vectors() const noexcept { return dimensions() + (extras() ? 2 : 0); }
 	// Core rank that an extra folds onto, or extra rank folded onto a core.
 	std::optional<uint32_t> fold_partner(uint32_t r) const noexcept
 	{
