@@ -886,6 +886,14 @@ uint64_t Endpoint::cq_data_mask() const
 	return bytes >= 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * bytes)) - 1;
 }
 
+size_t Endpoint::buffered_limit(size_t otherwise) const
+{
+	size_t limit = 0, len = sizeof(limit);
+	return fi_getopt(&ep_->fid, FI_OPT_ENDPOINT, FI_OPT_BUFFERED_LIMIT, &limit, &len) == 0
+		       ? limit
+		       : otherwise;
+}
+
 std::vector<uint8_t> Endpoint::local_address() const
 {
 	size_t length = 0;

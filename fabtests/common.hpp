@@ -364,6 +364,9 @@ public:
 	size_t inject_size() const { return info_->tx_attr->inject_size; }
 	// Remote CQ data is cq_data_size bytes wide (4 on verbs, 8 on tcp).
 	uint64_t cq_data_mask() const;
+	// The largest message sent without a rendezvous (FI_OPT_BUFFERED_LIMIT),
+	// or `otherwise` where the provider does not say.
+	size_t buffered_limit(size_t otherwise) const;
 	bool mr_virtual_addresses() const
 	{
 		return (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;

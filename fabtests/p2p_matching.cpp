@@ -1260,7 +1260,9 @@ void case_multi_recv(Bootstrap& boot, const TestOptions& options)
 	config.caps |= FI_MULTI_RECV;
 	Endpoint ep(config);
 	const auto peers = ep.exchange_addresses(boot);
-	const std::vector<size_t> sizes = {kHeaderBytes, 100, 4096, 16384, 16385, 65539, 300000, 0};
+	// Either side of the eager limit, where the provider tells it.
+	const size_t eager = ep.buffered_limit(16 * 1024);
+	const std::vector<size_t> sizes = {kHeaderBytes, 100, 4096, eager, eager + 1, 300000, 0};
 	const size_t largest = *std::max_element(sizes.begin(), sizes.end());
 	const size_t count = options.quick ? 24 : 96; // per sender
 	constexpr size_t kWindow = 8;

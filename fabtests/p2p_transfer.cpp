@@ -455,10 +455,7 @@ void case_tx_context_size(Bootstrap& boot, const TestOptions& options)
 	constexpr int kPosted = 0;
 	Endpoint ep({options.provider});
 	// Above the eager limit, where the provider tells it (rcoll does).
-	size_t buffered = 16 * 1024, len = sizeof(buffered);
-	if (fi_getopt(&ep.ep()->fid, FI_OPT_ENDPOINT, FI_OPT_BUFFERED_LIMIT, &buffered, &len) != 0)
-		buffered = 16 * 1024;
-	const size_t kMessage = buffered + 4 * 1024;
+	const size_t kMessage = ep.buffered_limit(16 * 1024) + 4 * 1024;
 	const auto peers = ep.exchange_addresses(boot);
 	const fi_addr_t peer = peers[static_cast<size_t>(1 - boot.rank())];
 	const size_t tx_size = ep.info().tx_attr->size;
