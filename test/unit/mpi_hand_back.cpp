@@ -98,23 +98,28 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 			cr_assert(why.empty(), "%s default refused: %s",
 				  rcoll::mpi::kHandBackVariables[k], why.c_str());
 		}
-	// Measured (see hand_back.hpp): on one host a 32 KiB broadcast of 2
-	// ranks and an 8-byte one of 4 went faster in Open MPI, a 4 KiB one of
-	// 2 in rcoll.
-	HandBack bcast;
+	// Measured (see hand_back.hpp): on one host a 256 KiB broadcast of 2
+	// ranks and an 8-byte one of 4 went faster in Open MPI, 4 and 32 KiB
+	// ones of 2 in rcoll; between hosts a 32 KiB allreduce of 2 in rcoll.
+	HandBack bcast, allreduce;
 	cr_assert(bcast.parse(rcoll::mpi::kOpenMpiHandBack[1]).empty());
-	cr_assert(bcast.matches(32768, 2, true));
+	cr_assert(bcast.matches(262144, 2, true));
 	cr_assert(bcast.matches(8, 4, true));
 	cr_assert_not(bcast.matches(4096, 2, true));
+	cr_assert_not(bcast.matches(32768, 2, true));
 	cr_assert_not(bcast.matches(8, 5, true)); // not measured: no rule
-	// Under MPICH (2 ranks, one host) the barrier and the smallest
-	// allreduce went faster offloaded, the smallest broadcast in MPICH.
+	cr_assert(allreduce.parse(rcoll::mpi::kOpenMpiHandBack[2]).empty());
+	cr_assert_not(allreduce.matches(32768, 2, false));
+	cr_assert(allreduce.matches(8, 2, false));
+	// Under MPICH (2 ranks, one host) the barrier, the smallest allreduce
+	// and a 32 KiB broadcast went faster offloaded, the smallest broadcast
+	// in MPICH.
 	HandBack mpich_barrier, mpich_bcast, mpich_allreduce;
 	cr_assert(mpich_barrier.parse(rcoll::mpi::kMpichHandBack[0]).empty());
 	cr_assert(mpich_bcast.parse(rcoll::mpi::kMpichHandBack[1]).empty());
 	cr_assert(mpich_allreduce.parse(rcoll::mpi::kMpichHandBack[2]).empty());
 	cr_assert_not(mpich_barrier.matches(0, 2, true));
 	cr_assert(mpich_bcast.matches(8, 2, true));
-	cr_assert_not(mpich_bcast.matches(4096, 2, true));
+	cr_assert_not(mpich_bcast.matches(32768, 2, true));
 	cr_assert_not(mpich_allreduce.matches(8, 2, true));
 }
