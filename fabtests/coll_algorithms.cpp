@@ -309,6 +309,66 @@ void run_bound_ranks(Bootstrap& boot, const TestOptions& options, bool apart, bo
 				  static_cast<unsigned long long>(made), calls));
 }
 
+// Large broadcasts and allgathers of members on one host go two ways:
+// through the shared slots, one member copying a chunk in while another
+// copies the previous one out, which needs each member on a CPU of its
+// own; or in one copy by cross-memory attach, for members that crowd their
+// CPUs and yield at every chunk. Counts the process_vm_readv calls (the one
+// copy) that verified broadcasts of 1 MiB make: none for ranks bound
+// apart, one or more per call for ranks bound to one CPU.
+void run_broadcast_copies(Bootstrap& boot, const TestOptions& options, bool apart)
+{
+	require_rcoll(options);
+	if (!offers_node_local(std::getenv("FI_RCOLL_COLL_LOCAL")) ||
+	    !offers_node_local(std::getenv("FI_RCOLL_COLL_SHM")))
+		throw NotApplicable("the shared-memory path is off");
+	if (std::getenv("FI_RCOLL_YIELD_WHEN_IDLE"))
+		throw NotApplicable("FI_RCOLL_YIELD_WHEN_IDLE says the host is crowded");
+	if (apart && usable_cpus() < boot.size())
+		throw NotApplicable(strfmt("%d ranks bound apart need as many CPUs; %d usable",
+					   boot.size(), usable_cpus()));
+	for (int r = 0; r < boot.size(); ++r)
+		if (namespace_of_rank(r) != namespace_of_rank(boot.rank()))
+			throw NotApplicable("the ranks run on different hosts");
+	const SyscallCounter reads("syscalls/sys_enter_process_vm_readv");
+	if (!reads.available())
+		throw NotApplicable("process_vm_readv calls cannot be counted: " + reads.why_not());
+	expect(bind_to_cpu(apart ? boot.rank() : 0), "rank %d could not be bound to a CPU",
+	       boot.rank());
+	CollEndpoint ep({options.provider});
+	const auto world = ep.exchange_addresses(boot);
+	auto group = join_shape(ep, boot, world, Shape::full);
+	constexpr int kCalls = 8;
+	CheckedCall checked;
+	const uint64_t before = reads.count();
+	for (int i = 0; i < kCalls; ++i)
+		run_checked(ep, checked, *group, {FI_BROADCAST, 1u << 20, FI_UINT8, FI_SUM, 0},
+			    make_seed(0xB0C, uint64_t(i)));
+	const uint64_t made = reads.count() - before;
+	std::string counts;
+	for (const auto& theirs :
+	     boot.allgather(std::span(reinterpret_cast<const uint8_t*>(&made), sizeof(made)))) {
+		uint64_t n = 0;
+		std::memcpy(&n, theirs.data(), std::min(sizeof(n), theirs.size()));
+		counts += strfmt("%s%llu", counts.empty() ? "" : ", ",
+				 static_cast<unsigned long long>(n));
+	}
+	if (apart)
+		expect(made == 0,
+		       "rank %d, bound to a CPU of its own, read another's memory %llu times in "
+		       "%d broadcasts",
+		       boot.rank(), static_cast<unsigned long long>(made), kCalls);
+	else if (boot.rank() != 0)
+		expect(made >= unsigned(kCalls),
+		       "rank %d, bound to one CPU with the root, read the root's memory %llu times "
+		       "in %d broadcasts",
+		       boot.rank(), static_cast<unsigned long long>(made), kCalls);
+	ProgressingBarrier(ep, boot, boot.size()).wait();
+	summary_note(boot, strfmt("process_vm_readv calls by rank in %d verified broadcasts of "
+				  "1 MiB: %s",
+				  kCalls, counts.c_str()));
+}
+
 // The cores that are the kernel's TCP share one default cost model (alpha
 // 20 us): a member spelling it out joins one that leaves it unset, through
 // the core, where the constants between hosts are the ones in use.
@@ -372,6 +432,20 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
 			 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
 				 run_bound_ranks(boot, options, false, false);
 			 }});
+	cases.push_back(
+		{"broadcast-copies-apart",
+		 "2 ranks on one host bound to CPUs of their own: verified 1 MiB broadcasts "
+		 "go through the shared slots, with no process_vm_readv",
+		 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
+			 run_broadcast_copies(boot, options, true);
+		 }});
+	cases.push_back(
+		{"broadcast-copies-crowded",
+		 "2 ranks on one host bound to one CPU: verified 1 MiB broadcasts go in one "
+		 "copy, a process_vm_readv or more per call at the non-root",
+		 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
+			 run_broadcast_copies(boot, options, false);
+		 }});
 	cases.push_back({"bound-ranks-told-crowded",
 			 "2 ranks bound to CPUs of their own with FI_RCOLL_YIELD_WHEN_IDLE=1: "
 			 "waiting for 500 barriers yields the CPU at least 50 times between them",

@@ -91,11 +91,14 @@ public:
 	bool reaches_all_on_host() const;
 	// Whether every member maps every member's file, so that calls can run
 	// straight through shared memory (local_collectives.hpp), and may read
-	// every member's memory, so that large broadcasts go in one copy. Each
-	// member publishes what it can; all members then see the same answer.
+	// every member's memory, so that large broadcasts go in one copy where
+	// that pays. Each member publishes what it can; all members then see
+	// the same answer.
 	// nullopt: a member this one maps has not said yet.
 	struct ShmAgreement {
 		bool shm = false;
+		// Every member may read every member's memory, and some member
+		// yields while it waits (see own_verdict).
 		bool single_copy = false;
 	};
 	std::optional<ShmAgreement> shm_path_agreed();
@@ -160,6 +163,8 @@ public:
 	uint64_t activity() const { return activity_; }
 
 private:
+	// What this member says in its verdict (local::Published::Verdict).
+	uint32_t own_verdict() const;
 	struct Member {
 		Peer* peer = nullptr;
 		uint32_t slot = 0;

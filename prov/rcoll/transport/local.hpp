@@ -71,11 +71,18 @@ struct Doorbell {
 // through shared memory (local_collectives.hpp): its sequence flag, alone
 // on its cache line, single writer (the owner), and two slots for inline
 // payloads, used in turn. The verdict says whether the owner maps every
-// other member's file and may read every member's memory (0 until it
-// knows); `stopped`, that the owner failed the group.
+// other member's file, may read every member's memory, and yields while it
+// waits (the members on its host outnumber their CPUs) (0 until it knows);
+// `stopped`, that the owner failed the group.
 struct Published {
 	static constexpr size_t kSlotBytes = 16384;
-	enum Verdict : uint32_t { unknown = 0, said = 1, maps_all = 2, reads_all = 4 };
+	enum Verdict : uint32_t {
+		unknown = 0,
+		said = 1,
+		maps_all = 2,
+		reads_all = 4,
+		crowded = 8,
+	};
 
 	alignas(64) std::atomic<uint64_t> arrived;
 	// The last chunk the owner is done with: its reads of other members'
