@@ -239,6 +239,33 @@ void run_node_local_path(Bootstrap& boot, const TestOptions& options)
 			    static_cast<unsigned long long>(k)));
 }
 
+// Binds the ranks, all on one host, to a CPU each (apart) or all to the
+// first; not applicable where they are not on one host, or too many.
+void bind_on_one_host(Bootstrap& boot, bool apart)
+{
+	if (apart && usable_cpus() < boot.size())
+		throw NotApplicable(strfmt("%d ranks bound apart need as many CPUs; %d usable",
+					   boot.size(), usable_cpus()));
+	for (int r = 0; r < boot.size(); ++r)
+		if (namespace_of_rank(r) != namespace_of_rank(boot.rank()))
+			throw NotApplicable("the ranks run on different hosts");
+	expect(bind_to_cpu(apart ? boot.rank() : 0), "rank %d could not be bound to a CPU",
+	       boot.rank());
+}
+
+// Every rank's `mine`, in rank order.
+std::vector<uint64_t> counts_of_all(Bootstrap& boot, uint64_t mine)
+{
+	std::vector<uint64_t> all;
+	for (const auto& theirs :
+	     boot.allgather(std::span(reinterpret_cast<const uint8_t*>(&mine), sizeof(mine)))) {
+		uint64_t n = 0;
+		std::memcpy(&n, theirs.data(), std::min(sizeof(n), theirs.size()));
+		all.push_back(n);
+	}
+	return all;
+}
+
 // Ranks bound to CPUs of their own, as mpirun binds them by default, do not
 // crowd the host: a rank waiting for another must spin, not yield (under
 // load a yield hands the CPU to whoever else is runnable for a whole time
@@ -254,17 +281,10 @@ void run_bound_ranks(Bootstrap& boot, const TestOptions& options, bool apart, bo
 	if (told_crowded)
 		setenv("FI_RCOLL_YIELD_WHEN_IDLE", "1", 1);
 	const bool must_yield = !apart || told_crowded;
-	if (apart && usable_cpus() < boot.size())
-		throw NotApplicable(strfmt("%d ranks bound apart need as many CPUs; %d usable",
-					   boot.size(), usable_cpus()));
-	for (int r = 0; r < boot.size(); ++r)
-		if (namespace_of_rank(r) != namespace_of_rank(boot.rank()))
-			throw NotApplicable("the ranks run on different hosts");
 	const SyscallCounter yields("syscalls/sys_enter_sched_yield");
 	if (!yields.available())
 		throw NotApplicable("sched_yield calls cannot be counted: " + yields.why_not());
-	expect(bind_to_cpu(apart ? boot.rank() : 0), "rank %d could not be bound to a CPU",
-	       boot.rank());
+	bind_on_one_host(boot, apart);
 	CollEndpoint ep({options.provider});
 	const auto world = ep.exchange_addresses(boot);
 	auto group = join_shape(ep, boot, world, Shape::full);
@@ -289,12 +309,8 @@ void run_bound_ranks(Bootstrap& boot, const TestOptions& options, bool apart, bo
 	// that is mostly late yields little: what must yield is the ranks'
 	// waiting, summed.
 	uint64_t all_made = 0;
-	for (const auto& theirs :
-	     boot.allgather(std::span(reinterpret_cast<const uint8_t*>(&made), sizeof(made)))) {
-		uint64_t n = 0;
-		std::memcpy(&n, theirs.data(), std::min(sizeof(n), theirs.size()));
+	for (uint64_t n : counts_of_all(boot, made))
 		all_made += n;
-	}
 	if (!must_yield)
 		expect(made < unsigned(calls) / 10,
 		       "rank %d, bound to a CPU of its own, yielded %llu times in %d barriers",
@@ -324,17 +340,10 @@ void run_broadcast_copies(Bootstrap& boot, const TestOptions& options, bool apar
 		throw NotApplicable("the shared-memory path is off");
 	if (std::getenv("FI_RCOLL_YIELD_WHEN_IDLE"))
 		throw NotApplicable("FI_RCOLL_YIELD_WHEN_IDLE says the host is crowded");
-	if (apart && usable_cpus() < boot.size())
-		throw NotApplicable(strfmt("%d ranks bound apart need as many CPUs; %d usable",
-					   boot.size(), usable_cpus()));
-	for (int r = 0; r < boot.size(); ++r)
-		if (namespace_of_rank(r) != namespace_of_rank(boot.rank()))
-			throw NotApplicable("the ranks run on different hosts");
 	const SyscallCounter reads("syscalls/sys_enter_process_vm_readv");
 	if (!reads.available())
 		throw NotApplicable("process_vm_readv calls cannot be counted: " + reads.why_not());
-	expect(bind_to_cpu(apart ? boot.rank() : 0), "rank %d could not be bound to a CPU",
-	       boot.rank());
+	bind_on_one_host(boot, apart);
 	CollEndpoint ep({options.provider});
 	const auto world = ep.exchange_addresses(boot);
 	auto group = join_shape(ep, boot, world, Shape::full);
@@ -346,13 +355,9 @@ void run_broadcast_copies(Bootstrap& boot, const TestOptions& options, bool apar
 			    make_seed(0xB0C, uint64_t(i)));
 	const uint64_t made = reads.count() - before;
 	std::string counts;
-	for (const auto& theirs :
-	     boot.allgather(std::span(reinterpret_cast<const uint8_t*>(&made), sizeof(made)))) {
-		uint64_t n = 0;
-		std::memcpy(&n, theirs.data(), std::min(sizeof(n), theirs.size()));
+	for (uint64_t n : counts_of_all(boot, made))
 		counts += strfmt("%s%llu", counts.empty() ? "" : ", ",
 				 static_cast<unsigned long long>(n));
-	}
 	if (apart)
 		expect(made == 0,
 		       "rank %d, bound to a CPU of its own, read another's memory %llu times in "

@@ -98,27 +98,29 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 			cr_assert(why.empty(), "%s default refused: %s",
 				  rcoll::mpi::kHandBackVariables[k], why.c_str());
 		}
-	// Measured (see hand_back.hpp): on one host a 256 KiB broadcast of 2
-	// ranks and an 8-byte one of 4 went faster in Open MPI, 4 and 32 KiB
-	// ones of 2 in rcoll; between hosts a 32 KiB allreduce of 2 in rcoll.
+	// Measured (see hand_back.hpp): on one host 8-byte broadcasts of 2 and
+	// of 4 ranks went faster in Open MPI, 4 KiB to 16 MiB ones of 2 in
+	// rcoll; between hosts a 32 KiB allreduce of 2 in rcoll.
 	HandBack bcast, allreduce;
 	cr_assert(bcast.parse(rcoll::mpi::kOpenMpiHandBack[1]).empty());
-	cr_assert(bcast.matches(262144, 2, true));
+	cr_assert(bcast.matches(8, 2, true));
 	cr_assert(bcast.matches(8, 4, true));
-	cr_assert_not(bcast.matches(4096, 2, true));
-	cr_assert_not(bcast.matches(32768, 2, true));
+	for (uint64_t bytes : {4096u, 32768u, 262144u, 16u << 20})
+		cr_assert_not(bcast.matches(bytes, 2, true), "%llu bytes",
+			      (unsigned long long)bytes);
 	cr_assert_not(bcast.matches(8, 5, true)); // not measured: no rule
 	cr_assert(allreduce.parse(rcoll::mpi::kOpenMpiHandBack[2]).empty());
 	cr_assert_not(allreduce.matches(32768, 2, false));
 	cr_assert(allreduce.matches(8, 2, false));
 	// Under MPICH (2 ranks, one host) the barrier, the smallest allreduce
 	// and a 32 KiB broadcast went faster offloaded, the smallest broadcast
-	// in MPICH.
+	// in MPICH; between hosts its barrier went faster.
 	HandBack mpich_barrier, mpich_bcast, mpich_allreduce;
 	cr_assert(mpich_barrier.parse(rcoll::mpi::kMpichHandBack[0]).empty());
 	cr_assert(mpich_bcast.parse(rcoll::mpi::kMpichHandBack[1]).empty());
 	cr_assert(mpich_allreduce.parse(rcoll::mpi::kMpichHandBack[2]).empty());
 	cr_assert_not(mpich_barrier.matches(0, 2, true));
+	cr_assert(mpich_barrier.matches(0, 2, false));
 	cr_assert(mpich_bcast.matches(8, 2, true));
 	cr_assert_not(mpich_bcast.matches(32768, 2, true));
 	cr_assert_not(mpich_allreduce.matches(8, 2, true));
