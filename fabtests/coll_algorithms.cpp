@@ -325,14 +325,17 @@ void run_bound_ranks(Bootstrap& boot, const TestOptions& options, bool apart, bo
 				  static_cast<unsigned long long>(made), calls));
 }
 
-// Large broadcasts and allgathers of members on one host go two ways:
-// through the shared slots, one member copying a chunk in while another
-// copies the previous one out, which needs each member on a CPU of its
-// own; or in one copy by cross-memory attach, for members that crowd their
-// CPUs and yield at every chunk. Counts the process_vm_readv calls (the one
-// copy) that verified broadcasts of 1 MiB make: none for ranks bound
-// apart, one or more per call for ranks bound to one CPU.
-void run_broadcast_copies(Bootstrap& boot, const TestOptions& options, bool apart)
+// Large calls of members on one host go two ways: through the shared
+// slots, one member copying a chunk in while another copies the previous
+// one out, which needs each member on a CPU of its own; or, for members
+// that crowd their CPUs and would yield at every chunk, by cross-memory
+// attach: broadcasts in one copy out of the root's buffer
+// (process_vm_readv), reductions through the engine, which writes into
+// the other members' memory (process_vm_writev). Counts both system calls
+// in verified broadcasts and allreduces of 1 MiB: none for ranks bound
+// apart; for ranks bound to one CPU, a read or more per broadcast at the
+// non-root and writes in the allreduces.
+void run_large_copies(Bootstrap& boot, const TestOptions& options, bool apart)
 {
 	require_rcoll(options);
 	if (!offers_node_local(std::getenv("FI_RCOLL_COLL_LOCAL")) ||
@@ -341,37 +344,56 @@ void run_broadcast_copies(Bootstrap& boot, const TestOptions& options, bool apar
 	if (std::getenv("FI_RCOLL_YIELD_WHEN_IDLE"))
 		throw NotApplicable("FI_RCOLL_YIELD_WHEN_IDLE says the host is crowded");
 	const SyscallCounter reads("syscalls/sys_enter_process_vm_readv");
-	if (!reads.available())
-		throw NotApplicable("process_vm_readv calls cannot be counted: " + reads.why_not());
+	const SyscallCounter writes("syscalls/sys_enter_process_vm_writev");
+	if (!reads.available() || !writes.available())
+		throw NotApplicable("cross-memory attach calls cannot be counted: " +
+				    reads.why_not() + writes.why_not());
 	bind_on_one_host(boot, apart);
 	CollEndpoint ep({options.provider});
 	const auto world = ep.exchange_addresses(boot);
 	auto group = join_shape(ep, boot, world, Shape::full);
 	constexpr int kCalls = 8;
 	CheckedCall checked;
-	const uint64_t before = reads.count();
+	uint64_t before = reads.count();
 	for (int i = 0; i < kCalls; ++i)
 		run_checked(ep, checked, *group, {FI_BROADCAST, 1u << 20, FI_UINT8, FI_SUM, 0},
 			    make_seed(0xB0C, uint64_t(i)));
-	const uint64_t made = reads.count() - before;
+	const uint64_t read = reads.count() - before;
+	before = writes.count();
+	for (int i = 0; i < kCalls; ++i)
+		run_checked(ep, checked, *group, {FI_ALLREDUCE, 1u << 17, FI_INT64, FI_SUM},
+			    make_seed(0xA11, uint64_t(i)));
+	const uint64_t written = writes.count() - before;
+	const auto all_read = counts_of_all(boot, read);
+	const auto all_written = counts_of_all(boot, written);
+	uint64_t sum_written = 0;
 	std::string counts;
-	for (uint64_t n : counts_of_all(boot, made))
-		counts += strfmt("%s%llu", counts.empty() ? "" : ", ",
-				 static_cast<unsigned long long>(n));
+	for (size_t r = 0; r < all_read.size(); ++r) {
+		sum_written += all_written[r];
+		counts += strfmt("%s%llu/%llu", counts.empty() ? "" : ", ",
+				 static_cast<unsigned long long>(all_read[r]),
+				 static_cast<unsigned long long>(all_written[r]));
+	}
 	if (apart)
-		expect(made == 0,
+		expect(read == 0 && written == 0,
 		       "rank %d, bound to a CPU of its own, read another's memory %llu times in "
-		       "%d broadcasts",
-		       boot.rank(), static_cast<unsigned long long>(made), kCalls);
-	else if (boot.rank() != 0)
-		expect(made >= unsigned(kCalls),
+		       "%d broadcasts and wrote it %llu times in %d allreduces",
+		       boot.rank(), static_cast<unsigned long long>(read), kCalls,
+		       static_cast<unsigned long long>(written), kCalls);
+	else {
+		expect(boot.rank() == 0 || read >= unsigned(kCalls),
 		       "rank %d, bound to one CPU with the root, read the root's memory %llu times "
 		       "in %d broadcasts",
-		       boot.rank(), static_cast<unsigned long long>(made), kCalls);
+		       boot.rank(), static_cast<unsigned long long>(read), kCalls);
+		expect(sum_written >= unsigned(kCalls),
+		       "ranks bound to one CPU wrote each other's memory %llu times in %d "
+		       "allreduces",
+		       static_cast<unsigned long long>(sum_written), kCalls);
+	}
 	ProgressingBarrier(ep, boot, boot.size()).wait();
-	summary_note(boot, strfmt("process_vm_readv calls by rank in %d verified broadcasts of "
-				  "1 MiB: %s",
-				  kCalls, counts.c_str()));
+	summary_note(boot, strfmt("process_vm_readv/writev calls by rank in %d verified broadcasts "
+				  "and %d allreduces of 1 MiB: %s",
+				  kCalls, kCalls, counts.c_str()));
 }
 
 // The cores that are the kernel's TCP share one default cost model (alpha
@@ -438,18 +460,18 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
 				 run_bound_ranks(boot, options, false, false);
 			 }});
 	cases.push_back(
-		{"broadcast-copies-apart",
+		{"large-copies-apart",
 		 "2 ranks on one host bound to CPUs of their own: verified 1 MiB broadcasts "
-		 "go through the shared slots, with no process_vm_readv",
+		 "and allreduces go through the shared slots, with no cross-memory attach",
 		 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
-			 run_broadcast_copies(boot, options, true);
+			 run_large_copies(boot, options, true);
 		 }});
 	cases.push_back(
-		{"broadcast-copies-crowded",
+		{"large-copies-crowded",
 		 "2 ranks on one host bound to one CPU: verified 1 MiB broadcasts go in one "
-		 "copy, a process_vm_readv or more per call at the non-root",
+		 "copy (process_vm_readv), allreduces through the engine (process_vm_writev)",
 		 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
-			 run_broadcast_copies(boot, options, false);
+			 run_large_copies(boot, options, false);
 		 }});
 	cases.push_back({"bound-ranks-told-crowded",
 			 "2 ranks bound to CPUs of their own with FI_RCOLL_YIELD_WHEN_IDLE=1: "

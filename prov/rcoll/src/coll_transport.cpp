@@ -644,8 +644,8 @@ std::optional<CollTransport::ShmAgreement> CollTransport::shm_path_agreed()
 	}
 	if (!(mine & Published::maps_all))
 		return ShmAgreement{};
-	ShmAgreement agreed{true, (mine & Published::reads_all) != 0};
-	bool crowded = (mine & Published::crowded) != 0;
+	ShmAgreement agreed{true, (mine & Published::reads_all) != 0,
+			    (mine & Published::crowded) != 0};
 	for (uint32_t rank = 0; rank < members_.size(); rank++) {
 		if (rank == rank_)
 			continue;
@@ -654,10 +654,9 @@ std::optional<CollTransport::ShmAgreement> CollTransport::shm_path_agreed()
 		if (verdict == Published::unknown)
 			return std::nullopt;
 		agreed.shm &= (verdict & Published::maps_all) != 0;
-		agreed.single_copy &= (verdict & Published::reads_all) != 0;
-		crowded |= (verdict & Published::crowded) != 0;
+		agreed.reads_all &= (verdict & Published::reads_all) != 0;
+		agreed.crowded |= (verdict & Published::crowded) != 0;
 	}
-	agreed.single_copy &= agreed.shm && crowded;
 	return agreed;
 }
 
@@ -676,21 +675,16 @@ uint32_t CollTransport::own_verdict() const
 		verdict |= Published::maps_all;
 	if (reads_all)
 		verdict |= Published::reads_all;
-	// Waits that yield (CrowdedHost) give the core away at each chunk that
-	// two copies through the slots pass from one member to the next; members
-	// that keep a core each copy in and out at once. So the slots beat one
-	// copy by cross-memory attach (which pins every page it reads) 2-2.7x at
-	// 2 ranks from 64 KiB to 16 MiB, and single copy wins, by 10-20%, only
-	// where ranks crowd their cores: it is on if any member yields.
+	// Whether this member yields while it waits (CrowdedHost): see
+	// Collectives::maybe_finish_join for what that decides.
 	if (members_on_host() > cpus_on_host() || CrowdedHost::held())
 		verdict |= Published::crowded;
 	return verdict;
 }
 
 std::unique_ptr<local::LocalCollectives>
-CollTransport::local_collectives(const ShmAgreement& agreed,
-				 const local::LocalCollectives::Limits& limits,
-				 size_t single_copy_min)
+CollTransport::local_collectives(const local::LocalCollectives::Limits& limits,
+				 std::optional<size_t> single_copy_min)
 {
 	std::vector<const local::Published*> areas(members_.size());
 	for (uint32_t rank = 0; rank < members_.size(); rank++)
@@ -698,7 +692,7 @@ CollTransport::local_collectives(const ShmAgreement& agreed,
 					    : members_[rank].mapping->published();
 	auto shm = std::make_unique<local::LocalCollectives>(
 		std::move(areas), *scratch_file_.published(), rank_, limits);
-	if (agreed.single_copy)
+	if (single_copy_min)
 		shm->enable_single_copy(
 			[this](uint32_t member, uint64_t address, void* target, size_t length) {
 				Member& m = members_[member];
@@ -708,7 +702,7 @@ CollTransport::local_collectives(const ShmAgreement& agreed,
 					return -ESRCH;
 				return m.mapping->read_memory(address, target, length);
 			},
-			single_copy_min);
+			*single_copy_min);
 	return shm;
 }
 

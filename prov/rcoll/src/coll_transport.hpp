@@ -91,21 +91,21 @@ public:
 	bool reaches_all_on_host() const;
 	// Whether every member maps every member's file, so that calls can run
 	// straight through shared memory (local_collectives.hpp), and may read
-	// every member's memory, so that large broadcasts go in one copy where
-	// that pays. Each member publishes what it can; all members then see
-	// the same answer.
+	// every member's memory, and whether some member yields its CPU while
+	// it waits, which decides how large calls go. Each member publishes
+	// what it can; all members then see the same answer.
 	// nullopt: a member this one maps has not said yet.
 	struct ShmAgreement {
 		bool shm = false;
-		// Every member may read every member's memory, and some member
-		// yields while it waits (see own_verdict).
-		bool single_copy = false;
+		bool reads_all = false; // every member may read every member's memory
+		bool crowded = false;   // some member yields while it waits (own_verdict)
 	};
 	std::optional<ShmAgreement> shm_path_agreed();
 	// The shared-memory collectives over the members' published areas.
+	// single_copy_min: see LocalCollectives::enable_single_copy (null: none).
 	std::unique_ptr<local::LocalCollectives>
-	local_collectives(const ShmAgreement& agreed, const local::LocalCollectives::Limits& limits,
-			  size_t single_copy_min);
+	local_collectives(const local::LocalCollectives::Limits& limits,
+			  std::optional<size_t> single_copy_min);
 
 	// engine::Transport
 	std::span<std::byte> scratch() noexcept override;

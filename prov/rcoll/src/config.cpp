@@ -98,7 +98,8 @@ const Param params[] = {
 	 "the shared slots"},
 	{"coll_shm_reduce_max", &Config::coll_shm_reduce_max,
 	 "Largest allreduce or reduce, and largest allgather block, in bytes, that takes the "
-	 "shared-memory path"},
+	 "shared-memory path through its slots where the members crowd their CPUs (others: up to "
+	 "coll_shm_bcast_max)"},
 	{"coll_shm_split_min", &Config::coll_shm_split_min,
 	 "Smallest allreduce or reduce, in bytes, that the shared-memory path reduces in shares: "
 	 "each member reduces its share of every member's part, then the shares are copied out "

@@ -67,7 +67,7 @@ struct Doorbell {
 	bool pop(uint64_t& tail, uint32_t& value) noexcept;
 };
 
-// What a member publishes for the small collectives that run straight
+// What a member publishes for the collectives that run straight
 // through shared memory (local_collectives.hpp): its sequence flag, alone
 // on its cache line, single writer (the owner), and two slots for inline
 // payloads, used in turn. The verdict says whether the owner maps every

@@ -1,4 +1,4 @@
-// Small collectives among members that all run on this host, straight
+// Collectives among members that all run on this host, straight
 // through shared memory: no doorbell, no write into another process, no
 // core, no system call. Each member publishes its contribution in its own
 // scratch file, beside a sequence flag alone on its cache line that only it
