@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <string_view>
+#include <unistd.h>
 
 namespace fabtests::coll {
 
@@ -59,6 +60,10 @@ std::vector<size_t> forced_sizes(bool quick)
 void run_forced(Bootstrap& boot, const TestOptions& options, fi_collective_op coll)
 {
 	require_rcoll(options);
+	// The algorithms forced are the engine's: on one host the shared-memory
+	// path would take the small calls, and in groups that keep a CPU each
+	// every reduction and allgather.
+	setenv("FI_RCOLL_COLL_SHM", "0", 1);
 	CollEndpoint ep({options.provider});
 	const auto world = ep.exchange_addresses(boot);
 	ProgressingBarrier sync(ep, boot, boot.size());
@@ -325,6 +330,18 @@ void run_bound_ranks(Bootstrap& boot, const TestOptions& options, bool apart, bo
 				  static_cast<unsigned long long>(made), calls));
 }
 
+// Whether Yama lets this process attach to its peers (cross-memory attach):
+// scope 0 and 1 do (rcoll allows its peers under 1), 2 only with
+// CAP_SYS_PTRACE (taken as root), 3 never.
+bool may_attach_to_peers()
+{
+	std::ifstream in("/proc/sys/kernel/yama/ptrace_scope");
+	int scope = 0;
+	if (!(in >> scope))
+		return true; // no Yama
+	return scope <= 1 || (scope == 2 && geteuid() == 0);
+}
+
 // Large calls of members on one host go two ways: through the shared
 // slots, one member copying a chunk in while another copies the previous
 // one out, which needs each member on a CPU of its own; or, for members
@@ -343,6 +360,9 @@ void run_large_copies(Bootstrap& boot, const TestOptions& options, bool apart)
 		throw NotApplicable("the shared-memory path is off");
 	if (std::getenv("FI_RCOLL_YIELD_WHEN_IDLE"))
 		throw NotApplicable("FI_RCOLL_YIELD_WHEN_IDLE says the host is crowded");
+	if (!offers_node_local(std::getenv("FI_RCOLL_COLL_CMA")) || !may_attach_to_peers())
+		throw NotApplicable(
+			"cross-memory attach is off or refused (FI_RCOLL_COLL_CMA, Yama)");
 	const SyscallCounter reads("syscalls/sys_enter_process_vm_readv");
 	const SyscallCounter writes("syscalls/sys_enter_process_vm_writev");
 	if (!reads.available() || !writes.available())

@@ -369,7 +369,8 @@ void Collectives::maybe_finish_join(CollGroup& g)
 			g.shm = g.transport->local_collectives(
 				{.broadcast_max = config().coll_shm_bcast_max,
 				 .reduction_max = crowded ? config().coll_shm_reduce_max
-							  : config().coll_shm_bcast_max,
+							  : std::max(config().coll_shm_reduce_max,
+								     config().coll_shm_bcast_max),
 				 .split_min = config().coll_shm_split_min},
 				single_copy ? std::optional(config().coll_shm_single_copy_min)
 					    : std::nullopt);

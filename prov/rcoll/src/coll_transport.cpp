@@ -636,12 +636,13 @@ std::optional<CollTransport::ShmAgreement> CollTransport::shm_path_agreed()
 	if (!offer_local_ || !own)
 		return ShmAgreement{}; // nobody maps an anonymous scratch: they say so too
 	// Said once: a member may read it at any time after, so it must not
-	// change when this is asked again while others have not said theirs.
-	uint32_t mine = own->verdict.load(std::memory_order_relaxed);
-	if (mine == Published::unknown) {
-		mine = own_verdict();
-		own->verdict.store(mine, std::memory_order_release);
+	// change when this is asked again while others have not said theirs
+	// (kept here, not read back from the file that members map).
+	if (verdict_ == Published::unknown) {
+		verdict_ = own_verdict();
+		own->verdict.store(verdict_, std::memory_order_release);
 	}
+	const uint32_t mine = verdict_;
 	if (!(mine & Published::maps_all))
 		return ShmAgreement{};
 	ShmAgreement agreed{true, (mine & Published::reads_all) != 0,

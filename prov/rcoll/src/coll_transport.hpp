@@ -163,8 +163,10 @@ public:
 	uint64_t activity() const { return activity_; }
 
 private:
-	// What this member says in its verdict (local::Published::Verdict).
+	// What this member says in its verdict (local::Published::Verdict),
+	// once: verdict_.
 	uint32_t own_verdict() const;
+	uint32_t verdict_ = 0;
 	struct Member {
 		Peer* peer = nullptr;
 		uint32_t slot = 0;

@@ -90,7 +90,8 @@ const Param params[] = {
 	 "publishes its part beside a flag the others poll (0: through the engine)"},
 	{"coll_shm_bcast_max", &Config::coll_shm_bcast_max,
 	 "Largest broadcast, and largest allgather block copied once, in bytes, that takes the "
-	 "shared-memory path"},
+	 "shared-memory path; where the members keep a CPU each, also the largest reduction and "
+	 "allgather block through its slots (or coll_shm_reduce_max, if larger)"},
 	{"coll_shm_single_copy_min", &Config::coll_shm_single_copy_min,
 	 "Smallest broadcast, and smallest allgather block, in bytes, that the shared-memory path "
 	 "copies once, straight out of the root's buffer (each member's block) by cross-memory "
@@ -99,7 +100,7 @@ const Param params[] = {
 	{"coll_shm_reduce_max", &Config::coll_shm_reduce_max,
 	 "Largest allreduce or reduce, and largest allgather block, in bytes, that takes the "
 	 "shared-memory path through its slots where the members crowd their CPUs (others: up to "
-	 "coll_shm_bcast_max)"},
+	 "the larger of this and coll_shm_bcast_max)"},
 	{"coll_shm_split_min", &Config::coll_shm_split_min,
 	 "Smallest allreduce or reduce, in bytes, that the shared-memory path reduces in shares: "
 	 "each member reduces its share of every member's part, then the shares are copied out "

@@ -72,7 +72,9 @@ struct Doorbell {
 // on its cache line, single writer (the owner), and two slots for inline
 // payloads, used in turn. The verdict says whether the owner maps every
 // other member's file, may read every member's memory, and yields while it
-// waits (the members on its host outnumber their CPUs) (0 until it knows);
+// waits (CrowdedHost: the members on its host outnumber their CPUs, or
+// another group or the endpoint's peers crowd it, or the user says so) (0
+// until it knows);
 // `stopped`, that the owner failed the group.
 struct Published {
 	static constexpr size_t kSlotBytes = 16384;
