@@ -65,32 +65,33 @@ inline constexpr const char* kHandBackVariables[] = {
 // by scripts/hand-back-rules.sh). The collectives not measured have none;
 // man/librcoll-mpi.7 lists them too.
 //
-// Open MPI 4.1, 2 and 4 ranks: on one host the smallest calls of 2 ranks,
-// and the smallest and mid-size broadcasts of more ranks than CPUs; between
-// hosts (rcoll's core against Open MPI's btl tcp) the barrier and most calls
-// up to mid sizes, where each of rcoll's messages costs more than Open MPI's.
+// Open MPI 4.1, 2 and 4 ranks: on one host the barrier and the smallest
+// calls of 2 ranks, and the smallest and mid-size broadcasts of more ranks
+// than CPUs; between hosts (rcoll's core against Open MPI's btl tcp) the
+// barrier and most calls up to mid sizes, where each of rcoll's messages
+// costs more than Open MPI's.
 inline constexpr const char* kOpenMpiHandBack[] = {
 	"host:2:*;net:2:*;net:3-4:*",
-	"host:2:-256;net:2:-128k;net:2:1m-;host:3-4:-256;host:3-4:16k-1m;net:3-4:-1m",
-	"host:2:-32;net:2:-2k;net:3-4:-128k",
-	"host:2:32-2k;host:2:128k-1m;net:2:-2k;net:2:128k-;net:3-4:16k-1m",
+	"net:2:-128k;host:3-4:-256;host:3-4:16k-1m;net:3-4:-1m",
+	"host:2:-256;net:2:-2k;net:3-4:-128k",
+	"host:2:-32;host:2:256-2k;net:2:-16k;net:2:128k-;net:3-4:16k-1m",
 	"host:2:-2k;net:2:-128k;net:3-4:-16k;net:3-4:8m-",
 	"",
 	"",
 	"",
 	""};
 // MPICH 4.0 (ch4:ofi), 2 ranks: on one host broadcasts up to mid sizes (its
-// shared-memory release/gather is fast there), reduces and allgathers from
-// mid sizes up and the largest allreduces; between hosts (rcoll's core
-// against MPICH over tcp;ofi_rxm) the barrier, the smallest calls and
-// 2-16 KiB broadcasts. The 3-4-rank rules are Open MPI's: 4 ranks of MPICH
-// on 2 CPUs spin for milliseconds a call, so not measured.
+// shared-memory release/gather is fast there), mid-size allgathers and the
+// largest reduces; between hosts (rcoll's core against MPICH over
+// tcp;ofi_rxm) the barrier, the smallest calls and 2-16 KiB broadcasts. The
+// 3-4-rank rules are Open MPI's: 4 ranks of MPICH on 2 CPUs spin for
+// milliseconds a call, so not measured.
 inline constexpr const char* kMpichHandBack[] = {
 	"net:2:*;net:3-4:*",
 	"host:2:-16k;net:2:-256;net:2:2k-16k;host:3-4:-256;host:3-4:16k-1m;net:3-4:-1m",
-	"host:2:128k-1m;host:2:8m-;net:2:-32;net:3-4:-128k",
-	"host:2:128k-;net:2:-256;net:3-4:16k-1m",
-	"host:2:16k-;net:2:-16k;net:3-4:-16k;net:3-4:8m-",
+	"net:3-4:-128k",
+	"host:2:8m-;net:2:-256;net:3-4:16k-1m",
+	"host:2:16k-8m;net:2:-16k;net:3-4:-16k;net:3-4:8m-",
 	"",
 	"",
 	"",
