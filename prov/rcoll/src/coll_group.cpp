@@ -486,7 +486,7 @@ void Collectives::finish_join(CollGroup& g, int err, const engine::GroupConfig& 
 		return;
 	}
 	g.state = CollGroup::State::joined;
-	if (g.transport->members_on_host() > g.transport->cpus_on_host())
+	if (g.transport->members_outnumber_cpus())
 		g.crowded.emplace();
 	ep_.count_peers_on_host(); // the join may have mapped peers' processes (pidfds)
 	fi_eq_entry e{};

@@ -661,7 +661,7 @@ std::optional<CollTransport::ShmAgreement> CollTransport::shm_path_agreed()
 	return agreed;
 }
 
-uint32_t CollTransport::own_verdict() const
+uint32_t CollTransport::own_verdict()
 {
 	using local::Published;
 	bool maps_all = true, reads_all = config().coll_cma;
@@ -678,7 +678,7 @@ uint32_t CollTransport::own_verdict() const
 		verdict |= Published::reads_all;
 	// Whether this member yields while it waits (CrowdedHost): see
 	// Collectives::maybe_finish_join for what that decides.
-	if (members_on_host() > cpus_on_host() || CrowdedHost::held())
+	if (members_outnumber_cpus() || CrowdedHost::held())
 		verdict |= Published::crowded;
 	return verdict;
 }
@@ -707,13 +707,16 @@ CollTransport::local_collectives(const local::LocalCollectives::Limits& limits,
 	return shm;
 }
 
-unsigned CollTransport::cpus_on_host() const
+bool CollTransport::members_outnumber_cpus()
 {
-	HostCpus cpus;
-	for (const Member& m : members_)
-		if (m.on_host)
-			cpus.add(m.pid);
-	return cpus.count();
+	if (!outnumbered_) {
+		HostCpus cpus;
+		for (const Member& m : members_)
+			if (m.on_host)
+				cpus.add(m.pid);
+		outnumbered_ = members_on_host_ > cpus.count();
+	}
+	return *outnumbered_;
 }
 
 bool CollTransport::has_member(const Peer* peer) const

@@ -79,11 +79,11 @@ public:
 	// whether it runs on this host.
 	void set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch,
 			const LocalAddress& local);
-	// Members known to run on this host, this one included.
-	uint32_t members_on_host() const { return members_on_host_; }
-	// The CPUs that the members on this host may run on between them (their
-	// join records name their processes: a hint for scheduling only).
-	unsigned cpus_on_host() const;
+	// The members known to run on this host (this one included) outnumber
+	// the CPUs they may run on between them, as their join records name
+	// their processes: a hint for scheduling only. Worked out once, after
+	// every member is set, so every use of it agrees.
+	bool members_outnumber_cpus();
 	// Every other member is written to through the node-local path, call
 	// buffers included (as far as this member can tell: cross-memory
 	// attach is allowed or not yet tried). Their writes to us then come the
@@ -165,8 +165,9 @@ public:
 private:
 	// What this member says in its verdict (local::Published::Verdict),
 	// once: verdict_.
-	uint32_t own_verdict() const;
+	uint32_t own_verdict();
 	uint32_t verdict_ = 0;
+	std::optional<bool> outnumbered_; // members_outnumber_cpus, once known
 	struct Member {
 		Peer* peer = nullptr;
 		uint32_t slot = 0;

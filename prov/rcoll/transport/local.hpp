@@ -70,12 +70,11 @@ struct Doorbell {
 // What a member publishes for the collectives that run straight
 // through shared memory (local_collectives.hpp): its sequence flag, alone
 // on its cache line, single writer (the owner), and two slots for inline
-// payloads, used in turn. The verdict says whether the owner maps every
-// other member's file, may read every member's memory, and yields while it
-// waits (CrowdedHost: the members on its host outnumber their CPUs, or
-// another group or the endpoint's peers crowd it, or the user says so) (0
-// until it knows);
-// `stopped`, that the owner failed the group.
+// payloads, used in turn. The verdict (0 until the owner knows) says
+// whether the owner maps every other member's file, may read every
+// member's memory, and yields while it waits: the members on its host
+// outnumber their CPUs, another group or the endpoint's peers crowd it,
+// or the user says so. `stopped` says the owner failed the group.
 struct Published {
 	static constexpr size_t kSlotBytes = 16384;
 	enum Verdict : uint32_t {
