@@ -416,6 +416,60 @@ void run_large_copies(Bootstrap& boot, const TestOptions& options, bool apart)
 				  kCalls, kCalls, counts.c_str()));
 }
 
+// A broadcast root whose writes go eagerly has nothing left to wait for
+// when fi_broadcast returns: its completion is in the CQ by then, so the
+// application's next fi_cq_read finds it without the provider first reading
+// the core (a system call or two on tcp). Through the core, 2 ranks; calls
+// that wait for the group's scratch to be recycled are not done at once,
+// so at least half of them must be.
+void run_root_done_when_posted(Bootstrap& boot, const TestOptions& options)
+{
+	require_rcoll(options);
+	setenv("FI_RCOLL_COLL_LOCAL", "0", 1);
+	const SyscallCounter syscalls;
+	if (!syscalls.available())
+		throw NotApplicable("system calls cannot be counted: " + syscalls.why_not());
+	CollEndpoint ep({options.provider});
+	const auto world = ep.exchange_addresses(boot);
+	auto group = join_shape(ep, boot, world, Shape::full);
+	constexpr int kCalls = 200;
+	const bool root = group->rank() == 0;
+	GuardedBuffer buffer;
+	buffer.prepare(8);
+	int quiet = 0; // completions the first read found with no system call
+	for (int i = 0; i < kCalls; ++i) {
+		OpContext barrier;
+		post(ep, *group, {FI_BARRIER}, nullptr, nullptr, barrier);
+		ep.wait_done(barrier, "a barrier between broadcasts");
+		std::memset(buffer.data(), root ? i : 0xFF, 8);
+		OpContext ctx;
+		post(ep, *group, {FI_BROADCAST, 8, FI_UINT8, FI_SUM, 0}, nullptr, &buffer, ctx);
+		if (root) {
+			const uint64_t before = syscalls.count();
+			ep.progress();
+			// The second count() is a system call of its own.
+			quiet += ctx.done && syscalls.count() - before == 1;
+		}
+		ep.wait_done(ctx, "an 8-byte broadcast");
+		expect_collective_completion(ctx, "an 8-byte broadcast");
+		for (size_t b = 0; b < 8; ++b)
+			expect(buffer.data()[b] == std::byte(i & 0xFF),
+			       "rank %d: byte %zu of broadcast %d is %d, not the root's %d",
+			       boot.rank(), b, i, int(buffer.data()[b]), i & 0xFF);
+		buffer.expect_guards("an 8-byte broadcast");
+	}
+	if (root)
+		expect(quiet >= kCalls / 2,
+		       "the root's first fi_cq_read after fi_broadcast found the completion "
+		       "without a system call in %d of %d calls; want at least %d",
+		       quiet, kCalls, kCalls / 2);
+	ProgressingBarrier(ep, boot, boot.size()).wait();
+	summary_note(boot,
+		     strfmt("the root's first read found %d of %d broadcasts done, with "
+			    "no system call",
+			    static_cast<int>(counts_of_all(boot, uint64_t(quiet))[0]), kCalls));
+}
+
 // The cores that are the kernel's TCP share one default cost model (alpha
 // 20 us): a member spelling it out joins one that leaves it unset, through
 // the core, where the constants between hosts are the ones in use.
@@ -522,6 +576,11 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
 			 run_config_mismatch(boot, options, "FI_RCOLL_COLL_LOCAL_ALPHA_US", "0.50",
 					     nullptr);
 		 }});
+	cases.push_back({"root-done-when-posted",
+			 "2 ranks through the core: the root's first fi_cq_read after an 8-byte "
+			 "fi_broadcast finds it done without a system call in at least 100 of 200 "
+			 "verified calls",
+			 2, seconds(60), "", run_root_done_when_posted});
 	cases.push_back({"core-cost-default",
 			 "with FI_RCOLL_CORE=tcp or net, one member sets FI_RCOLL_COLL_ALPHA_US=20 "
 			 "(the default on both), the other leaves it unset: the join through the "
