@@ -725,6 +725,12 @@ bool Group::start_recycles() noexcept
 
 void Group::progress() noexcept
 {
+	if (progress_round())
+		progress_round();
+}
+
+bool Group::progress_round() noexcept
+{
 	size_t handled = 0;
 	for (;;) {
 		size_t n = transport_.poll(event_buffer_);
@@ -737,14 +743,15 @@ void Group::progress() noexcept
 	// Applications poll in tight loops: with no event and no post since a
 	// pass that moved nothing, another pass would move nothing either.
 	if (!handled && settled_)
-		return;
+		return false;
 	transport_blocked_ = false;
 
 	// Each pass may unblock the next (a finished operation lets a queued
 	// one start, a finished recycle lets an operation be placed), so loop
 	// until nothing moves: progress() must not leave work that no future
 	// event would trigger.
-	for (bool moved = true; moved;) {
+	bool any_moved = false;
+	for (bool moved = true; moved; any_moved |= moved) {
 		moved = false;
 		// Recycle barriers first: operations may be waiting for them.
 		for (size_t i = 0; i < recycles_.size();) {
@@ -795,6 +802,7 @@ void Group::progress() noexcept
 	// event announces that it would now be accepted), and a failed group
 	// must keep ending its operations.
 	settled_ = !transport_blocked_ && !failed_;
+	return handled || any_moved;
 }
 
 bool Group::next_completion(Completion& out) noexcept

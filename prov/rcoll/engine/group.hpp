@@ -102,6 +102,11 @@ public:
 	Group& operator=(const Group&) = delete;
 
 	Errc post(const Request&) noexcept;
+	// Takes the transport's events and runs what they unblock. Writes the
+	// transport finishes when posted (eager ones: their bytes are copied)
+	// come back as events at once, and a second round takes them: an
+	// operation that needed nothing else (a broadcast root, a tree's last
+	// forward) ends within this call rather than the next.
 	void progress() noexcept;
 	bool next_completion(Completion&) noexcept;
 
@@ -123,6 +128,8 @@ public:
 	void set_observer(MemoryObserver* o) noexcept { observer_ = o; }
 
 private:
+	// One round of progress(): whether it took an event or moved an operation.
+	bool progress_round() noexcept;
 	struct Operation;
 	struct Landing;
 	struct Half {

@@ -54,12 +54,10 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 	if (e != engine::Errc::ok)
 		return g->failure ? -g->failure : -ssize_t(int(e));
 	// Start it now: its first writes leave in this call rather than after
-	// the next read of the core's queue. An eager write is done once
-	// posted (its bytes are copied) and comes back as an event: a second
-	// pass retires an operation that needed nothing else (a broadcast
-	// root), which is reported now, so the application's next poll finds
-	// it without first reading the core (a system call or two on tcp).
-	g->group->progress();
+	// the next read of the core's queue. One that needs nothing else (a
+	// broadcast root's eager writes) ends here too and is reported now, so
+	// the application's next poll finds it without first reading the core
+	// (a system call or two on tcp).
 	g->group->progress();
 	report_completions(*g, *g->group);
 	return 0;
