@@ -416,6 +416,76 @@ void run_large_copies(Bootstrap& boot, const TestOptions& options, bool apart)
 				  kCalls, kCalls, counts.c_str()));
 }
 
+// Members on one host that disagree on a broadcast's length: the one that
+// finds out fails the call and the group, and so does every member, also
+// for the calls that the engine runs. Bound to one CPU, so that the larger
+// broadcast goes in one copy, whose reader checks the length the root
+// published, while the root's goes through the slots and ends when posted;
+// the reader finds out inside its posting call too, and neither member has
+// a call pending when it does (where the failure once stopped at the
+// shared-memory calls).
+void run_mismatch_on_host(Bootstrap& boot, const TestOptions& options)
+{
+	require_rcoll(options);
+	if (!offers_node_local(std::getenv("FI_RCOLL_COLL_LOCAL")) ||
+	    !offers_node_local(std::getenv("FI_RCOLL_COLL_SHM")) ||
+	    std::getenv("RCOLL_TEST_COLL_LOCAL"))
+		throw NotApplicable("not every member takes the shared-memory path");
+	if (!offers_node_local(std::getenv("FI_RCOLL_COLL_CMA")) || !may_attach_to_peers())
+		throw NotApplicable(
+			"cross-memory attach is off or refused (FI_RCOLL_COLL_CMA, Yama)");
+	bind_on_one_host(boot, false);
+	constexpr int kRootPostedSignal = 0;
+	CollEndpoint ep({options.provider});
+	const auto world = ep.exchange_addresses(boot);
+	auto group = join_shape(ep, boot, world, Shape::full);
+	const bool root = group->rank() == 0;
+	const size_t bytes = root ? 16 * 1024 : 128 * 1024;
+	GuardedBuffer buffer;
+	buffer.prepare(bytes);
+	std::memset(buffer.data(), 0, bytes);
+	OpContext broadcast;
+	if (!root)
+		boot.signal_wait_at_least(kRootPostedSignal, 1, nullptr, seconds(30));
+	post(ep, *group, {FI_BROADCAST, bytes, FI_UINT8, FI_SUM, 0}, nullptr, &buffer, broadcast);
+	if (root)
+		boot.signal_set(kRootPostedSignal, 1);
+	ep.wait_done(broadcast, strfmt("a %zu-byte broadcast", bytes));
+	if (!root)
+		expect(broadcast.error != 0,
+		       "a 128 KiB broadcast whose root sent 16 KiB completed without error");
+	// The group failed: a barrier (through shared memory) and an alltoall
+	// (through the engine, which the shared-memory path does not take)
+	// fail on both members.
+	std::string outcomes;
+	for (const CallSpec& call :
+	     {CallSpec{FI_BARRIER}, CallSpec{FI_ALLTOALL, 1, FI_UINT64, FI_SUM}}) {
+		const BufferBytes sizes = buffer_bytes(call, group->size(), group->rank());
+		GuardedBuffer input, output;
+		input.prepare(sizes.input);
+		output.prepare(sizes.output);
+		OpContext after;
+		const std::string what =
+			strfmt("%s after the broadcast of two lengths", collective_name(call.coll));
+		const ssize_t rc = issue(ep, *group, call, sizes.input ? &input : nullptr,
+					 sizes.output ? &output : nullptr, after);
+		if (rc == 0) {
+			ep.wait_done(after, what, seconds(10));
+			expect(after.error != 0, "rank %d: %s succeeded", boot.rank(),
+			       what.c_str());
+		} else {
+			expect(rc != -FI_EAGAIN, "rank %d: %s returns -FI_EAGAIN", boot.rank(),
+			       what.c_str());
+		}
+		outcomes += strfmt(", %s %s", collective_name(call.coll),
+				   fi_strerror(rc ? int(-rc) : after.error));
+	}
+	ProgressingBarrier(ep, boot, boot.size()).wait();
+	summary_note(boot, strfmt("rank %d: broadcast %s%s", boot.rank(),
+				  broadcast.error ? fi_strerror(broadcast.error) : "done",
+				  outcomes.c_str()));
+}
+
 // A broadcast root whose writes go eagerly has nothing left to wait for
 // when fi_broadcast returns: its completion is in the CQ by then, so the
 // application's next fi_cq_read finds it without the provider first reading
@@ -576,6 +646,12 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
 			 run_config_mismatch(boot, options, "FI_RCOLL_COLL_LOCAL_ALPHA_US", "0.50",
 					     nullptr);
 		 }});
+	cases.push_back(
+		{"mismatch-on-host",
+		 "2 ranks bound to one CPU: a member posting a 128 KiB broadcast whose root "
+		 "sent 16 KiB gets an error, and a barrier and an alltoall after it fail on "
+		 "both within 10 s",
+		 2, seconds(60), "", run_mismatch_on_host});
 	cases.push_back({"root-done-when-posted",
 			 "2 ranks through the core: the root's first fi_cq_read after an 8-byte "
 			 "fi_broadcast finds it done without a system call in at least 100 of 200 "

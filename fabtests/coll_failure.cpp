@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <csignal>
 
 namespace fabtests::coll {
 
@@ -76,25 +77,26 @@ void run_rank_killed(Bootstrap& boot, const TestOptions& options)
 		    make_seed(0xDEAD, 0));
 	ProgressingBarrier(ep, boot, kRanks).wait();
 
-	// Everyone enters a 16 MiB allreduce; the victim drives progress for a
-	// moment after posting it, then stops and is killed while the others
-	// wait. Meanwhile the others do not drive theirs: the victim moves what
-	// they started in their posting calls, but however fast the machine, it
-	// cannot finish its part, whose later steps need theirs.
+	// Everyone enters a 16 MiB allreduce, the victim first and alone: it
+	// drives progress for a moment, then stops itself (every thread, a
+	// progress thread too) and is killed while the others wait. However
+	// fast the machine, its part cannot finish: its later steps need the
+	// others', who post only after it said it stops.
 	const CallSpec doomed{FI_ALLREDUCE, 4u << 20, FI_INT32, FI_SUM};
 	CheckedCall big;
 	big.prepare(*full, doomed, make_seed(0xDEAD, 1));
-	big.post(ep);
 	if (me == kVictim) {
+		big.post(ep);
 		const Deadline briefly(milliseconds(5));
 		while (!briefly.expired())
 			ep.progress();
 		boot.signal_set(kVictimPostedSignal, 1);
+		raise(SIGSTOP);
 		for (;;)
 			pause();
 	}
-	boot.signal_wait_at_least(
-		kVictimPostedSignal, 1, [] {}, seconds(30));
+	boot.signal_wait_at_least(kVictimPostedSignal, 1, nullptr, seconds(30));
+	big.post(ep);
 	if (me == kKiller)
 		boot.kill_rank(kVictim);
 	const auto killed_at = Clock::now();

@@ -27,10 +27,16 @@ public:
 
 	void push_back(T value)
 	{
-		if (count_ == slots_.size())
-			grow();
+		reserve_one();
 		slots_[(head_ + count_) & mask()] = std::move(value);
 		++count_;
+	}
+
+	// Room for one more: the next push_back allocates nothing.
+	void reserve_one()
+	{
+		if (count_ == slots_.size())
+			grow();
 	}
 
 	void pop_front() noexcept

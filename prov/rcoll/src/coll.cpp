@@ -6,7 +6,26 @@
 #include "av.hpp"
 #include "ep.hpp"
 
+#include <new>
+
 namespace rcoll {
+
+namespace {
+
+// Reporting from a posting call, which accepted the operation: running out
+// of memory for a completion must not become the call's return code (the
+// application would post it again, and its group fall out of step). What
+// was not reported waits in its runner for progress().
+template <class Report>
+void report_accepted(Report&& report) noexcept
+{
+	try {
+		report();
+	} catch (const std::bad_alloc&) {
+	}
+}
+
+} // namespace
 
 CollGroup* Collectives::group_at(fi_addr_t coll_addr)
 {
@@ -47,7 +66,7 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 		engine::Errc e = g->shm->post(req);
 		if (e != engine::Errc::ok)
 			return g->failure ? -g->failure : -ssize_t(int(e));
-		report_completions(*g, *g->shm);
+		report_accepted([&] { settle_shm(*g); });
 		return 0;
 	}
 	engine::Errc e = g->group->post(req);
@@ -59,7 +78,7 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 	// the application's next poll finds it without first reading the core
 	// (a system call or two on tcp).
 	g->group->progress();
-	report_completions(*g, *g->group);
+	report_accepted([&] { report_completions(*g, *g->group); });
 	return 0;
 }
 
@@ -78,14 +97,7 @@ void Collectives::progress()
 		// First: these complete in a few hundred nanoseconds.
 		if (g->shm && g->shm->outstanding()) {
 			g->shm->progress();
-			if (g->shm->failed() && !g->failure) {
-				RCOLL_WARN(FI_LOG_EP_DATA,
-					   "collective group (slot %u): a member on this host "
-					   "failed it\n",
-					   g->transport->slot());
-				begin_failure(*g, FI_EIO);
-			}
-			report_completions(*g, *g->shm);
+			settle_shm(*g);
 			if (g->shm->outstanding())
 				check_timeout(*g, now);
 		}
@@ -124,11 +136,31 @@ void Collectives::progress()
 	}
 }
 
+// A member on this host that failed the group's node-local calls fails the
+// group here too (their completions carry the error), whether that showed
+// in progress() or inside a posting call; then what they finished is
+// reported.
+void Collectives::settle_shm(CollGroup& g)
+{
+	if (g.shm->failed() && !g.failure) {
+		RCOLL_WARN(FI_LOG_EP_DATA,
+			   "collective group (slot %u): a member on this host failed it\n",
+			   g.transport->slot());
+		begin_failure(g, FI_EIO);
+	}
+	report_completions(g, *g.shm);
+}
+
 template <class Runner>
 void Collectives::report_completions(const CollGroup& g, Runner& runner)
 {
-	engine::Completion c;
-	while (runner.next_completion(c)) {
+	for (;;) {
+		// Room first: when the CQ cannot grow, the completion stays with
+		// the runner for a later call rather than being taken and lost.
+		ep_.app.make_room_tx();
+		engine::Completion c;
+		if (!runner.next_completion(c))
+			return;
 		int err = 0;
 		if (c.status != engine::Errc::ok)
 			err = g.failure ? g.failure : int(c.status);

@@ -115,6 +115,7 @@ private:
 	// the CQ.
 	template <class Runner>
 	void report_completions(const CollGroup& g, Runner& runner);
+	void settle_shm(CollGroup& g);
 	CollGroup* group_at(fi_addr_t coll_addr);
 	// A join record, decoded (on_join_message drops what does not decode).
 	void accept_record(CollGroup& g, uint64_t peer_key, const proto::JoinRecord& record);

@@ -39,6 +39,12 @@ void AppBindings::report_tx(void* context, uint64_t flags, size_t len, int err, 
 		cntr->value++;
 }
 
+void AppBindings::make_room_tx()
+{
+	if (tx_cq)
+		tx_cq->make_room();
+}
+
 void AppBindings::report_rx(const RxCompletion& c)
 {
 	const uint64_t data = (c.flags & FI_REMOTE_CQ_DATA) ? c.data : 0;

@@ -38,6 +38,13 @@ struct CompletionQueue {
 
 	// Under the domain lock.
 	void push(const fi_cq_tagged_entry& e, fi_addr_t source) { entries.push_back({e, source}); }
+	// The next push and push_error cannot fail for memory (std::bad_alloc
+	// is thrown here instead, before anything is taken).
+	void make_room()
+	{
+		entries.reserve_one();
+		errors.reserve_one();
+	}
 	void push_error(const fi_cq_err_entry& e, fi_addr_t source)
 	{
 		errors.push_back({e, source});

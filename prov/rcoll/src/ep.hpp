@@ -86,6 +86,9 @@ struct AppBindings {
 
 	void report_tx(void* context, uint64_t flags, size_t len, int err, bool report,
 		       Counter* cntr);
+	// The next report_tx cannot fail for memory: std::bad_alloc comes
+	// from here instead, before a completion is taken from where it waits.
+	void make_room_tx();
 	void report_rx(const RxCompletion& c);
 	// The application's address of a peer, when its AV holds one.
 	fi_addr_t source_of(const Peer* peer) const;
