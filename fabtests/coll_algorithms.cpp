@@ -342,6 +342,13 @@ bool may_attach_to_peers()
 	return scope <= 1 || (scope == 2 && geteuid() == 0);
 }
 
+void require_cross_memory_attach()
+{
+	if (!offers_node_local(std::getenv("FI_RCOLL_COLL_CMA")) || !may_attach_to_peers())
+		throw NotApplicable(
+			"cross-memory attach is off or refused (FI_RCOLL_COLL_CMA, Yama)");
+}
+
 // Large calls of members on one host go two ways: through the shared
 // slots, one member copying a chunk in while another copies the previous
 // one out, which needs each member on a CPU of its own; or, for members
@@ -360,9 +367,7 @@ void run_large_copies(Bootstrap& boot, const TestOptions& options, bool apart)
 		throw NotApplicable("the shared-memory path is off");
 	if (std::getenv("FI_RCOLL_YIELD_WHEN_IDLE"))
 		throw NotApplicable("FI_RCOLL_YIELD_WHEN_IDLE says the host is crowded");
-	if (!offers_node_local(std::getenv("FI_RCOLL_COLL_CMA")) || !may_attach_to_peers())
-		throw NotApplicable(
-			"cross-memory attach is off or refused (FI_RCOLL_COLL_CMA, Yama)");
+	require_cross_memory_attach();
 	const SyscallCounter reads("syscalls/sys_enter_process_vm_readv");
 	const SyscallCounter writes("syscalls/sys_enter_process_vm_writev");
 	if (!reads.available() || !writes.available())
@@ -422,8 +427,7 @@ void run_large_copies(Bootstrap& boot, const TestOptions& options, bool apart)
 // broadcast goes in one copy, whose reader checks the length the root
 // published, while the root's goes through the slots and ends when posted;
 // the reader finds out inside its posting call too, and neither member has
-// a call pending when it does (where the failure once stopped at the
-// shared-memory calls).
+// a call pending when it does.
 void run_mismatch_on_host(Bootstrap& boot, const TestOptions& options)
 {
 	require_rcoll(options);
@@ -431,9 +435,7 @@ void run_mismatch_on_host(Bootstrap& boot, const TestOptions& options)
 	    !offers_node_local(std::getenv("FI_RCOLL_COLL_SHM")) ||
 	    std::getenv("RCOLL_TEST_COLL_LOCAL"))
 		throw NotApplicable("not every member takes the shared-memory path");
-	if (!offers_node_local(std::getenv("FI_RCOLL_COLL_CMA")) || !may_attach_to_peers())
-		throw NotApplicable(
-			"cross-memory attach is off or refused (FI_RCOLL_COLL_CMA, Yama)");
+	require_cross_memory_attach();
 	bind_on_one_host(boot, false);
 	constexpr int kRootPostedSignal = 0;
 	CollEndpoint ep({options.provider});
