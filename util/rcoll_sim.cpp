@@ -71,7 +71,7 @@ void usage(FILE* out)
 		"      --gamma US          time per byte reduced (%.3g)\n"
 		"      --radix K           degree of the k-ary tree (3)\n"
 		"      --chunk BYTES       pipeline chunk (64k)\n"
-		"      --eager BYTES       largest landing area staged through scratch (16k)\n"
+		"      --eager BYTES       most bytes a schedule copies out of scratch (16k)\n"
 		"      --scratch BYTES     scratch per half, 0 = auto (0)\n"
 		"      --tune STRING       tuning rules, see fi_rcoll(7)\n"
 		"      --mode MODE         model, run, or auto: run when within the limits (auto)\n"

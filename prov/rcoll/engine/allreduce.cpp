@@ -109,7 +109,8 @@ Errc build_allreduce_recursive_doubling(ScheduleBuilder& b, const Limits& limits
 	fold.key_counter = key_base + dims;
 	fold.key_slot = dims;
 	b.set_counters(3 + 2 * uint64_t(dims));
-	b.choose_landing((2 * fold_slots + dims) * nb, 0, dims + 1, limits);
+	// Every step's vector is reduced where it lands; an extra copies the result.
+	b.choose_landing((2 * fold_slots + dims) * nb, fold_slots * nb, 0, dims + 1, limits);
 	// In rendezvous the result goes straight into the extra's output.
 	if (!b.eager())
 		b.layout().landing_bytes = fold.result_offset;
@@ -177,7 +178,10 @@ Errc build_allreduce_rabenseifner(ScheduleBuilder& b, const Limits& limits)
 	fold.key_counter = 2 + 4 * dims;
 	fold.key_slot = 2 * dims;
 	b.set_counters(3 + 4 * uint64_t(dims));
-	b.choose_landing(ag_offset + 2 * nb, 0, 2 * dims + 1, limits);
+	// The reduce-scatter reduces where it lands; the allgather copies all
+	// but a rank's own block, and an extra copies the result.
+	const uint64_t copied = nb - d.count / pof2 * esz + (cube.extras() > 0 ? nb : 0);
+	b.choose_landing(ag_offset + 2 * nb, copied, 0, 2 * dims + 1, limits);
 	// In rendezvous the allgather and the result go straight into outputs.
 	if (!b.eager())
 		b.layout().landing_bytes = ag_offset;

@@ -49,10 +49,20 @@ public:
 		    uint64_t elements);
 
 	// Chooses eager (landing in scratch) when the landing area and the key
-	// slots fit the per-operation scratch and the landing area is within
-	// the eager limit; otherwise rendezvous.
+	// slots fit the per-operation scratch and `copied_bytes`, what the
+	// schedule copies out of the landing area where a rendezvous would
+	// write it straight into place, is within the eager limit; otherwise
+	// rendezvous. Data that a reduction reads where it lands costs no copy.
+	void choose_landing(uint64_t landing_bytes, uint64_t copied_bytes,
+			    uint32_t key_slots_if_eager, uint32_t key_slots_if_rendezvous,
+			    const Limits& limits);
+	// The same for a schedule that copies out everything that lands.
 	void choose_landing(uint64_t landing_bytes, uint32_t key_slots_if_eager,
-			    uint32_t key_slots_if_rendezvous, const Limits& limits);
+			    uint32_t key_slots_if_rendezvous, const Limits& limits)
+	{
+		choose_landing(landing_bytes, landing_bytes, key_slots_if_eager,
+			       key_slots_if_rendezvous, limits);
+	}
 
 	// Pipeline chunk in elements: the requested chunk size, doubled until
 	// `counters_needed(chunk)` fits the counter budget. 0 if nothing fits.

@@ -136,7 +136,7 @@ Sizes sizes_of(uint32_t size, const GroupConfig& c) noexcept
 	// Alltoall in rendezvous mode needs a key slot per peer.
 	const uint64_t keys = (uint64_t(size) + 2) * memory_key_bytes;
 	if (z.scratch_half_bytes == 0)
-		z.scratch_half_bytes = std::max<uint64_t>(128 * 1024, 2 * keys + 4096);
+		z.scratch_half_bytes = std::max<uint64_t>(Limits{}.scratch_bytes, 2 * keys + 4096);
 	z.scratch_half_bytes = ScheduleLayout::align(z.scratch_half_bytes);
 	// The ring needs two counters per peer and step of one chunk.
 	if (z.counters_per_half == 0)

@@ -72,7 +72,13 @@ Errc build_ring(ScheduleBuilder& b, const Limits& limits, RingRole role)
 	};
 	const uint64_t gather_area = slot(phases, 0);
 	const uint64_t eager_bytes = gather_area + (role == RingRole::reduce ? total * esz : 0);
-	b.choose_landing(eager_bytes, 0, 2, limits);
+	// Partials are reduced where they land; what a rendezvous writes
+	// straight into place is copied: allreduce's final segments, reduce's
+	// gather at the root.
+	const uint64_t copied = role == RingRole::allreduce ? slot(phases, 0) - slot(1, 0)
+				: role == RingRole::reduce  ? total * esz
+							    : 0;
+	b.choose_landing(eager_bytes, copied, 0, 2, limits);
 	const bool rdv = !b.eager();
 	// In rendezvous, allreduce needs no landing at all: partials and final
 	// segments go straight into the right neighbour's output buffer.

@@ -86,7 +86,9 @@ Errc build_ktree(ScheduleBuilder& b, const Limits& limits, TreeRole role)
 	const uint32_t child_key_base = slots + 1;
 	const uint32_t parent_key = 2 * slots + 1;
 	b.set_counters(2 * uint64_t(slots) + 2);
-	b.choose_landing(uniform, 0, slots + 1, limits);
+	// Children's vectors are reduced where they land; allreduce copies out
+	// the result that comes down, which a rendezvous writes into outputs.
+	b.choose_landing(uniform, role == TreeRole::allreduce ? nb : 0, 0, slots + 1, limits);
 	if (!b.eager())
 		b.layout().landing_bytes = landing_of(v);
 	const bool rdv = !b.eager();

@@ -255,15 +255,16 @@ void ScheduleBuilder::reduce(Buf dst, uint64_t dst_off, Buf a, uint64_t a_off, B
 	s_.steps.push_back(st);
 }
 
-void ScheduleBuilder::choose_landing(uint64_t landing_bytes, uint32_t key_slots_if_eager,
-				     uint32_t key_slots_if_rendezvous, const Limits& limits)
+void ScheduleBuilder::choose_landing(uint64_t landing_bytes, uint64_t copied_bytes,
+				     uint32_t key_slots_if_eager, uint32_t key_slots_if_rendezvous,
+				     const Limits& limits)
 {
 	ScheduleLayout eager_layout;
 	eager_layout.key_slots = key_slots_if_eager;
 	eager_layout.landing_bytes = landing_bytes;
 	eager_layout.landing_in_scratch = true;
 	bool fits = eager_layout.scratch_bytes() <= limits.scratch_bytes &&
-		    landing_bytes <= limits.eager_bytes;
+		    copied_bytes <= limits.eager_bytes;
 	ScheduleLayout& l = s_.layout;
 	l.landing_bytes = landing_bytes;
 	l.landing_in_scratch = fits;

@@ -73,10 +73,16 @@ struct OpDescriptor {
 
 // Per-operation resources of the group, identical on every member.
 struct Limits {
-	uint64_t scratch_bytes = 128 * 1024; // scratch available to one operation
-	uint32_t counters = 4096;            // arrival counters available to one operation
-	// Largest landing area staged through scratch; above it the data goes
-	// straight into the destination after a key exchange, one latency more.
+	// Scratch available to one operation: a half of the group's scratch.
+	// It holds the landings of four 64 KiB recursive-doubling allreduces
+	// at 4 members (two vectors each), or two of Rabenseifner, which then
+	// stay eager (a rendezvous costs a key message per step); the halves
+	// take turns, and each turn costs a recycle barrier among the members.
+	uint64_t scratch_bytes = 512 * 1024;
+	uint32_t counters = 4096; // arrival counters available to one operation
+	// Most bytes a schedule staged through scratch may copy out of it;
+	// above it the data goes straight into the destination after a key
+	// exchange, one latency more.
 	// On the tcp core a latency is worth some 60 KiB of copying: at 16 KiB
 	// a 32 KiB broadcast took 48 us against 36 staged.
 	uint64_t eager_bytes = 64 * 1024;
