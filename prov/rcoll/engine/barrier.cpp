@@ -55,4 +55,32 @@ Errc build_barrier_dissemination(ScheduleBuilder& b, const Limits&)
 	return Errc::ok;
 }
 
+// Gather and release over a k-nomial tree rooted at rank 0 (the combining
+// tree barrier of Yew, Tzeng and Lawrie 1987, with the wake-up tree of
+// Mellor-Crummey and Scott 1991): a member signals its parent once all its
+// children have, and waits for the release that the root starts. 2 (p - 1)
+// messages against dissemination's p ceil(log2 p), in twice the levels.
+Errc build_barrier_ktree(ScheduleBuilder& b, const Limits& limits)
+{
+	b.set_epoch(EpochClass::tree);
+	const MonotoneCounters mc{b.size()};
+	const pattern::KnomialTree tree{b.size(), tree_radix(b.op(), limits)};
+	const uint32_t gather = monotone_counter | mc.tree_gather();
+	const uint32_t release = monotone_counter | mc.tree_release();
+	std::vector<uint32_t> children;
+	for (unsigned level = tree.levels(); level-- > 0;) {
+		auto at = tree.children_at(b.rank(), level);
+		children.insert(children.end(), at.rbegin(), at.rend());
+	}
+	if (!children.empty())
+		b.wait(gather, children.size());
+	if (auto parent = tree.parent(b.rank())) {
+		b.signal(*parent, gather);
+		b.wait(release);
+	}
+	for (uint32_t child : children)
+		b.signal(child, release);
+	return Errc::ok;
+}
+
 } // namespace rcoll::engine::detail

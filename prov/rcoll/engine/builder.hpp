@@ -90,6 +90,7 @@ using Builder = Errc (*)(ScheduleBuilder&, const Limits&);
 
 Errc build_barrier_pairwise(ScheduleBuilder&, const Limits&);
 Errc build_barrier_dissemination(ScheduleBuilder&, const Limits&);
+Errc build_barrier_ktree(ScheduleBuilder&, const Limits&);
 Errc build_broadcast_binomial(ScheduleBuilder&, const Limits&);
 Errc build_broadcast_ktree(ScheduleBuilder&, const Limits&);
 Errc build_broadcast_scatter_allgather(ScheduleBuilder&, const Limits&);

@@ -45,7 +45,10 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 	};
 	switch (d.coll) {
 	case Collective::barrier:
-		lat = d.algorithm == Algorithm::pairwise ? lp + (folded ? 2 : 0) : L;
+		if (d.algorithm == Algorithm::ktree)
+			lat = 2.0 * knomial_levels(p, tree_radix(d, limits));
+		else
+			lat = d.algorithm == Algorithm::pairwise ? lp + (folded ? 2 : 0) : L;
 		break;
 	case Collective::broadcast:
 		if (d.algorithm == Algorithm::scatter_allgather) {

@@ -249,6 +249,7 @@ Errc Group::post(const Request& req) noexcept
 	case EpochClass::none: break;
 	case EpochClass::pairwise:
 	case EpochClass::dissemination:
+	case EpochClass::tree:
 		op->epoch = ++barrier_epoch_[static_cast<unsigned>(op->plan->epoch)];
 		break;
 	}

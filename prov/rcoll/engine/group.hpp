@@ -178,7 +178,7 @@ private:
 	uint32_t cursor_counters_ = 0;
 	uint64_t next_sequence_ = 0;
 	uint64_t next_cookie_ = 1;
-	uint64_t barrier_epoch_[3] = {0, 0, 0};
+	uint64_t barrier_epoch_[4] = {0, 0, 0, 0};
 	struct Plan {
 		OpDescriptor posted; // as the application posted it
 		OpDescriptor chosen; // with the algorithm chosen

@@ -21,8 +21,12 @@ struct Entry {
 	detail::Builder build;
 };
 
-// The one table of which algorithm implements which collective.
-constexpr std::array<Entry, 18> builders = {{
+// The one table of which algorithm implements which collective. A
+// collective's algorithms are listed in the order that breaks the cost
+// model's ties; the tree barrier comes first, since it sends the fewest
+// messages in all.
+constexpr std::array<Entry, 19> builders = {{
+	{Collective::barrier, Algorithm::ktree, detail::build_barrier_ktree},
 	{Collective::barrier, Algorithm::pairwise, detail::build_barrier_pairwise},
 	{Collective::barrier, Algorithm::dissemination, detail::build_barrier_dissemination},
 	{Collective::broadcast, Algorithm::binomial, detail::build_broadcast_binomial},

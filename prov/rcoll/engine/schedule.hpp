@@ -150,7 +150,7 @@ struct ScheduleLayout {
 };
 
 // Which monotone counter family (and epoch) a barrier uses.
-enum class EpochClass : uint8_t { none, pairwise, dissemination };
+enum class EpochClass : uint8_t { none, pairwise, dissemination, tree };
 
 struct Schedule {
 	ScheduleLayout layout;
@@ -165,7 +165,8 @@ struct Schedule {
 };
 
 // Monotone counter space of a group of `size` members: pairwise barrier,
-// dissemination barrier and the two scratch-recycling syncs.
+// dissemination barrier, the two scratch-recycling syncs and the tree
+// barrier's arrivals from below and release from above.
 struct MonotoneCounters {
 	uint32_t size = 1;
 
@@ -176,7 +177,9 @@ struct MonotoneCounters {
 	{
 		return 2 * rounds() + 2 + half * rounds() + round;
 	}
-	uint32_t total() const noexcept { return 4 * rounds() + 2; }
+	uint32_t tree_gather() const noexcept { return 4 * rounds() + 2; }
+	uint32_t tree_release() const noexcept { return 4 * rounds() + 3; }
+	uint32_t total() const noexcept { return 4 * rounds() + 4; }
 };
 
 // Checks the descriptor: datatype/op pair, root, count overflow, algorithm.
