@@ -426,8 +426,9 @@ Test(engine_schedule, bad_descriptors_are_rejected)
 }
 
 // Recursive doubling stages one vector per step, and the fold's input and
-// result only where the group has extras: a power-of-two group stays eager
-// up to eager_bytes / log2 p. (It staged the fold's two slots always, and a
+// result only where the group has extras, and reduces the steps' vectors
+// where they land: a power-of-two group stays eager while they fit the
+// scratch. (It staged the fold's two slots always, and a
 // 32 KiB allreduce at 2 ranks went by rendezvous, a key exchange more, for
 // a 96 KiB landing.)
 Test(engine_schedule, recursive_doubling_stages_what_it_receives)

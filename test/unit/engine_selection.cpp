@@ -130,10 +130,9 @@ Test(engine_selection, model_picks_by_regime)
 	// Same bandwidth term, fewer rounds: Rabenseifner on a power of two.
 	big = sel.choose(op(Collective::allreduce, 64, 8 << 20), l);
 	cr_assert_eq(big.algorithm, Algorithm::rabenseifner);
-	// Barriers: the tree wherever its two passes take no more rounds than
-	// the exchanges (it sends the fewest messages); at 2 members one
-	// exchange; dissemination where the tree needs more levels and the
-	// exchange a fold.
+	// Barriers: from 3 members the tree, whose two passes take no more
+	// rounds than the exchanges and which sends the fewest messages; at 2
+	// members one exchange.
 	cr_assert_eq(sel.choose(op(Collective::barrier, 12, 0), l).algorithm, Algorithm::ktree);
 	cr_assert_eq(sel.choose(op(Collective::barrier, 16, 0), l).algorithm, Algorithm::ktree);
 	cr_assert_eq(sel.choose(op(Collective::barrier, 4, 0), l).algorithm, Algorithm::ktree);

@@ -179,8 +179,8 @@ Errc build_allreduce_rabenseifner(ScheduleBuilder& b, const Limits& limits)
 	fold.key_slot = 2 * dims;
 	b.set_counters(3 + 4 * uint64_t(dims));
 	// The reduce-scatter reduces where it lands; the allgather copies all
-	// but a rank's own block, and an extra copies the result.
-	const uint64_t copied = nb - d.count / pof2 * esz + (cube.extras() > 0 ? nb : 0);
+	// but a rank's own block, an extra the whole result.
+	const uint64_t copied = cube.extras() > 0 ? nb : nb - d.count / pof2 * esz;
 	b.choose_landing(ag_offset + 2 * nb, copied, 0, 2 * dims + 1, limits);
 	// In rendezvous the allgather and the result go straight into outputs.
 	if (!b.eager())

@@ -60,22 +60,30 @@ Errc build_barrier_dissemination(ScheduleBuilder& b, const Limits&)
 // Mellor-Crummey and Scott 1991): a member signals its parent once all its
 // children have, and waits for the release that the root starts. 2 (p - 1)
 // messages against dissemination's p ceil(log2 p), in twice the levels.
+// Each child signals a counter of its own at the parent: a child may post
+// the next barriers before this one ends, and a shared count would take
+// its early arrivals for a sibling's. Every barrier of a group takes the
+// same radix (the selector's, or a tuning rule's, for the group's size).
 Errc build_barrier_ktree(ScheduleBuilder& b, const Limits& limits)
 {
 	b.set_epoch(EpochClass::tree);
 	const MonotoneCounters mc{b.size()};
 	const pattern::KnomialTree tree{b.size(), tree_radix(b.op(), limits)};
-	const uint32_t gather = monotone_counter | mc.tree_gather();
+	if (tree.slots() > mc.tree_slots())
+		return Errc::no_resources;
+	auto gather = [&](uint32_t child) {
+		return monotone_counter | mc.tree_gather(tree.child_slot(child));
+	};
 	const uint32_t release = monotone_counter | mc.tree_release();
 	std::vector<uint32_t> children;
 	for (unsigned level = tree.levels(); level-- > 0;) {
 		auto at = tree.children_at(b.rank(), level);
 		children.insert(children.end(), at.rbegin(), at.rend());
 	}
-	if (!children.empty())
-		b.wait(gather, children.size());
+	for (uint32_t child : children)
+		b.wait(gather(child));
 	if (auto parent = tree.parent(b.rank())) {
-		b.signal(*parent, gather);
+		b.signal(*parent, gather(b.rank()));
 		b.wait(release);
 	}
 	for (uint32_t child : children)

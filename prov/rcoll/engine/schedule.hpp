@@ -74,7 +74,7 @@ struct OpDescriptor {
 // Per-operation resources of the group, identical on every member.
 struct Limits {
 	// Scratch available to one operation: a half of the group's scratch.
-	// It holds the landings of four 64 KiB recursive-doubling allreduces
+	// It holds the landings of three 64 KiB recursive-doubling allreduces
 	// at 4 members (two vectors each), or two of Rabenseifner, which then
 	// stay eager (a rendezvous costs a key message per step); the halves
 	// take turns, and each turn costs a recycle barrier among the members.
@@ -104,6 +104,11 @@ inline uint32_t tree_radix(const OpDescriptor& d, const Limits& limits) noexcept
 }
 
 inline constexpr size_t memory_key_bytes = 24;
+// Changes whenever schedules, or the counter and scratch layouts they
+// address, change: members must build mirror images of one another, and
+// the glue's join compares it (with the configuration) to refuse members of
+// another version.
+inline constexpr uint32_t schedule_version = 2;
 inline constexpr uint32_t monotone_counter = 1u << 31;
 
 enum class Buf : uint8_t { input, output, landing, own_keys };
@@ -165,8 +170,10 @@ struct Schedule {
 };
 
 // Monotone counter space of a group of `size` members: pairwise barrier,
-// dissemination barrier, the two scratch-recycling syncs and the tree
-// barrier's arrivals from below and release from above.
+// dissemination barrier, the two scratch-recycling syncs, the tree
+// barrier's release from above and its arrivals from below, one counter per
+// child slot. Every monotone counter hears from one peer only, so that
+// ">= epoch" counts that peer's barriers even when it is several ahead.
 struct MonotoneCounters {
 	uint32_t size = 1;
 
@@ -177,9 +184,14 @@ struct MonotoneCounters {
 	{
 		return 2 * rounds() + 2 + half * rounds() + round;
 	}
-	uint32_t tree_gather() const noexcept { return 4 * rounds() + 2; }
-	uint32_t tree_release() const noexcept { return 4 * rounds() + 3; }
-	uint32_t total() const noexcept { return 4 * rounds() + 4; }
+	uint32_t tree_release() const noexcept { return 4 * rounds() + 2; }
+	uint32_t tree_gather(uint32_t child_slot) const noexcept
+	{
+		return 4 * rounds() + 3 + child_slot;
+	}
+	// A k-nomial tree has levels * k child slots, fewer than 2 p for any k.
+	uint32_t tree_slots() const noexcept { return 2 * size; }
+	uint32_t total() const noexcept { return 4 * rounds() + 3 + tree_slots(); }
 };
 
 // Checks the descriptor: datatype/op pair, root, count overflow, algorithm.

@@ -123,12 +123,13 @@ engine::GroupConfig Collectives::group_config(bool local) const
 	return g;
 }
 
-// Members must run the same configuration: the schedules they build must
-// mirror each other.
+// Members must run the same configuration and engine (schedule_version):
+// the schedules they build must mirror each other.
 uint64_t Collectives::config_fingerprint() const
 {
 	const Config& c = config();
 	uint64_t h = 0xcbf29ce484222325ULL;
+	h = fnv1a(h, &engine::schedule_version, sizeof(engine::schedule_version));
 	h = fnv1a(fnv1a(h, c.coll_tune.data(), c.coll_tune.size()), "|", 1);
 	// The constants in use, not their spelling: a value set to the core's
 	// default agrees with one left unset, and two cores' defaults differ.
