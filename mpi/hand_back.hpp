@@ -68,14 +68,15 @@ inline constexpr const char* kHandBackVariables[] = {
 // Open MPI 4.1, 2 and 4 ranks: on one host the barrier and the smallest
 // calls of 2 ranks, and the smallest and mid-size broadcasts of more ranks
 // than CPUs; between hosts (rcoll's core against Open MPI's btl tcp) the
-// barrier and most calls up to mid sizes, where each of rcoll's messages
-// costs more than Open MPI's.
+// barrier and the smallest allreduces of 2 ranks, where each of rcoll's
+// messages costs more than Open MPI's, and mid-size broadcasts, reduces
+// and allgathers.
 inline constexpr const char* kOpenMpiHandBack[] = {
-	"host:2:*;net:2:*;net:3-4:*",
-	"net:2:-128k;host:3-4:-256;host:3-4:16k-1m;net:3-4:-1m",
-	"host:2:-256;net:2:-2k;net:3-4:-128k",
-	"host:2:-32;host:2:256-2k;net:2:-16k;net:2:128k-;net:3-4:16k-1m",
-	"host:2:-2k;net:2:-128k;net:3-4:-16k;net:3-4:8m-",
+	"host:2:*;net:2:*",
+	"host:2:-256;host:3-4:-256;host:3-4:16k-128k;net:2:256-128k;net:3-4:16k-1m",
+	"host:2:-256;net:2:-2k;net:3-4:1m-",
+	"host:2:-32;host:2:256-2k;net:2:2k-16k;net:2:128k-;net:3-4:128k-1m",
+	"host:2:-2k;host:2:1m-8m;host:3-4:8m-;net:2:-128k;net:2:8m-;net:3-4:16k-128k;net:3-4:8m-",
 	"",
 	"",
 	"",
@@ -87,11 +88,11 @@ inline constexpr const char* kOpenMpiHandBack[] = {
 // 3-4-rank rules are Open MPI's: 4 ranks of MPICH on 2 CPUs spin for
 // milliseconds a call, so not measured.
 inline constexpr const char* kMpichHandBack[] = {
-	"net:2:*;net:3-4:*",
-	"host:2:-16k;net:2:-256;net:2:2k-16k;host:3-4:-256;host:3-4:16k-1m;net:3-4:-1m",
-	"net:3-4:-128k",
-	"host:2:8m-;net:2:-256;net:3-4:16k-1m",
-	"host:2:16k-8m;net:2:-16k;net:3-4:-16k;net:3-4:8m-",
+	"net:2:*",
+	"host:2:-16k;net:2:-256;net:2:2k-16k;host:3-4:-256;host:3-4:16k-128k;net:3-4:16k-1m",
+	"net:3-4:1m-",
+	"host:2:8m-;net:2:-256;net:3-4:128k-1m",
+	"host:2:16k-8m;net:2:-16k;host:3-4:8m-;net:3-4:16k-128k;net:3-4:8m-",
 	"",
 	"",
 	"",

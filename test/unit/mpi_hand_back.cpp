@@ -99,12 +99,13 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 				  rcoll::mpi::kHandBackVariables[k], why.c_str());
 		}
 	// Measured (see hand_back.hpp): on one host an 8-byte broadcast of 4
-	// ranks went faster in Open MPI, 64 B to 16 MiB ones of 2 in rcoll;
-	// between hosts a 32 KiB allreduce of 2 in rcoll.
+	// ranks and a 64-byte one of 2 went faster in Open MPI, 512 B to 16 MiB
+	// ones of 2 in rcoll; between hosts a 32 KiB allreduce of 2 in rcoll.
 	HandBack bcast, allreduce;
 	cr_assert(bcast.parse(rcoll::mpi::kOpenMpiHandBack[1]).empty());
 	cr_assert(bcast.matches(8, 4, true));
-	for (uint64_t bytes : {64u, 4096u, 32768u, 262144u, 16u << 20})
+	cr_assert(bcast.matches(64, 2, true));
+	for (uint64_t bytes : {512u, 4096u, 32768u, 262144u, 16u << 20})
 		cr_assert_not(bcast.matches(bytes, 2, true), "%llu bytes",
 			      (unsigned long long)bytes);
 	cr_assert_not(bcast.matches(8, 5, true)); // not measured: no rule
