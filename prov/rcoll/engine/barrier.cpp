@@ -75,11 +75,7 @@ Errc build_barrier_ktree(ScheduleBuilder& b, const Limits& limits)
 		return monotone_counter | mc.tree_gather(tree.child_slot(child));
 	};
 	const uint32_t release = monotone_counter | mc.tree_release();
-	std::vector<uint32_t> children;
-	for (unsigned level = tree.levels(); level-- > 0;) {
-		auto at = tree.children_at(b.rank(), level);
-		children.insert(children.end(), at.rbegin(), at.rend());
-	}
+	const auto children = tree.children_in_send_order(b.rank());
 	for (uint32_t child : children)
 		b.wait(gather(child));
 	if (auto parent = tree.parent(b.rank())) {

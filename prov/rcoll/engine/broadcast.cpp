@@ -33,18 +33,6 @@ using pattern::Chunking;
 using pattern::KnomialTree;
 using pattern::Partition;
 
-// Children in send order: the highest level (largest subtrees) first, and
-// within a level the farthest first.
-std::vector<uint32_t> children_in_send_order(const KnomialTree& tree, uint32_t v)
-{
-	std::vector<uint32_t> out;
-	for (unsigned level = tree.levels(); level-- > 0;) {
-		auto at = tree.children_at(v, level);
-		out.insert(out.end(), at.rbegin(), at.rend());
-	}
-	return out;
-}
-
 // `radix`: the tree's degree, 1..p - 1.
 Errc build_broadcast_tree(ScheduleBuilder& b, const Limits& limits, uint32_t radix)
 {
@@ -74,7 +62,7 @@ Errc build_broadcast_tree(ScheduleBuilder& b, const Limits& limits, uint32_t rad
 		const uint32_t credit_base = blocks;
 		b.set_counters(uint64_t(blocks) + fanout);
 		const uint32_t nchunks = chunks.count();
-		const auto children = children_in_send_order(tree, v);
+		const auto children = tree.children_in_send_order(v);
 		const auto parent = tree.parent(v);
 		std::vector<uint32_t> forwarded;
 		for (uint32_t c = 0; c < nchunks; ++c) {
@@ -120,7 +108,7 @@ Errc build_broadcast_tree(ScheduleBuilder& b, const Limits& limits, uint32_t rad
 	b.layout().landing_bytes = 0;
 	const uint32_t data_base = fanout;
 	b.set_counters(uint64_t(fanout) + chunks.count());
-	const auto children = children_in_send_order(tree, v);
+	const auto children = tree.children_in_send_order(v);
 	const auto parent = tree.parent(v);
 	if (parent) {
 		const unsigned me = tree.child_slot(v);

@@ -43,6 +43,16 @@ std::optional<uint32_t> KnomialTree::parent(uint32_t v) const noexcept
 	return static_cast<uint32_t>(v - digit * stride);
 }
 
+std::vector<uint32_t> KnomialTree::children_in_send_order(uint32_t v) const
+{
+	std::vector<uint32_t> out;
+	for (unsigned level = levels(); level-- > 0;) {
+		auto at = children_at(v, level);
+		out.insert(out.end(), at.rbegin(), at.rend());
+	}
+	return out;
+}
+
 std::vector<uint32_t> KnomialTree::children_at(uint32_t v, unsigned level) const
 {
 	std::vector<uint32_t> out;

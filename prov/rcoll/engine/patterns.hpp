@@ -140,6 +140,9 @@ struct KnomialTree {
 	// Children of v at `level`, ascending rank order (the order Gupta's
 	// receiver reduces them in).
 	std::vector<uint32_t> children_at(uint32_t v, unsigned level) const;
+	// All children of v in send order: the highest level (largest
+	// subtrees) first, and within a level the farthest first.
+	std::vector<uint32_t> children_in_send_order(uint32_t v) const;
 	// Slot of `child` in its parent's landing area: level * k + (c - 1).
 	uint32_t child_slot(uint32_t child) const noexcept;
 	uint32_t slots() const noexcept { return levels() * k; }
