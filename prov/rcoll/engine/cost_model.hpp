@@ -28,11 +28,12 @@ struct Prediction {
 	double time_us = 0;
 	double latency_terms = 0;  // multiples of alpha on the critical path
 	double bytes_per_rank = 0; // most bytes any rank sends
-	bool rendezvous = false;   // data bigger than the eager limit
+	bool rendezvous = false;   // a key exchange before the data, as the schedule has it
 };
 
-// Predicted cost of `d` (its algorithm and radix must be concrete).
-Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& params) noexcept;
+// Predicted cost of `d` (its algorithm and radix must be concrete). Throws
+// std::bad_alloc when it cannot build the schedule it asks about.
+Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& params);
 
 // Lower bound on the bytes some rank must send for an allreduce of n bytes
 // over p ranks (Patarasuk and Yuan, section 3): 2 (p - 1) / p * n.
