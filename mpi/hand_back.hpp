@@ -66,17 +66,17 @@ inline constexpr const char* kHandBackVariables[] = {
 // man/librcoll-mpi.7 lists them too.
 //
 // Open MPI 4.1, 2 and 4 ranks: on one host the barrier and the smallest
-// calls of 2 ranks, and the smallest and mid-size broadcasts of more ranks
-// than CPUs; between hosts (rcoll's core against Open MPI's btl tcp) the
-// barrier and the smallest allreduces of 2 ranks, where each of rcoll's
-// messages costs more than Open MPI's, and mid-size broadcasts, reduces
-// and allgathers.
+// calls of 2 ranks, its reduces from 128 KiB, and the smallest and
+// mid-size broadcasts of more ranks than CPUs; between hosts (rcoll's core
+// against Open MPI's btl tcp) the barrier and the smallest allreduces of 2
+// ranks, where each of rcoll's messages costs more than Open MPI's, and
+// mid-size broadcasts, reduces and allgathers.
 inline constexpr const char* kOpenMpiHandBack[] = {
 	"host:2:*;net:2:*",
-	"host:2:-256;host:3-4:-256;host:3-4:16k-128k;net:2:256-128k;net:3-4:16k-1m",
-	"host:2:-256;net:2:-2k;net:3-4:1m-",
-	"host:2:-32;host:2:256-2k;net:2:2k-16k;net:2:128k-;net:3-4:128k-1m",
-	"host:2:-2k;host:2:1m-8m;host:3-4:8m-;net:2:-128k;net:2:8m-;net:3-4:16k-128k;net:3-4:8m-",
+	"host:2:-256;host:3-4:-256;host:3-4:16k-128k;net:2:256-128k;net:2:1m-8m;net:3-4:16k-1m",
+	"host:2:-256;host:2:8m-;net:2:-2k;net:3-4:1m-",
+	"host:2:128k-;net:2:256-16k;net:2:1m-;net:3-4:128k-1m",
+	"host:2:-256;host:2:1m-8m;host:3-4:8m-;net:2:-128k;net:3-4:16k-128k;net:3-4:1m-8m",
 	"",
 	"",
 	"",
@@ -92,7 +92,7 @@ inline constexpr const char* kMpichHandBack[] = {
 	"host:2:-16k;net:2:-256;net:2:2k-16k;host:3-4:-256;host:3-4:16k-128k;net:3-4:16k-1m",
 	"net:3-4:1m-",
 	"host:2:8m-;net:2:-256;net:3-4:128k-1m",
-	"host:2:16k-8m;net:2:-16k;host:3-4:8m-;net:3-4:16k-128k;net:3-4:8m-",
+	"host:2:16k-8m;net:2:-16k;host:3-4:8m-;net:3-4:16k-128k;net:3-4:1m-8m",
 	"",
 	"",
 	"",

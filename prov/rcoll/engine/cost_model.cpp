@@ -99,11 +99,11 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 			serial_bytes = lp * n;
 			reduce_bytes = lp * n;
 			bytes = lp * n + (folded ? n : 0);
-			// The fold's two latencies overlap the exchange in part (the
-			// simulated fabric finishes 3 members in two), but measured
-			// at 3 ranks the tree was faster than a model with one
-			// latency less would have it: the partner of an extra
-			// reduces twice while the extra waits.
+			// The fold's two latencies partly overlap the exchange (the
+			// simulated fabric finishes 3 members in two), yet with one
+			// less the model chose this over the tree at 3 ranks, which
+			// measured slower: the extra's partner reduces twice while
+			// the extra waits.
 			fold();
 			break;
 		case Algorithm::rabenseifner:
