@@ -124,4 +124,12 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 	cr_assert(mpich_bcast.matches(8, 2, true));
 	cr_assert_not(mpich_bcast.matches(32768, 2, true));
 	cr_assert_not(mpich_allreduce.matches(8, 2, true));
+	// At 4 ranks on 2 CPUs MPICH's small one-host broadcasts took 0.3 us,
+	// its other calls milliseconds: only those go back.
+	cr_assert(mpich_bcast.matches(4096, 4, true));
+	cr_assert_not(mpich_bcast.matches(32768, 4, true));
+	cr_assert_not(mpich_bcast.matches(8, 4, false));
+	for (uint64_t bytes : {8u, 32768u, 2u << 20})
+		cr_assert_not(mpich_allreduce.matches(bytes, 4, false), "%llu bytes",
+			      (unsigned long long)bytes);
 }
