@@ -37,7 +37,9 @@ double allreduce_bandwidth_lower_bound(uint32_t p, double n) noexcept
 	return p <= 1 ? 0.0 : 2.0 * (p - 1) / p * n;
 }
 
-Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& c)
+// The model's figures for `d`, given whether it goes by rendezvous.
+static Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParams& c,
+			   bool rendezvous) noexcept
 {
 	const double a = c.alpha_us, bt = c.beta_us_per_byte, g = c.gamma_us_per_byte;
 	const uint32_t p = d.size;
@@ -171,7 +173,7 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 		bytes = serial_bytes;
 		break;
 	}
-	r.rendezvous = d.coll != Collective::barrier && goes_by_rendezvous(d, limits);
+	r.rendezvous = rendezvous;
 	if (r.rendezvous ||
 	    (d.coll == Collective::broadcast && d.algorithm == Algorithm::scatter_allgather))
 		lat += 1;
@@ -179,6 +181,13 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 	r.bytes_per_rank = bytes;
 	r.time_us = lat * a + serial_bytes * bt + reduce_bytes * g;
 	return r;
+}
+
+Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& c)
+{
+	return formulas(d, limits, c,
+			d.size > 1 && d.coll != Collective::barrier &&
+				goes_by_rendezvous(d, limits));
 }
 
 Choice Selector::choose(const OpDescriptor& d, const Limits& limits) const
@@ -209,6 +218,11 @@ Choice Selector::choose(const OpDescriptor& d, const Limits& limits) const
 		}
 		for (uint32_t k : radixes) {
 			probe.params = AlgorithmParams{k, 0};
+			// A rendezvous only adds time, and finding out builds the
+			// schedule (the ring's has 5 p steps): a candidate no
+			// cheaper without one is passed over unbuilt.
+			if (formulas(probe, limits, params_, false).time_us >= best_time)
+				continue;
 			double t = predict(probe, limits, params_).time_us;
 			if (t < best_time) {
 				best_time = t;
