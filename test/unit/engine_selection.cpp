@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 
 #include <cmath>
+#include <string>
 
 #include "engine/cost_model.hpp"
 #include "engine/tuning.hpp"
@@ -192,4 +193,37 @@ Test(engine_selection, model_formulas)
 	}
 	cr_assert_eq(allreduce_bandwidth_lower_bound(1, n), 0.0);
 	cr_assert_eq(allreduce_bandwidth_lower_bound(4, 100), 150.0);
+}
+
+// The model never picks a schedule that does not fit the limits while
+// another does: with 64 counters a half, a 16 MiB broadcast's
+// scatter-allgather needs more and the trees fit. When none fits, the
+// choice is the cheapest on paper, whose build then says why.
+Test(engine_selection, model_picks_only_what_fits)
+{
+	const Selector sel(CostParams{}, {});
+	Limits few;
+	few.counters = 64;
+	for (uint32_t p : {64u, 256u, 1024u}) {
+		OpDescriptor d = op(Collective::broadcast, p, 16ull << 20, Datatype::uint8);
+		OpDescriptor scatter = d;
+		scatter.algorithm = Algorithm::scatter_allgather;
+		Schedule s;
+		cr_assert_eq(build_schedule(scatter, 0, few, s), Errc::no_resources,
+			     "p=%u: the case needs a candidate that does not fit", p);
+		const Choice c = sel.choose(d, few);
+		d.algorithm = c.algorithm;
+		d.params = c.params;
+		cr_assert_eq(build_schedule(d, 0, few, s), Errc::ok, "p=%u: chose %s", p,
+			     std::string(to_string(c.algorithm)).c_str());
+	}
+	Limits none;
+	none.counters = 1;
+	OpDescriptor d = op(Collective::allreduce, 64, 1 << 20);
+	const Choice c = sel.choose(d, none);
+	cr_assert(algorithm_supports(d.coll, c.algorithm));
+	d.algorithm = c.algorithm;
+	d.params = c.params;
+	Schedule s;
+	cr_assert_eq(build_schedule(d, 0, none, s), Errc::no_resources);
 }

@@ -15,18 +15,19 @@ unsigned knomial_levels(uint32_t p, uint32_t k) noexcept
 	return pattern::KnomialTree{p, k}.levels();
 }
 
-// Whether the schedule of `d` moves its data by rendezvous, a key exchange
-// before the data: its builder decides (ScheduleBuilder::choose_landing,
-// from what it stages and copies), so the model asks the builder instead of
-// repeating the rule. Every member stages alike, so rank 0's layout stands
-// for all. A schedule that cannot be built at all counts as a rendezvous.
-bool goes_by_rendezvous(const OpDescriptor& d, const Limits& limits)
+// How the schedule of `d` stages its data: its builder decides
+// (ScheduleBuilder::choose_landing, from what it stages and copies), so the
+// model asks the builder instead of repeating the rule. Every member stages
+// alike, so rank 0's layout stands for all.
+enum class Staging { eager, rendezvous, unbuildable };
+
+Staging staging_of(const OpDescriptor& d, const Limits& limits)
 {
 	Schedule s;
 	switch (build_schedule(d, 0, limits, s)) {
-	case Errc::ok: return !s.layout.landing_in_scratch;
+	case Errc::ok: return s.layout.landing_in_scratch ? Staging::eager : Staging::rendezvous;
 	case Errc::no_memory: throw std::bad_alloc();
-	default: return true;
+	default: return Staging::unbuildable;
 	}
 }
 
@@ -174,8 +175,7 @@ static Prediction formulas(const OpDescriptor& d, const Limits& limits, const Co
 		break;
 	}
 	r.rendezvous = rendezvous;
-	if (r.rendezvous ||
-	    (d.coll == Collective::broadcast && d.algorithm == Algorithm::scatter_allgather))
+	if (r.rendezvous)
 		lat += 1;
 	r.latency_terms = lat;
 	r.bytes_per_rank = bytes;
@@ -185,9 +185,14 @@ static Prediction formulas(const OpDescriptor& d, const Limits& limits, const Co
 
 Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& c)
 {
-	return formulas(d, limits, c,
-			d.size > 1 && d.coll != Collective::barrier &&
-				goes_by_rendezvous(d, limits));
+	if (d.size <= 1 || d.coll == Collective::barrier)
+		return formulas(d, limits, c, false);
+	const Staging staging = staging_of(d, limits);
+	Prediction r = formulas(d, limits, c, staging == Staging::rendezvous);
+	// A schedule that does not fit the limits cannot run at all.
+	if (staging == Staging::unbuildable)
+		r.time_us = INFINITY;
+	return r;
 }
 
 Choice Selector::choose(const OpDescriptor& d, const Limits& limits) const
@@ -199,8 +204,8 @@ Choice Selector::choose(const OpDescriptor& d, const Limits& limits) const
 			continue;
 		return {it->algorithm, it->params, true};
 	}
-	Choice best;
-	double best_time = INFINITY;
+	Choice best, best_on_paper;
+	double best_time = INFINITY, best_paper_time = INFINITY;
 	OpDescriptor probe = d;
 	for (Algorithm alg : algorithms_for(d.coll)) {
 		probe.algorithm = alg;
@@ -221,7 +226,12 @@ Choice Selector::choose(const OpDescriptor& d, const Limits& limits) const
 			// A rendezvous only adds time, and finding out builds the
 			// schedule (the ring's has 5 p steps): a candidate no
 			// cheaper without one is passed over unbuilt.
-			if (formulas(probe, limits, params_, false).time_us >= best_time)
+			const double lower = formulas(probe, limits, params_, false).time_us;
+			if (lower < best_paper_time) {
+				best_paper_time = lower;
+				best_on_paper = Choice{alg, probe.params, false};
+			}
+			if (lower >= best_time)
 				continue;
 			double t = predict(probe, limits, params_).time_us;
 			if (t < best_time) {
@@ -230,7 +240,8 @@ Choice Selector::choose(const OpDescriptor& d, const Limits& limits) const
 			}
 		}
 	}
-	return best;
+	// None fits the limits: the call fails as the cheapest one would.
+	return best_time < INFINITY ? best : best_on_paper;
 }
 
 } // namespace rcoll::engine

@@ -31,8 +31,9 @@ struct Prediction {
 	bool rendezvous = false;   // a key exchange before the data, as the schedule has it
 };
 
-// Predicted cost of `d` (its algorithm and radix must be concrete). Throws
-// std::bad_alloc when it cannot build the schedule it asks about.
+// Predicted cost of `d` (its algorithm and radix must be concrete): infinite
+// when its schedule does not fit the limits. Throws std::bad_alloc when it
+// cannot build the schedule it asks about.
 Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& params);
 
 // Lower bound on the bytes some rank must send for an allreduce of n bytes
@@ -64,7 +65,8 @@ public:
 
 	// The algorithm for `d` (whose algorithm field is ignored): the last
 	// matching tuning rule, else the cheapest by the model (ties: the
-	// earlier algorithm of algorithms_for()). Message size is count times
+	// earlier algorithm of algorithms_for()) among those that fit the
+	// limits, or the cheapest on paper if none does. Message size is count times
 	// the datatype size. Deterministic, so all members agree.
 	Choice choose(const OpDescriptor& d, const Limits& limits) const;
 
