@@ -69,9 +69,9 @@ void usage(FILE* out)
 		"      --alpha US          latency per message (%.3g)\n"
 		"      --beta US           time per byte on the wire (%.3g)\n"
 		"      --gamma US          time per byte reduced (%.3g)\n"
-		"      --radix K           degree of the k-ary tree (3)\n"
-		"      --chunk BYTES       pipeline chunk (256k)\n"
-		"      --eager BYTES       most bytes a schedule copies out of scratch (64k)\n"
+		"      --radix K           degree of the k-ary tree (%u)\n"
+		"      --chunk BYTES       pipeline chunk (%lluk)\n"
+		"      --eager BYTES       most bytes a schedule copies out of scratch (%lluk)\n"
 		"      --scratch BYTES     scratch per half, 0 = auto (0)\n"
 		"      --tune STRING       tuning rules, see fi_rcoll(7)\n"
 		"      --mode MODE         model, run, or auto: run when within the limits (auto)\n"
@@ -81,7 +81,9 @@ void usage(FILE* out)
 		"      --csv               comma-separated output\n"
 		"  -h, --help\n",
 		CostParams{}.alpha_us, CostParams{}.beta_us_per_byte,
-		CostParams{}.gamma_us_per_byte);
+		CostParams{}.gamma_us_per_byte, GroupConfig{}.radix,
+		(unsigned long long)GroupConfig{}.chunk_bytes / 1024,
+		(unsigned long long)GroupConfig{}.eager_bytes / 1024);
 }
 
 std::vector<std::string_view> split(std::string_view s)

@@ -31,16 +31,9 @@ Staging staging_of(const OpDescriptor& d, const Limits& limits)
 	}
 }
 
-} // namespace
-
-double allreduce_bandwidth_lower_bound(uint32_t p, double n) noexcept
-{
-	return p <= 1 ? 0.0 : 2.0 * (p - 1) / p * n;
-}
-
 // The model's figures for `d`, given whether it goes by rendezvous.
-static Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParams& c,
-			   bool rendezvous) noexcept
+Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParams& c,
+		    bool rendezvous) noexcept
 {
 	const double a = c.alpha_us, bt = c.beta_us_per_byte, g = c.gamma_us_per_byte;
 	const uint32_t p = d.size;
@@ -181,6 +174,13 @@ static Prediction formulas(const OpDescriptor& d, const Limits& limits, const Co
 	r.bytes_per_rank = bytes;
 	r.time_us = lat * a + serial_bytes * bt + reduce_bytes * g;
 	return r;
+}
+
+} // namespace
+
+double allreduce_bandwidth_lower_bound(uint32_t p, double n) noexcept
+{
+	return p <= 1 ? 0.0 : 2.0 * (p - 1) / p * n;
 }
 
 Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& c)
