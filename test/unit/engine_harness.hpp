@@ -18,6 +18,7 @@
 #pragma once
 
 #include <complex>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -444,6 +445,14 @@ inline std::string Cluster::verify(const OpSpec& op, std::vector<Buffers>& bufs)
 		}
 	}
 	return "";
+}
+
+// $RCOLL_TEST_QUICK=1 (the sanitizer builds, which run several times
+// slower): the largest sampled sizes are thinned out.
+inline bool quick_tests() noexcept
+{
+	const char* v = std::getenv("RCOLL_TEST_QUICK");
+	return v && std::strcmp(v, "1") == 0;
 }
 
 // Small scratch so that the recycling of scratch halves is exercised often
