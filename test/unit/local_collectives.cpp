@@ -254,6 +254,46 @@ Test(local_collectives, mixed_calls_under_random_interleavings)
 	}
 }
 
+// Payloads of up to Published::kLineBytes ride beside the arrival flag:
+// a root that runs ahead rewrites the line's halves in turn, with sizes
+// at and around the limit (3 int64 = 24 bytes fit, 4 do not, so line and
+// slot of one parity alternate), and nothing of theirs goes in a slot.
+Test(local_collectives, small_payloads_beside_the_flag)
+{
+	static_assert(local::Published::kLineBytes == 3 * sizeof(int64_t));
+	std::vector<Call> script;
+	for (int round = 0; round < 8; round++)
+		for (const Call& c : std::vector<Call>{{Collective::broadcast, 0, 1},
+						       {Collective::broadcast, 0, 3},
+						       {Collective::allreduce, 0, 2},
+						       {Collective::broadcast, 1, 4},
+						       {Collective::reduce, 1, 3},
+						       {Collective::allgather, 0, 1},
+						       {Collective::broadcast, 0, 2},
+						       {Collective::barrier, 0, 0}})
+			script.push_back(c);
+	for (uint32_t p : {2u, 3u, 5u}) {
+		for (unsigned seed = 1; seed <= 30; seed++) {
+			const std::vector<Call> calls = for_members(script, p);
+			Group g(p);
+			run(g, calls, seed * 13 + p, 6);
+			check_results(g, calls);
+		}
+	}
+	// Where the bytes went: a 16-byte broadcast in the root's line, not in
+	// its slot; a 32-byte one in its slot.
+	const std::vector<Call> two = {{Collective::broadcast, 0, 2}, {Collective::broadcast, 0, 4}};
+	Group g(2);
+	run(g, two, 1);
+	check_results(g, two);
+	const local::Published& root = *g.members[0].area;
+	const std::byte zero[32] = {};
+	cr_assert_neq(std::memcmp(root.line[1], zero, 16), 0, "call 1 went beside the flag");
+	cr_assert_eq(std::memcmp(root.slots[1], zero, 16), 0, "and not in a slot");
+	cr_assert_neq(std::memcmp(root.slots[0], zero, 32), 0, "call 2 went in a slot");
+	cr_assert_eq(std::memcmp(root.line[0], zero, 24), 0, "and not beside the flag");
+}
+
 // Reductions in shares (every one of them here: split_min 1), among the
 // other calls, with shares of no element (fewer elements than members),
 // short last chunks, in place, and the reduce's root anywhere; and mixed

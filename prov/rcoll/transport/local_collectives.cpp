@@ -166,6 +166,12 @@ const std::byte* LocalCollectives::slot_of(uint32_t member, uint64_t sequence) c
 	return members_[member]->slots[sequence & 1];
 }
 
+const std::byte* LocalCollectives::chunk_of(uint32_t member, uint64_t sequence,
+					    size_t bytes) const noexcept
+{
+	return Published::chunk(*members_[member], sequence, bytes);
+}
+
 void LocalCollectives::enable_single_copy(MemoryReader reader, size_t min_bytes)
 {
 	reader_ = std::move(reader);
@@ -278,8 +284,8 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 			if (n > 2 && !all_arrived(n - 1))
 				return false;
 			const void* from = r.coll == Collective::broadcast ? r.output : r.input;
-			std::memcpy(own_.slots[n & 1], static_cast<const std::byte*>(from) + offset,
-				    bytes);
+			std::memcpy(Published::chunk(own_, n, bytes),
+				    static_cast<const std::byte*>(from) + offset, bytes);
 		}
 		own_.arrived.store(n, std::memory_order_release);
 		call.published = true;
@@ -292,7 +298,7 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 			return true;
 		if (!arrived(r.root, n))
 			return false;
-		std::memcpy(out, slot_of(r.root, n), bytes);
+		std::memcpy(out, chunk_of(r.root, n, bytes), bytes);
 		return true;
 	case Collective::reduce:
 		if (!root)
@@ -310,7 +316,7 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 		auto part = [&](uint32_t m) {
 			return m == rank_ && call.own_from_input
 				       ? static_cast<const std::byte*>(r.input) + offset
-				       : slot_of(m, n);
+				       : chunk_of(m, n, bytes);
 		};
 		if (members_.size() == 1)
 			std::memcpy(out, part(0), bytes);
@@ -326,7 +332,7 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 			return false;
 		for (uint32_t m = 0; m < members_.size(); m++)
 			std::memcpy(static_cast<std::byte*>(r.output) + m * call.bytes + offset,
-				    slot_of(m, n), bytes);
+				    chunk_of(m, n, bytes), bytes);
 		return true;
 	default: return true; // takes() admits nothing else
 	}

@@ -126,6 +126,7 @@ private:
 	bool all_arrived(uint64_t sequence) const noexcept;
 	bool any_stopped() const noexcept;
 	const std::byte* slot_of(uint32_t member, uint64_t sequence) const noexcept;
+	const std::byte* chunk_of(uint32_t member, uint64_t sequence, size_t bytes) const noexcept;
 	bool finish(Call& call, engine::Errc status) noexcept;
 
 	std::vector<const Published*> members_;
