@@ -282,7 +282,8 @@ Test(local_collectives, small_payloads_beside_the_flag)
 	}
 	// Where the bytes went: a 16-byte broadcast in the root's line, not in
 	// its slot; a 32-byte one in its slot.
-	const std::vector<Call> two = {{Collective::broadcast, 0, 2}, {Collective::broadcast, 0, 4}};
+	const std::vector<Call> two = {{Collective::broadcast, 0, 2},
+				       {Collective::broadcast, 0, 4}};
 	Group g(2);
 	run(g, two, 1);
 	check_results(g, two);
