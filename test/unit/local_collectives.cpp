@@ -257,7 +257,9 @@ Test(local_collectives, mixed_calls_under_random_interleavings)
 // Payloads of up to Published::kLineBytes ride beside the arrival flag:
 // a root that runs ahead rewrites the line's halves in turn, with sizes
 // at and around the limit (3 int64 = 24 bytes fit, 4 do not, so line and
-// slot of one parity alternate), and nothing of theirs goes in a slot.
+// slot of one parity alternate), calls over a slot whose last chunk is
+// that small (2048 int64 fill a slot), and nothing of theirs goes in a
+// slot.
 Test(local_collectives, small_payloads_beside_the_flag)
 {
 	static_assert(local::Published::kLineBytes == 3 * sizeof(int64_t));
@@ -270,7 +272,10 @@ Test(local_collectives, small_payloads_beside_the_flag)
 						       {Collective::reduce, 1, 3},
 						       {Collective::allgather, 0, 1},
 						       {Collective::broadcast, 0, 2},
-						       {Collective::barrier, 0, 0}})
+						       {Collective::barrier, 0, 0},
+						       {Collective::broadcast, 1, 2049},
+						       {Collective::allgather, 0, 2050},
+						       {Collective::reduce, 1, 2051}})
 			script.push_back(c);
 	for (uint32_t p : {2u, 3u, 5u}) {
 		for (unsigned seed = 1; seed <= 30; seed++) {
@@ -343,7 +348,13 @@ Test(local_collectives, members_in_threads)
 						       {Collective::reduce, 0, 600},
 						       {Collective::allgather, 0, 100, true},
 						       {Collective::allgather, 0, 5000, true},
-						       {Collective::broadcast, 0, 9000}})
+						       {Collective::broadcast, 0, 9000},
+						       // Beside the flag, and a last chunk there.
+						       {Collective::broadcast, 1, 1},
+						       {Collective::broadcast, 2, 3},
+						       {Collective::allgather, 0, 2},
+						       {Collective::allreduce, 0, 1},
+						       {Collective::broadcast, 0, 2049}})
 			script.push_back(c);
 	for (uint32_t p : {2u, 3u, 4u}) {
 		const std::vector<Call> calls = for_members(script, p);

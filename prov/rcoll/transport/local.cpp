@@ -26,7 +26,7 @@ namespace {
 constexpr size_t kPage = 4096;
 // "rcollsc" and the layout version: builds that lay the file out
 // differently refuse each other's files.
-constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6302ULL;
+constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6303ULL;
 constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 size_t round_up(size_t n) { return (n + kPage - 1) & ~(kPage - 1); }

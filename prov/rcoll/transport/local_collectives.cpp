@@ -279,8 +279,9 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 			r.coll == Collective::allreduce || r.coll == Collective::allgather ||
 			(r.coll == Collective::broadcast && root);
 		if (contributes && bytes) {
-			// Slot n % 2 last held chunk n - 2: every member must be past
-			// it, which it says by arriving at n - 1.
+			// Line half or slot n % 2 last held a chunk of n - 2 or
+			// before: every member must be past it, which it says by
+			// arriving at n - 1.
 			if (n > 2 && !all_arrived(n - 1))
 				return false;
 			const void* from = r.coll == Collective::broadcast ? r.output : r.input;

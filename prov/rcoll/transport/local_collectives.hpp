@@ -1,18 +1,21 @@
 // Collectives among members that all run on this host, straight
 // through shared memory: no doorbell, no write into another process, no
 // core, no system call. Each member publishes its contribution in its own
-// scratch file, beside a sequence flag alone on its cache line that only it
-// writes, and reads the others' (the design of Open MPI's coll/xhc:
-// Katevenis et al. 2022, single-writer flags and payloads inlined beside
-// them, copy-in/copy-out below a size threshold).
+// scratch file, under a sequence flag that only it writes, and reads the
+// others' (the design of Open MPI's coll/xhc: Katevenis et al. 2022,
+// single-writer flags and payloads inlined beside them, copy-in/copy-out
+// below a size threshold).
 //
 // Calls run one after another in posting order, the same on every member,
 // each in slot-sized chunks (one for most), and the chunks are numbered in
-// that order. A member sets its flag to n once its contribution to chunk n
-// is in slot n % 2, and only after it finished chunk n - 1; so a flag at
-// n - 1 or more says that member is done reading slot n % 2 for chunk
-// n - 2, and the slot may be written again. Chunks pipeline through the
-// two slots: one member copies chunk n out while another copies n + 1 in.
+// that order. Chunk n goes in half n % 2 of the flag's own cache line when
+// it is that small (Published::kLineBytes), else in slot n % 2. A member
+// sets its flag to n once its contribution to chunk n is there, and only
+// after it finished chunk n - 1 (its reads for it made); so a flag at
+// n - 1 or more says that member is done reading every chunk up to n - 2,
+// and with it whatever last used line half or slot n % 2, which may be
+// written again. Chunks pipeline through the two slots: one member copies
+// chunk n out while another copies n + 1 in.
 //
 //   barrier    flag, then wait for every flag
 //   broadcast  the root publishes; the others wait for its flag and copy
