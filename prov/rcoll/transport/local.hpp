@@ -68,17 +68,15 @@ struct Doorbell {
 };
 
 // What a member publishes for the collectives that run straight
-// through shared memory (local_collectives.hpp): its sequence flag, on a
-// cache line of its own with the smallest payloads, single writer (the
-// owner), and two slots for larger payloads, used in turn. A payload of
-// up to kLineBytes rides beside the flag (two of them, used in turn like
-// the slots): a member that sees the flag has the bytes in the same cache
-// line, one transfer between cores rather than two (Open MPI's xhc inlines
-// small payloads beside its flags the same way). The verdict (0 until the owner knows) says
-// whether the owner maps every other member's file, may read every
-// member's memory, and yields while it waits: the members on its host
-// outnumber their CPUs, another group or the endpoint's peers crowd it,
-// or the user says so. `stopped` says the owner failed the group.
+// through shared memory (local_collectives.hpp): its sequence flag, single
+// writer (the owner), and two places for each size of payload, used in
+// turn: halves of the flag's own cache line for up to kLineBytes (a
+// member that sees the flag has the bytes too), slots for larger ones.
+// The verdict (0 until the owner knows) says whether the owner maps every
+// other member's file, may read every member's memory, and yields while
+// it waits: the members on its host outnumber their CPUs, another group
+// or the endpoint's peers crowd it, or the user says so. `stopped` says
+// the owner failed the group.
 struct Published {
 	static constexpr size_t kSlotBytes = 16384;
 	enum Verdict : uint32_t {
