@@ -173,6 +173,9 @@ const char* known_defect(std::string_view provider, std::string_view aspect)
 		{"ofi_rxm", "multi-recv-truncation",
 		 "libfabric 1.17 ofi_rxm reports a message truncated into a multi-receive buffer "
 		 "without FI_MULTI_RECV, so that buffer's release is never reported"},
+		{"ofi_rxm", "multi-recv-large",
+		 "libfabric 1.17 ofi_rxm crashes closing an endpoint whose multi-receive buffers "
+		 "took messages above its eager limit"},
 		{"ofi_rxm", "killed-peer-sends",
 		 "libfabric 1.17 ofi_rxm never completes rendezvous sends whose peer died"},
 		{"ofi_rxm", "close-with-pending-send",
