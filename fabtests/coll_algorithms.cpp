@@ -549,7 +549,10 @@ void run_core_cost_default(Bootstrap& boot, const TestOptions& options)
 {
 	const char* core = std::getenv("FI_RCOLL_CORE");
 	const std::string name = core ? core : "auto";
-	if (name != "tcp" && name != "net")
+	// auto takes verbs where an RDMA device exists, else net or tcp.
+	std::error_code none;
+	const bool rdma_device = !std::filesystem::is_empty("/sys/class/infiniband", none) && !none;
+	if (name != "tcp" && name != "net" && (name != "auto" || rdma_device))
 		throw NotApplicable("FI_RCOLL_CORE=" + name +
 				    ": the default is the tcp and net cores'");
 	setenv("FI_RCOLL_COLL_LOCAL", "0", 1);
@@ -660,7 +663,7 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
 			 "verified calls",
 			 2, seconds(60), "", run_root_done_when_posted});
 	cases.push_back({"core-cost-default",
-			 "with FI_RCOLL_CORE=tcp or net, one member sets FI_RCOLL_COLL_ALPHA_US=20 "
+			 "on the tcp or net core, one member sets FI_RCOLL_COLL_ALPHA_US=20 "
 			 "(the default on both), the other leaves it unset: the join through the "
 			 "core succeeds",
 			 2, seconds(60), "", run_core_cost_default});

@@ -18,9 +18,9 @@ struct Param {
 // Defaults come from Config's member initialisers.
 const Param params[] = {
 	{"core", &Config::core,
-	 "Core provider under rcoll: auto (verbs when a device exists, else tcp), or a core "
-	 "provider's name (verbs, tcp, net, ...) offering MSG endpoints with RMA and a shared "
-	 "receive context"},
+	 "Core provider under rcoll: auto (verbs when a device exists, else net where libfabric "
+	 "has it, else tcp), or a core provider's name (verbs, tcp, net, ...) offering MSG "
+	 "endpoints with RMA and a shared receive context"},
 	{"eager_size", &Config::eager_size,
 	 "Largest message payload sent eagerly through bounce buffers; larger ones use rendezvous "
 	 "(0: 65536 over the kernel's TCP, 16384 on RDMA cores)"},
