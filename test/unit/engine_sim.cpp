@@ -69,7 +69,7 @@ Test(engine_sim, every_algorithm_every_size_every_root, .timeout = 600)
 // in one block or through more chunks than landing blocks (credits), and
 // with an eager limit of 16 bytes, where every call but the smallest goes
 // by rendezvous (children ship their buffer keys up the tree).
-Test(engine_sim, broadcast_ktree_every_radix, .timeout = 240)
+Test(engine_sim, broadcast_ktree_every_radix, .timeout = 600)
 {
 	for (uint64_t eager : {uint64_t(0), uint64_t(16)})
 		for (uint32_t p = 1; p <= 20; ++p)
@@ -97,7 +97,7 @@ Test(engine_sim, broadcast_ktree_every_radix, .timeout = 240)
 
 // The default configuration's eager limit (64 KiB copied out of scratch):
 // every algorithm just around it.
-Test(engine_sim, every_algorithm_at_the_default_eager_limit, .timeout = 240)
+Test(engine_sim, every_algorithm_at_the_default_eager_limit, .timeout = 600)
 {
 	for (uint32_t p : {2u, 3u, 5u, 8u}) {
 		std::vector<OpSpec> ops;
@@ -118,7 +118,7 @@ Test(engine_sim, every_algorithm_at_the_default_eager_limit, .timeout = 240)
 }
 
 // Every datatype x op pair through every reducing algorithm.
-Test(engine_sim, every_datatype_and_op, .timeout = 120)
+Test(engine_sim, every_datatype_and_op, .timeout = 600)
 {
 	for (Entry e : every_algorithm()) {
 		if (!is_reduction(e.coll))
