@@ -109,9 +109,11 @@ public:
 	// forward) ends within this call rather than the next.
 	void progress() noexcept;
 	bool next_completion(Completion&) noexcept;
+	bool has_completion() const noexcept { return !done_.empty(); }
 
 	// Operations posted and not yet handed back by next_completion().
 	size_t outstanding() const noexcept { return queue_.size() + done_.size(); }
+	bool any_outstanding() const noexcept { return !queue_.empty() || !done_.empty(); }
 	uint32_t rank() const noexcept { return rank_; }
 	uint32_t size() const noexcept { return size_; }
 	const GroupStats& stats() const noexcept { return stats_; }

@@ -95,10 +95,10 @@ void Collectives::progress()
 			continue;
 		}
 		// First: these complete in a few hundred nanoseconds.
-		if (g->shm && g->shm->outstanding()) {
+		if (g->shm && g->shm->any_outstanding()) {
 			g->shm->progress();
 			settle_shm(*g);
-			if (g->shm->outstanding())
+			if (g->shm->any_outstanding())
 				check_timeout(*g, now);
 		}
 		if (!g->failure && g->group && g->group->peer_misbehaved()) {
@@ -121,7 +121,7 @@ void Collectives::progress()
 		if (g->group && (engine_busy(*g) || failing || retiring)) {
 			g->group->progress();
 			report_completions(*g, *g->group);
-			if (g->group->outstanding())
+			if (g->group->any_outstanding())
 				check_timeout(*g, now);
 		}
 		if (g->closed && !g->failure)
@@ -154,13 +154,12 @@ void Collectives::settle_shm(CollGroup& g)
 template <class Runner>
 void Collectives::report_completions(const CollGroup& g, Runner& runner)
 {
-	for (;;) {
+	while (runner.has_completion()) {
 		// Room first: when the CQ cannot grow, the completion stays with
 		// the runner for a later call rather than being taken and lost.
 		ep_.app.make_room_tx();
 		engine::Completion c;
-		if (!runner.next_completion(c))
-			return;
+		runner.next_completion(c);
 		int err = 0;
 		if (c.status != engine::Errc::ok)
 			err = g.failure ? g.failure : int(c.status);
@@ -170,12 +169,12 @@ void Collectives::report_completions(const CollGroup& g, Runner& runner)
 
 bool Collectives::engine_busy(const CollGroup& g)
 {
-	return g.group && (g.group->outstanding() || g.transport->writes_in_flight());
+	return g.group && (g.group->any_outstanding() || g.transport->writes_in_flight());
 }
 
 bool Collectives::group_busy(const CollGroup& g)
 {
-	return engine_busy(g) || (g.shm && g.shm->outstanding());
+	return engine_busy(g) || (g.shm && g.shm->any_outstanding());
 }
 
 bool Collectives::waits_only_on_host() const
@@ -190,7 +189,7 @@ bool Collectives::waits_only_on_host() const
 		if (engine &&
 		    (g->transport->writes_in_flight() || !g->transport->reaches_all_on_host()))
 			return false;
-		waiting |= engine || (g->shm && g->shm->outstanding());
+		waiting |= engine || (g->shm && g->shm->any_outstanding());
 	}
 	return waiting;
 }

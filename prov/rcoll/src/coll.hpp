@@ -63,7 +63,8 @@ struct CollGroup {
 	// and no write completion for FI_RCOLL_COLL_TIMEOUT_MS fails.
 	CoarseClock::time_point last_activity;
 	uint64_t seen_activity = 0;
-	int failure = 0; // fi_errno the group failed with
+	uint32_t idle_checks = 0; // since the last movement
+	int failure = 0;          // fi_errno the group failed with
 	// While failing: members known to write no more into our buffers
 	// (they said so, or they are dead).
 	std::vector<bool> quiet;

@@ -173,6 +173,8 @@ struct Reader {
 	}
 };
 
+} // namespace
+
 Config read_config()
 {
 	Config c;
@@ -210,19 +212,11 @@ Config read_config()
 	return c;
 }
 
-} // namespace
-
 void define_params()
 {
 	const Config defaults;
 	for (const Param& p : params)
 		std::visit(Definer{defaults, p}, p.field);
-}
-
-const Config& config()
-{
-	static const Config instance = read_config();
-	return instance;
 }
 
 } // namespace rcoll

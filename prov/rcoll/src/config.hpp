@@ -62,7 +62,15 @@ struct Config {
 
 // Defines every parameter with libfabric; called from fi_prov_ini.
 void define_params();
-// Reads the parameters once; later calls return the same object.
-const Config& config();
+// Reads the parameters (config() calls it once).
+Config read_config();
+// The parameters, read at the first call; later calls return the same
+// object. Inline: progress asks on every poll, and a call costs more than
+// the guard's check.
+inline const Config& config()
+{
+	static const Config instance = read_config();
+	return instance;
+}
 
 } // namespace rcoll

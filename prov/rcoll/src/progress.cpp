@@ -56,7 +56,8 @@ int Endpoint::progress()
 	}
 	if (coll)
 		coll->progress();
-	settle_failures();
+	if (!failing.empty() || !graveyard.empty())
+		settle_failures();
 	return handled;
 }
 

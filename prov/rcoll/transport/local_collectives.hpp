@@ -87,7 +87,9 @@ public:
 	// Runs what can run; returns the steps made (a call published or done).
 	size_t progress() noexcept;
 	bool next_completion(engine::Completion& out) noexcept;
+	bool has_completion() const noexcept { return !done_.empty(); }
 	size_t outstanding() const noexcept { return queue_.size() + done_.size(); }
+	bool any_outstanding() const noexcept { return !queue_.empty() || !done_.empty(); }
 	// Ends every queued call with `err` (the group failed) and tells the
 	// other members, whose calls then fail too. No other process writes
 	// into this member's buffers, so they are the application's again at
