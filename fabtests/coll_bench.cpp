@@ -41,6 +41,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 
 namespace {
@@ -185,6 +186,7 @@ struct SharedResults {
 	double exchange_bandwidth_bps; // the same, both directions at once: bytes per direction
 	double join_us;                // fi_join of all ranks, slowest rank, median
 	double rank_join_us[kMaxBenchRanks];
+	double poll_ns; // one fi_cq_read that finds nothing, while a barrier waits
 	PointResult points[kMaxPoints];
 	double rank_average_us[kMaxReps][kMaxBenchRanks]; // the current point's repetitions
 	double rank_syscalls[kMaxBenchRanks];             // per timed call; < 0: not counted
@@ -249,6 +251,7 @@ public:
 
 	void measure_p2p();
 	void measure_join();
+	void measure_poll();
 	void run_points(const std::vector<Point>& points, size_t first);
 	void finish() { sync_.wait(); }
 
@@ -501,6 +504,46 @@ void BenchRank::measure_join()
 	sync_.wait();
 }
 
+// What one poll of a waiting rank costs: rank 0 reads its CQ in a barrier
+// the others enter only kPollWait later (they sleep meanwhile, so that
+// with more ranks than CPUs rank 0 keeps one), counting the reads that
+// found nothing. A waiting rank notices its peers' arrival half a poll
+// late on average, and what it spends per poll it takes from them when
+// they share its CPU.
+void BenchRank::measure_poll()
+{
+	constexpr auto kPollWait = std::chrono::milliseconds(100);
+	sync_.wait();
+	OpContext ctx;
+	if (boot_.rank() != 0) {
+		std::this_thread::sleep_for(kPollWait);
+		post_and_wait({FI_BARRIER}, nullptr, nullptr, ctx,
+			      "the poll measurement's barrier");
+	} else {
+		post(ep_, *group_, {FI_BARRIER}, nullptr, nullptr, ctx);
+		uint64_t polls = 0, empty = 0;
+		const auto start = Clock::now();
+		const auto deadline = start + kPollWait + options_.call_limit;
+		while (!ctx.done) {
+			empty += ep_.progress() == 0;
+			if (++polls % 4096 == 0) {
+				boot_.check_abort();
+				if (Clock::now() > deadline)
+					throw PointHang(
+						"the poll measurement's barrier did not complete");
+			}
+		}
+		const double ns =
+			std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+		if (ctx.error)
+			throw CheckFailure(
+				strfmt("the poll measurement's barrier: error completion: %s",
+				       describe_error(ctx).c_str()));
+		results_.poll_ns = ns / static_cast<double>(std::max<uint64_t>(empty, 1));
+	}
+	sync_.wait();
+}
+
 void BenchRank::run_points(const std::vector<Point>& points, size_t first)
 {
 	for (size_t k = first; k < points.size(); ++k) {
@@ -694,6 +737,7 @@ struct Measured {
 	double bandwidth_bps = 0;
 	double exchange_bandwidth_bps = 0;
 	double join_us = 0;
+	double poll_ns = 0;
 	std::vector<Status> status;
 	std::vector<double> median_us;
 	std::vector<double> syscalls;
@@ -735,6 +779,7 @@ Measured measure(const std::string& provider, int ranks, const std::vector<Point
 					if (with_p2p) {
 						rank->measure_p2p();
 						rank->measure_join();
+						rank->measure_poll();
 					}
 					rank->run_points(points, first);
 					rank->finish();
@@ -758,6 +803,7 @@ Measured measure(const std::string& provider, int ranks, const std::vector<Point
 			m.bandwidth_bps = shared.bandwidth_bps;
 			m.exchange_bandwidth_bps = shared.exchange_bandwidth_bps;
 			m.join_us = shared.join_us;
+			m.poll_ns = shared.poll_ns;
 		}
 		for (size_t k = first; k < points.size(); ++k) {
 			m.status[k] = static_cast<Status>(shared.points[k].status);
@@ -1140,8 +1186,8 @@ int main(int argc, char** argv)
 			    options.load);
 	}
 	std::printf("# per rank count: rcoll's point-to-point figures (ranks 0 and 1, best of the "
-		    "repetitions), fi_join of all ranks (slowest rank, median), the Open MPI "
-		    "jobs:\n");
+		    "repetitions), fi_join of all ranks (slowest rank, median), one fi_cq_read "
+		    "that finds nothing while rank 0 waits in a barrier, the Open MPI jobs:\n");
 	for (int p : options.ranks) {
 		for (const Variant& variant : kVariants) {
 			const std::string label = variant.label;
@@ -1164,9 +1210,10 @@ int main(int argc, char** argv)
 			const Measured& m = results[{label, p}];
 			std::printf(
 				"#   %d ranks, %-11s one-way 8 B %7.2f us, bandwidth %6.2f GB/s, "
-				"two-way %6.2f GB/s each way, fi_join %8.1f us  (%.0f s)\n",
+				"two-way %6.2f GB/s each way, fi_join %8.1f us, empty poll %8.3f us"
+				"  (%.0f s)\n",
 				p, variant.label, m.latency_us, m.bandwidth_bps / 1e9,
-				m.exchange_bandwidth_bps / 1e9, m.join_us,
+				m.exchange_bandwidth_bps / 1e9, m.join_us, m.poll_ns / 1e3,
 				std::chrono::duration<double>(Clock::now() - started).count());
 			std::fflush(stdout);
 		}
