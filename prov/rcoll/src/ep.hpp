@@ -293,6 +293,9 @@ struct Endpoint {
 	// A core operation with `peer` failed: so does its connection.
 	void fail_connection_of(Peer* peer, int err);
 	void schedule_failure(Peer& peer, int err);
+	// Failures scheduled, or connections to close, that settle_failures()
+	// has yet to handle.
+	bool failures_pending() const { return !failing.empty() || !graveyard.empty(); }
 	void settle_failures();
 	void complete_orphans();
 };

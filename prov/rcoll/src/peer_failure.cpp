@@ -207,7 +207,7 @@ void Endpoint::schedule_failure(Peer& peer, int err)
 // what still waits for the core after that never hears from it again.
 void Endpoint::settle_failures()
 {
-	while (!failing.empty() || !graveyard.empty()) {
+	while (failures_pending()) {
 		for (const PendingFailure& f : std::exchange(failing, {}))
 			if (f.peer->conn.get() == f.conn)
 				fail_peer(*f.peer, f.err);

@@ -56,7 +56,7 @@ int Endpoint::progress()
 	}
 	if (coll)
 		coll->progress();
-	if (!failing.empty() || !graveyard.empty())
+	if (failures_pending())
 		settle_failures();
 	return handled;
 }
@@ -74,8 +74,8 @@ bool Endpoint::core_due()
 {
 	const bool wanted = pace.cm_busy || tx.backlogged || pace.stalled || tx.sends.live() ||
 			    rx.recvs.live() || !rma_ops.empty() || !rx.polling.empty() ||
-			    !failing.empty() || !graveyard.empty() || !tx.buffers->all_free() ||
-			    !coll || !coll->waits_only_on_host();
+			    failures_pending() || !tx.buffers->all_free() || !coll ||
+			    !coll->waits_only_on_host();
 	if (wanted) {
 		pace.core_deferred = false;
 		return true;
