@@ -256,8 +256,9 @@ public:
 	void finish() { sync_.wait(); }
 
 private:
-	// Waits for ctx within the point's time limit.
-	void wait(OpContext& ctx, const char* what);
+	// Waits for ctx within the point's time limit; returns the reads of
+	// the CQ that found nothing.
+	uint64_t wait(OpContext& ctx, const char* what);
 	void post_and_wait(const CallSpec& call, GuardedBuffer* in, GuardedBuffer* out,
 			   OpContext& ctx, const char* what);
 	void provider_barrier();
@@ -275,13 +276,16 @@ private:
 	SyscallCounter syscalls_;
 };
 
-void BenchRank::wait(OpContext& ctx, const char* what)
+uint64_t BenchRank::wait(OpContext& ctx, const char* what)
 {
 	const auto deadline = Clock::now() + options_.call_limit;
-	unsigned polls = 0;
+	uint64_t polls = 0, empty = 0;
 	while (!ctx.done) {
-		if (ep_.progress() == 0 && options_.yield_when_idle)
-			sched_yield();
+		if (ep_.progress() == 0) {
+			empty++;
+			if (options_.yield_when_idle)
+				sched_yield();
+		}
 		if (++polls % 256 == 0) {
 			boot_.check_abort();
 			if (Clock::now() > deadline)
@@ -293,6 +297,7 @@ void BenchRank::wait(OpContext& ctx, const char* what)
 	if (ctx.error)
 		throw CheckFailure(
 			strfmt("%s: error completion: %s", what, describe_error(ctx).c_str()));
+	return empty;
 }
 
 void BenchRank::post_and_wait(const CallSpec& call, GuardedBuffer* in, GuardedBuffer* out,
@@ -507,38 +512,24 @@ void BenchRank::measure_join()
 // What one poll of a waiting rank costs: rank 0 reads its CQ in a barrier
 // the others enter only kPollWait later (they sleep meanwhile, so that
 // with more ranks than CPUs rank 0 keeps one), counting the reads that
-// found nothing. A waiting rank notices its peers' arrival half a poll
-// late on average, and what it spends per poll it takes from them when
-// they share its CPU.
+// found nothing (with --yield, each with its yield, as in every wait). A
+// waiting rank notices its peers' arrival half a poll late on average, and
+// what it spends per poll it takes from them when they share its CPU.
 void BenchRank::measure_poll()
 {
 	constexpr auto kPollWait = std::chrono::milliseconds(100);
+	constexpr const char* kWhat = "the poll measurement's barrier";
 	sync_.wait();
 	OpContext ctx;
 	if (boot_.rank() != 0) {
 		std::this_thread::sleep_for(kPollWait);
-		post_and_wait({FI_BARRIER}, nullptr, nullptr, ctx,
-			      "the poll measurement's barrier");
+		post_and_wait({FI_BARRIER}, nullptr, nullptr, ctx, kWhat);
 	} else {
 		post(ep_, *group_, {FI_BARRIER}, nullptr, nullptr, ctx);
-		uint64_t polls = 0, empty = 0;
 		const auto start = Clock::now();
-		const auto deadline = start + kPollWait + options_.call_limit;
-		while (!ctx.done) {
-			empty += ep_.progress() == 0;
-			if (++polls % 4096 == 0) {
-				boot_.check_abort();
-				if (Clock::now() > deadline)
-					throw PointHang(
-						"the poll measurement's barrier did not complete");
-			}
-		}
+		const uint64_t empty = wait(ctx, kWhat);
 		const double ns =
 			std::chrono::duration<double, std::nano>(Clock::now() - start).count();
-		if (ctx.error)
-			throw CheckFailure(
-				strfmt("the poll measurement's barrier: error completion: %s",
-				       describe_error(ctx).c_str()));
 		results_.poll_ns = ns / static_cast<double>(std::max<uint64_t>(empty, 1));
 	}
 	sync_.wait();
