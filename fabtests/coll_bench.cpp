@@ -9,7 +9,7 @@
 //
 //   rcoll_coll_bench [--quick] [--ranks 2,4,8] [--max-bytes N] [--sizes LIST] [--colls LIST]
 //                    [--call-limit S] [--yield] [--load N] [--rcoll-only] [--no-core-path]
-//                    [--no-mpi] [--no-bind]
+//                    [--no-mpi] [--no-rxm] [--no-bind]
 //
 // Methodology (the OSU micro-benchmarks'): per point, one verified call
 // (outputs poisoned first), a calibration call that sets the iteration count,
@@ -1033,7 +1033,7 @@ void usage(FILE* out)
 		"usage: rcoll_coll_bench [--quick] [--ranks LIST] [--max-bytes N] [--sizes "
 		"LIST] [--colls LIST]\n"
 		"                        [--call-limit SECONDS] [--yield] [--load N] "
-		"[--rcoll-only] [--no-core-path] [--no-mpi] [--no-bind]\n"
+		"[--rcoll-only] [--no-core-path] [--no-mpi] [--no-rxm] [--no-bind]\n"
 		"  --quick          4 sizes, fewer iterations and repetitions\n"
 		"  --ranks LIST     comma-separated rank counts (default 2,4,8)\n"
 		"  --max-bytes N    largest message (default 64 MiB)\n"
@@ -1044,6 +1044,7 @@ void usage(FILE* out)
 		"  --call-limit S   time limit of one call (default 10 s); a point with a "
 		"slower call is a \"hang\"\n"
 		"  --rcoll-only     measure rcoll alone (no tcp;ofi_rxm, no Open MPI)\n"
+		"  --no-rxm         skip libfabric's tcp;ofi_rxm (its columns show \"-\")\n"
 		"  --no-mpi         skip Open MPI's own collectives (their columns show "
 		"\"-\")\n"
 		"  --load N         run N busy processes at nice 19 beside the benchmark\n"
@@ -1072,6 +1073,8 @@ int main(int argc, char** argv)
 			options.with_mpi = false;
 		} else if (arg == "--no-mpi") {
 			options.with_mpi = false;
+		} else if (arg == "--no-rxm") {
+			options.with_rxm = false;
 		} else if (arg == "--load") {
 			options.load = std::clamp(std::atoi(value()), 0, 64);
 		} else if (arg == "--no-core-path") {
