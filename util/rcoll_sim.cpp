@@ -242,7 +242,7 @@ bool parse_args(int argc, char** argv, Args& a)
 		case opt_eager:
 			if (!parse_size(optarg, v))
 				return fail("eager size", optarg);
-			a.config.eager_bytes = v;
+			a.config.eager_bytes = a.config.broadcast_eager_bytes = v;
 			break;
 		case opt_scratch:
 			if (!parse_size(optarg, v))

@@ -465,6 +465,7 @@ inline ClusterOptions small_cluster(uint32_t p, uint64_t seed = 1,
 	o.sim.seed = seed;
 	o.config.scratch_half_bytes = std::max<uint64_t>(16 * 1024, (uint64_t(p) + 2) * 24 + 4096);
 	o.config.eager_bytes = 2048;
+	o.config.broadcast_eager_bytes = 2048;
 	o.config.chunk_bytes = 256;
 	o.config.bcast_blocks = 3;
 	return o;

@@ -87,7 +87,8 @@ Test(engine_sim, broadcast_ktree_every_radix, .timeout = 600)
 					o.params.radix = k;
 				ClusterOptions o = small_cluster(p, 7000 + 10 * p + k + eager);
 				if (eager)
-					o.config.eager_bytes = eager;
+					o.config.eager_bytes = o.config.broadcast_eager_bytes =
+						eager;
 				Cluster cluster(p, o);
 				std::string err = cluster.run(ops);
 				cr_assert(err.empty(), "eager %llu p %u k %u: %s",

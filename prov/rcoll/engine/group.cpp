@@ -176,6 +176,7 @@ Limits Group::limits(uint32_t size, const GroupConfig& c) noexcept
 	l.scratch_bytes = z.scratch_half_bytes;
 	l.counters = z.counters_per_half;
 	l.eager_bytes = c.eager_bytes;
+	l.broadcast_eager_bytes = c.broadcast_eager_bytes;
 	l.chunk_bytes = std::max<uint64_t>(c.chunk_bytes, 1);
 	l.radix = std::max<uint32_t>(c.radix, 1);
 	l.bcast_blocks = std::max<uint32_t>(c.bcast_blocks, 1);

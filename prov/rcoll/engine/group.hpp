@@ -34,10 +34,11 @@ namespace rcoll::engine {
 
 // Group-wide configuration; every member must use the same values.
 struct GroupConfig {
-	uint64_t scratch_half_bytes = 0;   // 0: auto, see Group::resolve
-	uint32_t counters_per_half = 0;    // 0: auto
-	uint64_t eager_bytes = 64 * 1024;  // see Limits::eager_bytes
-	uint64_t chunk_bytes = 256 * 1024; // see Limits::chunk_bytes
+	uint64_t scratch_half_bytes = 0;            // 0: auto, see Group::resolve
+	uint32_t counters_per_half = 0;             // 0: auto
+	uint64_t eager_bytes = 64 * 1024;           // see Limits::eager_bytes
+	uint64_t broadcast_eager_bytes = 64 * 1024; // see Limits::broadcast_eager_bytes
+	uint64_t chunk_bytes = 256 * 1024;          // see Limits::chunk_bytes
 	uint32_t radix = 3;
 	uint32_t bcast_blocks = 8;
 	uint32_t max_active = 16; // operations executed concurrently

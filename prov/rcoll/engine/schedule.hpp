@@ -86,6 +86,10 @@ struct Limits {
 	// On the tcp core a latency is worth some 60 KiB of copying: at 16 KiB
 	// a 32 KiB broadcast took 48 us against 36 staged.
 	uint64_t eager_bytes = 64 * 1024;
+	// The same for a tree broadcast, each of whose members copies what
+	// lands out once. The glue raises it where staging measured faster
+	// (coll_group.cpp).
+	uint64_t broadcast_eager_bytes = 64 * 1024;
 	// Default pipeline chunk. Every chunk is one RDMA write and one arrival;
 	// on the tcp core each costs system calls at both ends, and at 64 KiB
 	// that overhead made the ring 1.5-2x slower at 1-64 MiB than at
