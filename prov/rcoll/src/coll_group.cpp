@@ -125,9 +125,10 @@ engine::GroupConfig Collectives::group_config(bool local) const
 	g.selector = engine::Selector(cost, std::move(rules));
 	// On the kernel's TCP a write straight into a member's buffer (after
 	// its key came) measured slower than one staged through its scratch
-	// and copied out: 2 ranks over loopback, 9 interleaved rounds, 128 KiB
-	// 112 us against 57, 256 KiB 172 against 75. Reductions are left
-	// alone: a 256 KiB allreduce staged took 190 us against 148.
+	// and copied out: 2 ranks over loopback, interleaved rounds, 128 KiB
+	// 107-117 us against 50-81, 256 KiB 150-163 against 71-124 (4 ranks:
+	// 1.2x). Reductions keep the shared limit: staging a 256 KiB
+	// allreduce as well showed no gain.
 	if (!local && kernel_tcp_core(ep_.domain->core_info.get()))
 		g.broadcast_eager_bytes = 256 * 1024;
 	return g;
