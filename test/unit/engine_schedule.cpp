@@ -467,30 +467,40 @@ Test(engine_schedule, recursive_doubling_stages_what_it_receives)
 }
 
 // A tree broadcast stages up to its own limit, whatever the reductions'
-// (the glue raises it on the kernel's TCP, where staging measured faster),
-// and is checked both ways.
+// (the glue raises it to 256 KiB on a kernel-TCP core, where staging
+// measured faster), and is checked both ways.
 Test(engine_schedule, broadcast_stages_up_to_its_own_limit)
 {
 	Limits limits;
 	limits.eager_bytes = 0;
-	const OpDescriptor bcast =
-		descriptor({Collective::broadcast, Algorithm::binomial}, 2, 128 * 1024 / 4, 0);
-	const OpDescriptor allreduce =
-		descriptor({Collective::allreduce, Algorithm::ring}, 2, 128 * 1024 / 4, 0);
-	for (uint64_t kib : {64, 256}) {
-		limits.broadcast_eager_bytes = kib * 1024;
-		for (uint32_t rank = 0; rank < 2; ++rank) {
-			Schedule s;
-			cr_assert_eq(build_schedule(bcast, rank, limits, s), Errc::ok);
-			cr_assert_eq(s.layout.landing_in_scratch, kib == 256,
-				     "128 KiB broadcast, limit %llu KiB, rank %u: %s",
-				     (unsigned long long)kib, rank,
-				     s.layout.landing_in_scratch ? "eager" : "rendezvous");
-			Schedule r;
-			cr_assert_eq(build_schedule(allreduce, rank, limits, r), Errc::ok);
-			cr_assert(!r.layout.landing_in_scratch, "the allreduce staged");
-		}
-		Report rep = check_group(bcast, limits);
-		cr_assert(rep.error.empty(), "%s", rep.error.c_str());
-	}
+	for (uint32_t p : {2u, 3u, 5u, 8u})
+		for (uint64_t bytes : {128 * 1024, 256 * 1024, 256 * 1024 + 4})
+			for (uint64_t kib : {64, 256}) {
+				limits.broadcast_eager_bytes = kib * 1024;
+				const OpDescriptor bcast =
+					descriptor({Collective::broadcast, Algorithm::binomial}, p,
+						   bytes / 4, 0);
+				const OpDescriptor allreduce = descriptor(
+					{Collective::allreduce, Algorithm::ring}, p, bytes / 4, 0);
+				const bool eager = bytes <= kib * 1024;
+				for (uint32_t rank = 0; rank < p; ++rank) {
+					Schedule s;
+					cr_assert_eq(build_schedule(bcast, rank, limits, s),
+						     Errc::ok);
+					cr_assert_eq(s.layout.landing_in_scratch, eager,
+						     "p=%u %llu B broadcast, limit %llu KiB, rank "
+						     "%u: %s",
+						     p, (unsigned long long)bytes,
+						     (unsigned long long)kib, rank,
+						     s.layout.landing_in_scratch ? "eager"
+										 : "rendezvous");
+					Schedule r;
+					cr_assert_eq(build_schedule(allreduce, rank, limits, r),
+						     Errc::ok);
+					cr_assert(!r.layout.landing_in_scratch,
+						  "the allreduce staged");
+				}
+				Report rep = check_group(bcast, limits);
+				cr_assert(rep.error.empty(), "%s", rep.error.c_str());
+			}
 }

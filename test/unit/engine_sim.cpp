@@ -118,6 +118,28 @@ Test(engine_sim, every_algorithm_at_the_default_eager_limit, .timeout = 600)
 	}
 }
 
+// Tree broadcasts at the staging limit the glue sets on a kernel-TCP core
+// (256 KiB): staged just below and at it, by rendezvous above, one after
+// another so that the landings take the scratch halves in turns.
+Test(engine_sim, tree_broadcasts_at_the_kernel_tcp_staging_limit, .timeout = 600)
+{
+	for (uint32_t p : {2u, 3u, 5u, 8u}) {
+		std::vector<OpSpec> ops;
+		for (Algorithm a : {Algorithm::binomial, Algorithm::ktree})
+			for (uint64_t bytes :
+			     {256 * 1024 - 4, 256 * 1024, 256 * 1024 + 4, 512 * 1024 + 4})
+				for (uint32_t root : {0u, p - 1})
+					ops.push_back(
+						spec({Collective::broadcast, a}, bytes / 4, root));
+		ClusterOptions o;
+		o.sim.seed = 5151 + p;
+		o.config.broadcast_eager_bytes = 256 * 1024;
+		Cluster cluster(p, o);
+		std::string err = cluster.run(ops);
+		cr_assert(err.empty(), "p %u: %s", p, err.c_str());
+	}
+}
+
 // Every datatype x op pair through every reducing algorithm.
 Test(engine_sim, every_datatype_and_op, .timeout = 600)
 {
