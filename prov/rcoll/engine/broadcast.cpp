@@ -54,9 +54,7 @@ Errc build_broadcast_tree(ScheduleBuilder& b, const Limits& limits, uint32_t rad
 	Chunking chunks{d.count, chunk};
 	uint32_t blocks =
 		std::min<uint32_t>(chunks.count(), limits.bcast_blocks ? limits.bcast_blocks : 1);
-	Limits staging = limits;
-	staging.eager_bytes = limits.broadcast_eager_bytes;
-	b.choose_landing(uint64_t(blocks) * chunk * esz, 0, fanout, staging);
+	b.choose_landing(uint64_t(blocks) * chunk * esz, 0, fanout, limits);
 
 	if (b.eager()) {
 		// Counters: [0, blocks) data per landing block, then one credit

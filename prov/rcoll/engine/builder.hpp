@@ -51,7 +51,8 @@ public:
 	// Chooses eager (landing in scratch) when the landing area and the key
 	// slots fit the per-operation scratch and `copied_bytes`, what the
 	// schedule copies out of the landing area where a rendezvous would
-	// write it straight into place, is within the eager limit; otherwise
+	// write it straight into place, is within the eager limit (a
+	// broadcast's own: Limits::broadcast_eager_bytes); otherwise
 	// rendezvous. Data that a reduction reads where it lands costs no copy.
 	void choose_landing(uint64_t landing_bytes, uint64_t copied_bytes,
 			    uint32_t key_slots_if_eager, uint32_t key_slots_if_rendezvous,

@@ -267,8 +267,10 @@ void ScheduleBuilder::choose_landing(uint64_t landing_bytes, uint64_t copied_byt
 	eager_layout.key_slots = key_slots_if_eager;
 	eager_layout.landing_bytes = landing_bytes;
 	eager_layout.landing_in_scratch = true;
-	bool fits = eager_layout.scratch_bytes() <= limits.scratch_bytes &&
-		    copied_bytes <= limits.eager_bytes;
+	const uint64_t eager_limit = d_.coll == Collective::broadcast ? limits.broadcast_eager_bytes
+								      : limits.eager_bytes;
+	bool fits =
+		eager_layout.scratch_bytes() <= limits.scratch_bytes && copied_bytes <= eager_limit;
 	ScheduleLayout& l = s_.layout;
 	l.landing_bytes = landing_bytes;
 	l.landing_in_scratch = fits;
