@@ -24,12 +24,12 @@ constexpr std::array<size_t, 9> kSmallCounts = {0, 1, 2, 3, 7, 13, 61, 251, 1021
 // Message sizes (bytes per call, or per rank block) where rcoll's default
 // selection switches: allreduce/reduce algorithms change between 6 and
 // 24 KiB, the shared-memory path's slots hold 16 KiB, broadcasts stop
-// being staged in scratch above 64 KiB, a 4-member recursive-doubling
-// allreduce above 128 KiB, broadcast turns to scatter-allgather between 96
-// and 192 KiB. Each is hit
+// being staged in scratch above 64 KiB (256 KiB through a kernel-TCP
+// core), a 4-member recursive-doubling allreduce above 128 KiB, broadcast
+// turns to scatter-allgather between 96 and 192 KiB. Each is hit
 // one element below, at, and one above (--quick: 64 KiB only).
-constexpr std::array<size_t, 6> kSwitchBytes = {6 * 1024,  16 * 1024,  24 * 1024,
-						64 * 1024, 128 * 1024, 192 * 1024};
+constexpr std::array<size_t, 7> kSwitchBytes = {6 * 1024,   16 * 1024,  24 * 1024, 64 * 1024,
+						128 * 1024, 192 * 1024, 256 * 1024};
 
 // The calls one group runs, identical on every member. Datatypes rotate
 // through all fourteen and operations through every valid one, so the
