@@ -70,10 +70,10 @@ inline constexpr const char* kHandBackVariables[] = {
 // mid-size broadcasts of more ranks than CPUs; between hosts (rcoll's core
 // against Open MPI's btl tcp) the barrier and the smallest allreduces of 2
 // ranks, where each of rcoll's messages costs more than Open MPI's, the
-// small and mid-size broadcasts, reduces and allgathers of 2 ranks (below
-// 512 B remeasured with --sizes 8,64,512,4096 --rounds 5, three runs:
-// in-job 1.06-1.16 for broadcasts and 1.13-1.20 for reduces), and the
-// mid-size ones of 3-4.
+// small and mid-size broadcasts, reduces and allgathers of 2 ranks (those
+// below 256 B remeasured with --sizes 8,64,512,4096 --rounds 5: medians of
+// three runs' in-job ratios 1.06 and 1.16 for 8 and 64 B broadcasts, 1.13
+// and 1.20 for reduces), and the mid-size ones of 3-4.
 inline constexpr const char* kOpenMpiHandBack[] = {
 	"host:2:*;net:2:*",
 	"host:2:-256;host:3-4:-256;host:3-4:16k-128k;net:2:-128k;net:2:1m-8m;net:3-4:16k-1m",

@@ -112,6 +112,18 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 	cr_assert(allreduce.parse(rcoll::mpi::kOpenMpiHandBack[2]).empty());
 	cr_assert_not(allreduce.matches(32768, 2, false));
 	cr_assert(allreduce.matches(8, 2, false));
+	// Between hosts, 2 ranks: broadcasts up to 128 KiB and reduces up to
+	// 16 KiB went faster in Open MPI, the smallest included; a 256 KiB
+	// broadcast and a 32 KiB reduce in rcoll.
+	HandBack reduce;
+	cr_assert(reduce.parse(rcoll::mpi::kOpenMpiHandBack[3]).empty());
+	for (uint64_t bytes : {8u, 64u, 4096u, 131072u})
+		cr_assert(bcast.matches(bytes, 2, false), "%llu bytes", (unsigned long long)bytes);
+	cr_assert_not(bcast.matches(262144, 2, false));
+	for (uint64_t bytes : {8u, 64u, 16384u})
+		cr_assert(reduce.matches(bytes, 2, false), "%llu bytes", (unsigned long long)bytes);
+	cr_assert_not(reduce.matches(32768, 2, false));
+	cr_assert_not(reduce.matches(8, 2, true)); // on one host rcoll's was not slower
 	// Under MPICH (2 ranks, one host) the barrier, the smallest allreduce
 	// and a 32 KiB broadcast went faster offloaded, the smallest broadcast
 	// in MPICH; between hosts its barrier went faster.
