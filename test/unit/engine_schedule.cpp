@@ -474,14 +474,18 @@ Test(engine_schedule, broadcast_stages_up_to_its_own_limit)
 	Limits limits;
 	limits.eager_bytes = 0;
 	for (uint32_t p : {2u, 3u, 5u, 8u})
-		for (uint64_t bytes : {128 * 1024, 256 * 1024, 256 * 1024 + 4})
+		for (uint64_t bytes : {128 * 1024, 256 * 1024, 256 * 1024 + 4}) {
+			const OpDescriptor bcast = descriptor(
+				{Collective::broadcast, Algorithm::binomial}, p, bytes / 4, 0);
+			const OpDescriptor allreduce = descriptor(
+				{Collective::allreduce, Algorithm::ring}, p, bytes / 4, 0);
+			for (uint32_t rank = 0; rank < p; ++rank) {
+				Schedule r;
+				cr_assert_eq(build_schedule(allreduce, rank, limits, r), Errc::ok);
+				cr_assert(!r.layout.landing_in_scratch, "the allreduce staged");
+			}
 			for (uint64_t kib : {64, 256}) {
 				limits.broadcast_eager_bytes = kib * 1024;
-				const OpDescriptor bcast =
-					descriptor({Collective::broadcast, Algorithm::binomial}, p,
-						   bytes / 4, 0);
-				const OpDescriptor allreduce = descriptor(
-					{Collective::allreduce, Algorithm::ring}, p, bytes / 4, 0);
 				const bool eager = bytes <= kib * 1024;
 				for (uint32_t rank = 0; rank < p; ++rank) {
 					Schedule s;
@@ -494,13 +498,9 @@ Test(engine_schedule, broadcast_stages_up_to_its_own_limit)
 						     (unsigned long long)kib, rank,
 						     s.layout.landing_in_scratch ? "eager"
 										 : "rendezvous");
-					Schedule r;
-					cr_assert_eq(build_schedule(allreduce, rank, limits, r),
-						     Errc::ok);
-					cr_assert(!r.layout.landing_in_scratch,
-						  "the allreduce staged");
 				}
 				Report rep = check_group(bcast, limits);
 				cr_assert(rep.error.empty(), "%s", rep.error.c_str());
 			}
+		}
 }
