@@ -1,5 +1,6 @@
 // The per-connection queue: nothing allocated until used, order kept across
-// growth and wrap-around, entries released as they leave.
+// growth and wrap-around, entries filled in place, entries released as
+// they leave.
 #include <criterion/criterion.h>
 
 #include <deque>
@@ -57,5 +58,32 @@ Test(fifo, releases_entries_as_they_leave)
 	cr_assert_eq(owned.use_count(), 2, "a popped entry is released at once");
 	q.clear();
 	cr_assert_eq(owned.use_count(), 1);
+	cr_assert(q.empty());
+}
+
+Test(fifo, fills_entries_in_place_in_order)
+{
+	struct Pair {
+		int a;
+		long b;
+	};
+	Fifo<Pair> q;
+	// Past two growths and a wrap-around: what each fill wrote comes out,
+	// in order, whatever stale entry its slot held.
+	for (int i = 0; i < 3; ++i) {
+		q.push_back_with([&](Pair& p) { p = {i, -i}; });
+		q.pop_front();
+	}
+	for (int i = 0; i < 20; ++i)
+		q.push_back_with([&](Pair& p) {
+			p.a = i;
+			p.b = 10L * i;
+		});
+	cr_assert_eq(q.size(), 20u);
+	for (int i = 0; i < 20; ++i) {
+		cr_assert_eq(q.front().a, i);
+		cr_assert_eq(q.front().b, 10L * i);
+		q.pop_front();
+	}
 	cr_assert(q.empty());
 }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -25,10 +26,28 @@ public:
 	T& front() noexcept { return slots_[head_]; }
 	const T& front() const noexcept { return slots_[head_]; }
 
-	void push_back(T value)
+	// Counted once stored: a copy that throws leaves the queue as it was.
+	void push_back(const T& value)
+	{
+		reserve_one();
+		slots_[(head_ + count_) & mask()] = value;
+		++count_;
+	}
+	void push_back(T&& value)
 	{
 		reserve_one();
 		slots_[(head_ + count_) & mask()] = std::move(value);
+		++count_;
+	}
+
+	// Stores an entry that `fill` writes in place, every field of it (the
+	// slot holds a stale one), then counts it: no copy built first, which
+	// the completion path would pay for in stalled loads.
+	template <class Fill>
+	void push_back_with(Fill&& fill)
+	{
+		reserve_one();
+		fill(slots_[(head_ + count_) & mask()]);
 		++count_;
 	}
 
@@ -41,7 +60,10 @@ public:
 
 	void pop_front() noexcept
 	{
-		slots_[head_] = T{}; // release what the entry owns now
+		// Release what the entry owns now; a plain value owns nothing, and
+		// clearing it would cost the completion path a copy.
+		if constexpr (!std::is_trivially_destructible_v<T>)
+			slots_[head_] = T{};
 		head_ = (head_ + 1) & mask();
 		--count_;
 	}

@@ -38,7 +38,7 @@ CollGroup* Collectives::group_at(fi_addr_t coll_addr)
 	return g->group && !g->closed ? g : nullptr;
 }
 
-ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Request req, uint64_t)
+ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Request& req, uint64_t)
 {
 	CollGroup* g = group_at(coll_addr);
 	if (!g) {
@@ -266,12 +266,10 @@ engine::Request request(engine::Collective c, const void* in, void* out, size_t 
 
 ssize_t coll_barrier2(fid_ep* ep, fi_addr_t coll_addr, uint64_t flags, void* context)
 {
-	return with_coll(ep, [&](Collectives& c) {
-		return c.post(coll_addr, FI_ADDR_NOTAVAIL,
-			      request(engine::Collective::barrier, nullptr, nullptr, 0, FI_UINT8,
-				      context),
-			      flags);
-	});
+	engine::Request r =
+		request(engine::Collective::barrier, nullptr, nullptr, 0, FI_UINT8, context);
+	return with_coll(
+		ep, [&](Collectives& c) { return c.post(coll_addr, FI_ADDR_NOTAVAIL, r, flags); });
 }
 
 ssize_t coll_barrier(fid_ep* ep, fi_addr_t coll_addr, void* context)
@@ -284,12 +282,10 @@ ssize_t coll_broadcast(fid_ep* ep, void* buf, size_t count, void*, fi_addr_t col
 {
 	if (!valid_datatype(datatype))
 		return -FI_EINVAL;
-	return with_coll(ep, [&](Collectives& c) {
-		return c.post(
-			coll_addr, root_addr,
-			request(engine::Collective::broadcast, buf, buf, count, datatype, context),
-			flags);
-	});
+	engine::Request r =
+		request(engine::Collective::broadcast, buf, buf, count, datatype, context);
+	return with_coll(ep,
+			 [&](Collectives& c) { return c.post(coll_addr, root_addr, r, flags); });
 }
 
 // The collectives with an input and a result buffer share one shape.

@@ -78,7 +78,10 @@ public:
 	~Collectives();
 
 	int join(const fi_collective_addr* addr, uint64_t flags, fid_mc** mc, void* context);
-	ssize_t post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Request req, uint64_t flags);
+	// `req` (its root set here) by reference: a copy on the stack, just
+	// written field by field, stalls the loads that copy it.
+	ssize_t post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Request& req,
+		     uint64_t flags);
 	int close(CollGroup& g);
 
 	// From the endpoint.

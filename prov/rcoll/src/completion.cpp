@@ -29,11 +29,11 @@ void AppBindings::report_tx(void* context, uint64_t flags, size_t len, int err, 
 		return;
 	}
 	if (report && tx_cq) {
-		fi_cq_tagged_entry e{};
-		e.op_context = context;
-		e.flags = flags;
-		e.len = len;
-		tx_cq->push(e, FI_ADDR_NOTAVAIL);
+		tx_cq->push(FI_ADDR_NOTAVAIL, [&](fi_cq_tagged_entry& e) {
+			e.op_context = context;
+			e.flags = flags;
+			e.len = len;
+		});
 	}
 	if (cntr)
 		cntr->value++;
@@ -67,14 +67,14 @@ void AppBindings::report_rx(const RxCompletion& c)
 		return;
 	}
 	if (c.report && rx_cq) {
-		fi_cq_tagged_entry e{};
-		e.op_context = c.context;
-		e.flags = c.flags;
-		e.len = c.len;
-		e.buf = c.len ? c.buf : nullptr;
-		e.data = data;
-		e.tag = (c.flags & FI_TAGGED) ? c.tag : 0;
-		rx_cq->push(e, c.src);
+		rx_cq->push(c.src, [&](fi_cq_tagged_entry& e) {
+			e.op_context = c.context;
+			e.flags = c.flags;
+			e.len = c.len;
+			e.buf = c.len ? c.buf : nullptr;
+			e.data = data;
+			e.tag = (c.flags & FI_TAGGED) ? c.tag : 0;
+		});
 	}
 	// A multi-receive buffer's release alone (no FI_RECV) is no receive.
 	if (recv_cntr && (c.flags & FI_RECV))

@@ -37,7 +37,17 @@ struct CompletionQueue {
 	bool signaled = false;
 
 	// Under the domain lock.
-	void push(const fi_cq_tagged_entry& e, fi_addr_t source) { entries.push_back({e, source}); }
+	// A completion whose fields `fill` sets on a zeroed entry, in place in
+	// the ring (an entry built first and copied in stalls on its loads).
+	template <class Fill>
+	void push(fi_addr_t source, Fill&& fill)
+	{
+		entries.push_back_with([&](Entry& slot) {
+			slot.e = {};
+			fill(slot.e);
+			slot.source = source;
+		});
+	}
 	// The next push and push_error cannot fail for memory (std::bad_alloc
 	// is thrown here instead, before anything is taken).
 	void make_room()

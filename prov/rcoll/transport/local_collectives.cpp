@@ -66,41 +66,52 @@ Errc LocalCollectives::post(const engine::Request& req) noexcept
 {
 	if (failed_ != Errc::ok)
 		return failed_;
-	Call call;
-	call.req = req;
-	call.bytes = req.coll == Collective::barrier
-			     ? 0
-			     : size_t(req.count) * engine::datatype_size(req.dtype);
-	if (engine::is_reduction(req.coll))
-		call.kernel = engine::reduction_kernel(req.dtype, req.op);
-	if ((call.bytes && !req.output && (req.coll != Collective::reduce || req.root == rank_)) ||
-	    (call.bytes && (engine::is_reduction(req.coll) || req.coll == Collective::allgather) &&
+	const size_t bytes = req.coll == Collective::barrier
+				     ? 0
+				     : size_t(req.count) * engine::datatype_size(req.dtype);
+	if ((bytes && !req.output && (req.coll != Collective::reduce || req.root == rank_)) ||
+	    (bytes && (engine::is_reduction(req.coll) || req.coll == Collective::allgather) &&
 	     !req.input))
 		return Errc::invalid_argument;
 	// A payload larger than a slot goes in slot-sized chunks, each with a
 	// sequence number of its own: members pipeline them through the two
 	// slots (one copies chunk j out while another copies j + 1 in).
-	call.single_copy =
-		(req.coll == Collective::broadcast || req.coll == Collective::allgather) &&
-		call.bytes && call.bytes >= single_copy_min_;
-	if (engine::is_reduction(req.coll) && req.output) {
+	const bool single_copy =
+		(req.coll == Collective::broadcast || req.coll == Collective::allgather) && bytes &&
+		bytes >= single_copy_min_;
+	const size_t chunks = single_copy ? 1
+					  : std::max<size_t>(1, (bytes + Published::kSlotBytes -
+								 1) / Published::kSlotBytes);
+	try {
+		// Every field written in place: a call built on the stack (or
+		// zeroed there) and copied in stalls on loads of what was just
+		// stored, on the path of every small call.
+		const bool reduction = engine::is_reduction(req.coll);
 		const auto* in = static_cast<const std::byte*>(req.input);
 		const auto* out = static_cast<const std::byte*>(req.output);
-		call.own_from_input = in + call.bytes <= out || out + call.bytes <= in;
-	}
-	// Decided from what every member is given alike, never from its buffers.
-	call.split = engine::is_reduction(req.coll) && members_.size() > 1 && call.bytes &&
-		     call.bytes >= limits_.split_min;
-	call.chunks = call.single_copy ? 1
-				       : std::max<size_t>(1, (call.bytes + Published::kSlotBytes -
-							      1) / Published::kSlotBytes);
-	call.sequence = next_sequence_;
-	try {
-		queue_.push_back(call);
+		queue_.push_back_with([&](Call& call) {
+			call.req = req;
+			call.sequence = next_sequence_;
+			call.bytes = bytes;
+			call.chunks = chunks;
+			call.next_chunk = 0;
+			call.kernel =
+				reduction ? engine::reduction_kernel(req.dtype, req.op) : nullptr;
+			call.published = false;
+			call.own_part_done = false;
+			call.single_copy = single_copy;
+			// Decided from what every member is given alike, never from
+			// its buffers.
+			call.split = reduction && members_.size() > 1 && bytes &&
+				     bytes >= limits_.split_min;
+			call.own_from_input =
+				reduction && out && (in + bytes <= out || out + bytes <= in);
+			call.status = Errc::ok;
+		});
 	} catch (const std::bad_alloc&) {
 		return Errc::no_memory;
 	}
-	next_sequence_ += call.chunks;
+	next_sequence_ += chunks;
 	// Alone in the queue, it may run to its end here: the common case of a
 	// barrier the others already entered, or a broadcast root.
 	if (queue_.size() == 1)

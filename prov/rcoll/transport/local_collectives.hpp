@@ -103,6 +103,7 @@ public:
 	uint64_t activity() const noexcept { return activity_; }
 
 private:
+	// post() writes every field in place: a new field is set there too.
 	struct Call {
 		engine::Request req;
 		uint64_t sequence = 0; // of its first chunk
