@@ -30,6 +30,10 @@
 #include "syscall_counter.hpp"
 
 #include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -39,6 +43,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -922,6 +927,76 @@ double memcpy_bandwidth()
 	return best;
 }
 
+// The least a 2-rank barrier on this host costs at the moment: two
+// processes on the first two CPUs (where ranks 0 and 1 run when bound)
+// each raise a flag on a cache line of its own and wait for the other's;
+// microseconds per exchange, NaN where it cannot run. On a virtual machine
+// the hypervisor may place those two CPUs on one core's hyperthreads, on
+// two cores or farther apart, and move them within seconds (here: 0.03,
+// 0.07 and 0.29 us), and a sub-microsecond call moves with them: measured
+// before each job, it says which placement the job met.
+double flag_exchange_us()
+{
+	constexpr long kWarmUp = 1000, kExchanges = 100000;
+	static constexpr auto kGiveUp = seconds(2); // the other side is not running
+	if (usable_cpus() < 2)
+		return std::nan("");
+	struct alignas(64) Flag {
+		std::atomic<long> raised{0};
+	};
+	void* page = mmap(nullptr, sizeof(Flag) * 2, PROT_READ | PROT_WRITE,
+			  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (page == MAP_FAILED)
+		return std::nan("");
+	Flag* flags = new (page) Flag[2];
+	// Side `me` raises its flag to k and waits for the other's; false when
+	// the other side stopped answering.
+	const auto exchange = [flags](int me, long from, long to) {
+		const auto limit = Clock::now() + kGiveUp;
+		for (long k = from; k < to; ++k) {
+			flags[me].raised.store(k, std::memory_order_release);
+			for (long spins = 0;
+			     flags[1 - me].raised.load(std::memory_order_acquire) < k;)
+				if (++spins % 4096 == 0 && Clock::now() > limit)
+					return false;
+		}
+		return true;
+	};
+	cpu_set_t saved;
+	const bool restore = sched_getaffinity(0, sizeof(saved), &saved) == 0;
+	const pid_t child = fork();
+	if (child == 0) {
+		_exit(bind_to_cpu(1) && exchange(1, 1, 1 + kWarmUp + kExchanges) ? 0 : 1);
+	}
+	double us = std::nan("");
+	if (child > 0 && bind_to_cpu(0) && exchange(0, 1, 1 + kWarmUp)) {
+		const auto start = Clock::now();
+		if (exchange(0, 1 + kWarmUp, 1 + kWarmUp + kExchanges))
+			us = std::chrono::duration<double, std::micro>(Clock::now() - start)
+				     .count() /
+			     kExchanges;
+	}
+	if (restore)
+		sched_setaffinity(0, sizeof(saved), &saved);
+	if (child > 0) {
+		if (std::isnan(us))
+			kill(child, SIGKILL);
+		waitpid(child, nullptr, 0);
+	}
+	munmap(page, sizeof(Flag) * 2);
+	return us;
+}
+
+// For a job line: the flag exchange just before a job whose ranks 0 and 1
+// are bound to the first two CPUs.
+std::string flag_exchange_text(int ranks, const Options& options)
+{
+	if (!bound(ranks, options))
+		return "";
+	const double us = flag_exchange_us();
+	return std::isnan(us) ? "" : strfmt("flag exchange CPU 0-1 %.3f us", us);
+}
+
 void print_table(fi_collective_op coll, const std::vector<Point>& points, const Options& options,
 		 std::map<std::pair<std::string, int>, Measured>& results)
 {
@@ -1007,6 +1082,15 @@ void print_how_to_read(const Options& options)
 		"ranks than cores every busy-polling rank competes for the CPU, so absolute "
 		"figures at 4 and 8\n"
 		"ranks mostly measure scheduling, and ratios matter more than microseconds.\n"
+		"The flag exchange on a job line, measured just before the job, is the least a "
+		"2-rank barrier costs\n"
+		"at that moment (two processes on CPUs 0 and 1 raising a flag each and waiting "
+		"for the other's).\n"
+		"On a virtual machine it may jump between a few values within seconds (the "
+		"hypervisor places the\n"
+		"two CPUs on one core's hyperthreads, on two cores, ...), and sub-microsecond "
+		"figures jump with it:\n"
+		"compare them only between jobs that met about the same value.\n"
 		"Waiting ranks %s\n",
 		static_cast<long long>(options.call_limit.count()),
 		options.yield_when_idle ? "yield the core after every empty fi_cq_read (--yield), "
@@ -1190,6 +1274,7 @@ int main(int argc, char** argv)
 				results[{label, p}] = pending_for(points.size());
 				continue;
 			}
+			const std::string exchange = flag_exchange_text(p, options);
 			const auto started = Clock::now();
 			// The ranks, forked in measure(), inherit the environment.
 			const char* inherited = std::getenv("FI_RCOLL_COLL_LOCAL");
@@ -1204,10 +1289,12 @@ int main(int argc, char** argv)
 			const Measured& m = results[{label, p}];
 			std::printf(
 				"#   %d ranks, %-11s one-way 8 B %7.2f us, bandwidth %6.2f GB/s, "
-				"two-way %6.2f GB/s each way, fi_join %8.1f us, empty poll %8.3f us"
+				"two-way %6.2f GB/s each way, fi_join %8.1f us, empty poll %8.3f "
+				"us%s"
 				"  (%.0f s)\n",
 				p, variant.label, m.latency_us, m.bandwidth_bps / 1e9,
 				m.exchange_bandwidth_bps / 1e9, m.join_us, m.poll_ns / 1e3,
+				exchange.empty() ? "" : (", " + exchange).c_str(),
 				std::chrono::duration<double>(Clock::now() - started).count());
 			std::fflush(stdout);
 		}
@@ -1216,12 +1303,14 @@ int main(int argc, char** argv)
 				results[{variant.label, p}] = pending_for(points.size());
 				continue;
 			}
+			const std::string exchange = flag_exchange_text(p, options);
 			const auto started = Clock::now();
 			const std::string command = baseline.command(
 				variant.mca, p, bound(p, options), mpi_arguments(points, options));
 			results[{variant.label, p}] =
 				measure_mpi(baseline, command, points, options);
-			std::printf("#   %d ranks, %-11s %s  (%.0f s)\n", p, variant.label,
+			std::printf("#   %d ranks, %-11s %s%s  (%.0f s)\n", p, variant.label,
+				    exchange.empty() ? "" : ("(" + exchange + ") ").c_str(),
 				    command.c_str(),
 				    std::chrono::duration<double>(Clock::now() - started).count());
 			std::fflush(stdout);
