@@ -32,11 +32,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -928,20 +930,25 @@ double memcpy_bandwidth()
 }
 
 // The least a 2-rank barrier on this host costs at the moment: two
-// processes on the first two CPUs (where ranks 0 and 1 run when bound)
-// each raise a flag on a cache line of its own and wait for the other's;
-// microseconds per exchange, NaN where it cannot run. On a virtual machine
-// the hypervisor may place those two CPUs on one core's hyperthreads, on
-// two cores or farther apart, and move them within seconds (here: 0.03,
-// 0.07 and 0.29 us), and a sub-microsecond call moves with them: measured
-// before each job, it says which placement the job met.
+// processes on the first two usable CPUs (where ranks 0 and 1 run when
+// bound) each raise a flag on a cache line of its own and wait for the
+// other's; microseconds per exchange, the best of a few batches (a batch
+// lasts milliseconds: an interrupt or a stolen time slice spoils one), NaN
+// where it cannot run. On a virtual machine the hypervisor may place those
+// two CPUs on one core's hyperthreads, on two cores or farther apart, and
+// move them within seconds (here: 0.03, 0.07 and 0.29 us), and a
+// sub-microsecond call moves with them: measured before and after each
+// job, it says which placement the job met.
 double flag_exchange_us()
 {
-	constexpr long kWarmUp = 1000, kExchanges = 100000;
-	static constexpr auto kGiveUp = seconds(2); // the other side is not running
+	constexpr long kWarmUp = 1000, kBatch = 10000, kBatches = 10;
+	constexpr long kLast = 1 + kWarmUp + kBatch * kBatches;
+	// A flag that stays put this long: the other side is gone.
+	static constexpr auto kGiveUp = seconds(2);
 	if (usable_cpus() < 2)
 		return std::nan("");
-	struct alignas(64) Flag {
+	// Two lines apart: the adjacent-line prefetcher pairs 64-byte lines.
+	struct alignas(128) Flag {
 		std::atomic<long> raised{0};
 	};
 	void* page = mmap(nullptr, sizeof(Flag) * 2, PROT_READ | PROT_WRITE,
@@ -949,52 +956,89 @@ double flag_exchange_us()
 	if (page == MAP_FAILED)
 		return std::nan("");
 	Flag* flags = new (page) Flag[2];
-	// Side `me` raises its flag to k and waits for the other's; false when
-	// the other side stopped answering.
+	// Side `me` raises its flag to each k of [from, to) and waits for the
+	// other's; false when the other's stays put for kGiveUp (the clock is
+	// read only by a wait that already lasted thousands of spins).
 	const auto exchange = [flags](int me, long from, long to) {
-		const auto limit = Clock::now() + kGiveUp;
 		for (long k = from; k < to; ++k) {
 			flags[me].raised.store(k, std::memory_order_release);
+			std::optional<Clock::time_point> limit;
 			for (long spins = 0;
-			     flags[1 - me].raised.load(std::memory_order_acquire) < k;)
-				if (++spins % 4096 == 0 && Clock::now() > limit)
+			     flags[1 - me].raised.load(std::memory_order_acquire) < k;) {
+				if (++spins % 4096 != 0)
+					continue;
+				const auto now = Clock::now();
+				if (!limit)
+					limit = now + kGiveUp;
+				else if (now > *limit)
 					return false;
+			}
 		}
 		return true;
 	};
 	cpu_set_t saved;
-	const bool restore = sched_getaffinity(0, sizeof(saved), &saved) == 0;
+	if (sched_getaffinity(0, sizeof(saved), &saved) != 0) {
+		munmap(page, sizeof(Flag) * 2);
+		return std::nan("");
+	}
 	const pid_t child = fork();
 	if (child == 0) {
-		_exit(bind_to_cpu(1) && exchange(1, 1, 1 + kWarmUp + kExchanges) ? 0 : 1);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		_exit(bind_to_cpu(1) && exchange(1, 1, kLast) ? 0 : 1);
 	}
-	double us = std::nan("");
+	double best = std::nan("");
 	if (child > 0 && bind_to_cpu(0) && exchange(0, 1, 1 + kWarmUp)) {
-		const auto start = Clock::now();
-		if (exchange(0, 1 + kWarmUp, 1 + kWarmUp + kExchanges))
-			us = std::chrono::duration<double, std::micro>(Clock::now() - start)
-				     .count() /
-			     kExchanges;
+		for (long batch = 0; batch < kBatches; ++batch) {
+			const long from = 1 + kWarmUp + batch * kBatch;
+			const auto start = Clock::now();
+			if (!exchange(0, from, from + kBatch)) {
+				best = std::nan("");
+				break;
+			}
+			const double us =
+				std::chrono::duration<double, std::micro>(Clock::now() - start)
+					.count() /
+				kBatch;
+			best = std::isnan(best) ? us : std::min(best, us);
+		}
 	}
-	if (restore)
-		sched_setaffinity(0, sizeof(saved), &saved);
+	// Ranks forked later inherit this process's affinity: pinned to one
+	// CPU, every later job would run there.
+	if (sched_setaffinity(0, sizeof(saved), &saved) != 0) {
+		std::fprintf(stderr, "rcoll_coll_bench: cannot restore the CPU affinity: %s\n",
+			     std::strerror(errno));
+		std::exit(2);
+	}
 	if (child > 0) {
-		if (std::isnan(us))
+		if (std::isnan(best))
 			kill(child, SIGKILL);
-		waitpid(child, nullptr, 0);
+		while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+		}
 	}
 	munmap(page, sizeof(Flag) * 2);
-	return us;
+	return best;
 }
 
-// For a job line: the flag exchange just before a job whose ranks 0 and 1
-// are bound to the first two CPUs.
-std::string flag_exchange_text(int ranks, const Options& options)
+// The flag exchange for a job whose ranks 0 and 1 are bound to the first
+// two CPUs (Open MPI's through mpirun's mapping, which on a host with
+// hyperthreads may number them otherwise); nullopt for any other job.
+std::optional<double> flag_exchange_if_bound(int ranks, const Options& options)
 {
-	if (!bound(ranks, options))
+	if (ranks < 2 || !bound(ranks, options))
+		return std::nullopt;
+	return flag_exchange_us();
+}
+
+// For a job line: the flag exchange before and after the job.
+std::string flag_exchange_text(std::optional<double> before, std::optional<double> after)
+{
+	if (!before || !after)
 		return "";
-	const double us = flag_exchange_us();
-	return std::isnan(us) ? "" : strfmt("flag exchange CPU 0-1 %.3f us", us);
+	const auto figure = [](double us) {
+		return std::isnan(us) ? std::string("n/a") : strfmt("%.3f", us);
+	};
+	return strfmt("flag exchange CPU 0-1 %s us before, %s after", figure(*before).c_str(),
+		      figure(*after).c_str());
 }
 
 void print_table(fi_collective_op coll, const std::vector<Point>& points, const Options& options,
@@ -1082,17 +1126,25 @@ void print_how_to_read(const Options& options)
 		"ranks than cores every busy-polling rank competes for the CPU, so absolute "
 		"figures at 4 and 8\n"
 		"ranks mostly measure scheduling, and ratios matter more than microseconds.\n"
-		"The flag exchange on a job line, measured just before the job, is the least a "
-		"2-rank barrier costs\n"
-		"at that moment (two processes on CPUs 0 and 1 raising a flag each and waiting "
-		"for the other's).\n"
-		"On a virtual machine it may jump between a few values within seconds (the "
-		"hypervisor places the\n"
-		"two CPUs on one core's hyperthreads, on two cores, ...), and sub-microsecond "
-		"figures jump with it:\n"
-		"compare them only between jobs that met about the same value.\n"
+		"%s"
 		"Waiting ranks %s\n",
 		static_cast<long long>(options.call_limit.count()),
+		options.bind ? "The flag exchange on a job line whose ranks are bound, measured "
+			       "before and "
+			       "after the job, is the\n"
+			       "least a 2-rank barrier costs at that moment: two processes on the "
+			       "first two "
+			       "CPUs raise a flag\n"
+			       "each and wait for the other's. On a virtual machine it may jump "
+			       "between a "
+			       "few values within\n"
+			       "seconds (the hypervisor places the two CPUs on one core's "
+			       "hyperthreads, on "
+			       "two cores, ...), and\n"
+			       "sub-microsecond figures jump with it: compare them only between "
+			       "jobs that "
+			       "met about the same value.\n"
+			     : "",
 		options.yield_when_idle ? "yield the core after every empty fi_cq_read (--yield), "
 					  "as Open MPI's mpi_yield_when_idle does."
 					: "call fi_cq_read in a tight loop, as fabtests and MPI "
@@ -1274,7 +1326,8 @@ int main(int argc, char** argv)
 				results[{label, p}] = pending_for(points.size());
 				continue;
 			}
-			const std::string exchange = flag_exchange_text(p, options);
+			const std::optional<double> exchange_before =
+				flag_exchange_if_bound(p, options);
 			const auto started = Clock::now();
 			// The ranks, forked in measure(), inherit the environment.
 			const char* inherited = std::getenv("FI_RCOLL_COLL_LOCAL");
@@ -1287,6 +1340,8 @@ int main(int argc, char** argv)
 			else if (variant.coll_local)
 				unsetenv("FI_RCOLL_COLL_LOCAL");
 			const Measured& m = results[{label, p}];
+			const std::string exchange = flag_exchange_text(
+				exchange_before, flag_exchange_if_bound(p, options));
 			std::printf(
 				"#   %d ranks, %-11s one-way 8 B %7.2f us, bandwidth %6.2f GB/s, "
 				"two-way %6.2f GB/s each way, fi_join %8.1f us, empty poll %8.3f "
@@ -1303,12 +1358,15 @@ int main(int argc, char** argv)
 				results[{variant.label, p}] = pending_for(points.size());
 				continue;
 			}
-			const std::string exchange = flag_exchange_text(p, options);
+			const std::optional<double> exchange_before =
+				flag_exchange_if_bound(p, options);
 			const auto started = Clock::now();
 			const std::string command = baseline.command(
 				variant.mca, p, bound(p, options), mpi_arguments(points, options));
 			results[{variant.label, p}] =
 				measure_mpi(baseline, command, points, options);
+			const std::string exchange = flag_exchange_text(
+				exchange_before, flag_exchange_if_bound(p, options));
 			std::printf("#   %d ranks, %-11s %s%s  (%.0f s)\n", p, variant.label,
 				    exchange.empty() ? "" : ("(" + exchange + ") ").c_str(),
 				    command.c_str(),

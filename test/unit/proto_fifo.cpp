@@ -68,7 +68,7 @@ Test(fifo, fills_entries_in_place_in_order)
 		long b;
 	};
 	Fifo<Pair> q;
-	// Past two growths and a wrap-around: what each fill wrote comes out,
+	// Past three growths and a wrap-around: what each fill wrote comes out,
 	// in order, whatever stale entry its slot held.
 	for (int i = 0; i < 3; ++i) {
 		q.push_back_with([&](Pair& p) { p = {i, -i}; });
@@ -86,4 +86,18 @@ Test(fifo, fills_entries_in_place_in_order)
 		q.pop_front();
 	}
 	cr_assert(q.empty());
+}
+
+Test(fifo, requeues_its_own_front_across_growth)
+{
+	// A reference into the queue survives the growth the push causes.
+	Fifo<std::shared_ptr<int>> q;
+	for (int i = 0; i < 4; ++i)
+		q.push_back(std::make_shared<int>(i));
+	cr_assert_eq(q.size(), q.capacity(), "full: the next push grows the ring");
+	q.push_back(q.front());
+	cr_assert_eq(q.size(), 5u);
+	std::vector<int> seen;
+	q.for_each([&](const std::shared_ptr<int>& v) { seen.push_back(v ? *v : -1); });
+	cr_assert(seen == std::vector<int>({0, 1, 2, 3, 0}), "the requeued front came out whole");
 }

@@ -27,22 +27,36 @@ public:
 	const T& front() const noexcept { return slots_[head_]; }
 
 	// Counted once stored: a copy that throws leaves the queue as it was.
+	// `value` may be an entry of this queue (requeued): it is taken before
+	// growing moves the entries.
 	void push_back(const T& value)
 	{
-		reserve_one();
-		slots_[(head_ + count_) & mask()] = value;
+		if (count_ == slots_.size()) {
+			T taken = value;
+			grow();
+			slots_[(head_ + count_) & mask()] = std::move(taken);
+		} else {
+			slots_[(head_ + count_) & mask()] = value;
+		}
 		++count_;
 	}
 	void push_back(T&& value)
 	{
-		reserve_one();
-		slots_[(head_ + count_) & mask()] = std::move(value);
+		if (count_ == slots_.size()) {
+			T taken = std::move(value);
+			grow();
+			slots_[(head_ + count_) & mask()] = std::move(taken);
+		} else {
+			slots_[(head_ + count_) & mask()] = std::move(value);
+		}
 		++count_;
 	}
 
 	// Stores an entry that `fill` writes in place, every field of it (the
 	// slot holds a stale one), then counts it: no copy built first, which
-	// the completion path would pay for in stalled loads.
+	// the completion path would pay for in stalled loads. `fill` must not
+	// touch this queue; if it throws, nothing is counted (what it wrote
+	// stays in the unused slot until the slot is reused).
 	template <class Fill>
 	void push_back_with(Fill&& fill)
 	{
