@@ -26,31 +26,8 @@ public:
 	T& front() noexcept { return slots_[head_]; }
 	const T& front() const noexcept { return slots_[head_]; }
 
-	// Counted once stored: a copy that throws leaves the queue as it was.
-	// `value` may be an entry of this queue (requeued): it is taken before
-	// growing moves the entries.
-	void push_back(const T& value)
-	{
-		if (count_ == slots_.size()) {
-			T taken = value;
-			grow();
-			slots_[(head_ + count_) & mask()] = std::move(taken);
-		} else {
-			slots_[(head_ + count_) & mask()] = value;
-		}
-		++count_;
-	}
-	void push_back(T&& value)
-	{
-		if (count_ == slots_.size()) {
-			T taken = std::move(value);
-			grow();
-			slots_[(head_ + count_) & mask()] = std::move(taken);
-		} else {
-			slots_[(head_ + count_) & mask()] = std::move(value);
-		}
-		++count_;
-	}
+	void push_back(const T& value) { store(value); }
+	void push_back(T&& value) { store(std::move(value)); }
 
 	// Stores an entry that `fill` writes in place, every field of it (the
 	// slot holds a stale one), then counts it: no copy built first, which
@@ -97,6 +74,22 @@ public:
 	}
 
 private:
+	// Counted once stored: a copy that throws leaves the queue as it was.
+	// `value` may be an entry of this queue (requeued): it is taken before
+	// growing moves the entries.
+	template <class U>
+	void store(U&& value)
+	{
+		if (count_ == slots_.size()) {
+			T taken(std::forward<U>(value));
+			grow();
+			slots_[(head_ + count_) & mask()] = std::move(taken);
+		} else {
+			slots_[(head_ + count_) & mask()] = std::forward<U>(value);
+		}
+		++count_;
+	}
+
 	std::size_t mask() const noexcept { return slots_.size() - 1; }
 
 	void grow()
