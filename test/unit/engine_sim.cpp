@@ -372,6 +372,37 @@ Test(engine_sim, rendezvous_landing_is_reused)
 	}
 }
 
+// A call buffer is registered for what its schedule does with it and no
+// more: a broadcast root's output is only ever read, so no peer may write
+// into it, whether the bytes go eagerly or by rendezvous; a member that
+// ships its output key (a rendezvous child) opens it, for its parent.
+Test(engine_sim, registrations_grant_only_what_the_schedule_needs)
+{
+	const uint32_t p = 5;
+	for (Algorithm a : algorithms_for(Collective::broadcast))
+		for (uint64_t eager : {uint64_t(0), uint64_t(16)}) {
+			ClusterOptions o = small_cluster(p, 31 + eager);
+			if (eager)
+				o.config.eager_bytes = o.config.broadcast_eager_bytes = eager;
+			Cluster cluster(p, o);
+			const uint32_t root = 2;
+			cr_assert_eq(cluster.run({spec({Collective::broadcast, a}, 1000, root)}),
+				     "");
+			const sim::RankStats& r = cluster.fabric().stats(root);
+			cr_assert_eq(r.open_to_peers, 0u,
+				     "%s eager %llu: the root opened %llu of %llu buffers to peers",
+				     std::string(to_string(a)).c_str(), (unsigned long long)eager,
+				     (unsigned long long)r.open_to_peers,
+				     (unsigned long long)r.registrations);
+			uint64_t opened = 0;
+			for (uint32_t m = 0; m < p; ++m)
+				opened += cluster.fabric().stats(m).open_to_peers;
+			if (eager)
+				cr_assert_gt(opened, 0u, "%s: rendezvous without a shipped key",
+					     std::string(to_string(a)).c_str());
+		}
+}
+
 Test(engine_sim, automatic_selection)
 {
 	for (unsigned c = 0; c < collective_count; ++c)

@@ -361,23 +361,23 @@ Errc Group::acquire(Operation& op) noexcept
 	// An input that overlaps the output (in-place use) is read from a
 	// private copy, since schedules write the output before they are done
 	// reading the input.
-	if ((s.uses_input || s.register_input) &&
+	if ((s.uses_input || s.input_access != Access::none) &&
 	    overlaps(op.input, op.sizes.input, op.output, op.sizes.output)) {
 		if (!op.input_copy.allocate(op.sizes.input))
 			return Errc::no_memory;
 		std::memcpy(op.input_copy.data, op.input, op.sizes.input);
 		op.input = op.input_copy.data;
 	}
-	if (s.register_input && op.sizes.input) {
+	if (s.input_access != Access::none && op.sizes.input) {
 		auto span = std::span<std::byte>(const_cast<std::byte*>(op.input), op.sizes.input);
-		if (Errc e = transport_.register_memory(span, Access::read, op.input_reg);
+		if (Errc e = transport_.register_memory(span, s.input_access, op.input_reg);
 		    e != Errc::ok)
 			return e;
 		op.has_input_reg = true;
 	}
-	if (s.register_output && op.sizes.output) {
+	if (s.output_access != Access::none && op.sizes.output) {
 		auto span = std::span<std::byte>(op.output, op.sizes.output);
-		if (Errc e = transport_.register_memory(span, Access::read_write, op.output_reg);
+		if (Errc e = transport_.register_memory(span, s.output_access, op.output_reg);
 		    e != Errc::ok)
 			return e;
 		op.has_output_reg = true;

@@ -183,10 +183,12 @@ uint32_t ScheduleBuilder::write(uint32_t peer, Buf src, uint64_t src_off, Dest d
 	st.counter = counter;
 	st.key = key;
 	st.control = src == Buf::own_keys || bytes == 0;
+	// A write into a peer's output uses the key that peer shipped: it
+	// registers nothing here.
 	if (src == Buf::input)
-		s_.register_input = true;
-	if (src == Buf::output || dest == Dest::output)
-		s_.register_output = true;
+		s_.input_access = s_.input_access | Access::read;
+	if (src == Buf::output)
+		s_.output_access = s_.output_access | Access::read;
 	(st.control ? s_.control_bytes : s_.payload_bytes) += bytes;
 	s_.steps.push_back(st);
 	return s_.writes++;
@@ -200,7 +202,7 @@ uint32_t ScheduleBuilder::signal(uint32_t peer, uint32_t counter)
 uint32_t ScheduleBuilder::ship_key(uint32_t peer, OwnKey which, uint32_t slot, uint32_t counter)
 {
 	if (which == OwnKey::output)
-		s_.register_output = true;
+		s_.output_access = s_.output_access | Access::remote_write;
 	return write(peer, Buf::own_keys, static_cast<uint64_t>(which) * memory_key_bytes,
 		     Dest::key_slot, 0, memory_key_bytes, counter, slot);
 }

@@ -116,6 +116,21 @@ inline constexpr uint32_t schedule_version = 2;
 inline constexpr uint32_t monotone_counter = 1u << 31;
 
 enum class Buf : uint8_t { input, output, landing, own_keys };
+// What a call buffer serves as, so that it is registered for that alone.
+enum class Access : uint8_t {
+	none = 0,
+	read = 1,         // local source of writes
+	remote_write = 2, // target of peers' writes: its key is shipped
+	read_write = 3,
+};
+constexpr Access operator|(Access a, Access b) noexcept
+{
+	return static_cast<Access>(uint8_t(a) | uint8_t(b));
+}
+constexpr bool grants(Access granted, Access wanted) noexcept
+{
+	return (uint8_t(granted) & uint8_t(wanted)) == uint8_t(wanted);
+}
 enum class Dest : uint8_t { landing, output, key_slot };
 
 struct Step {
@@ -166,11 +181,11 @@ struct Schedule {
 	std::vector<Step> steps;
 	uint32_t writes = 0;
 	EpochClass epoch = EpochClass::none;
-	bool uses_input = false;      // input is read (a local copy or reduce source)
-	bool register_input = false;  // input is a write source
-	bool register_output = false; // output is a write source or target
-	uint64_t payload_bytes = 0;   // bytes this rank writes, data only
-	uint64_t control_bytes = 0;   // keys and zero-byte signals
+	bool uses_input = false;             // input is read (a local copy or reduce source)
+	Access input_access = Access::none;  // read: input is a write source
+	Access output_access = Access::none; // read: a write source; remote_write: a target
+	uint64_t payload_bytes = 0;          // bytes this rank writes, data only
+	uint64_t control_bytes = 0;          // keys and zero-byte signals
 };
 
 // Monotone counter space of a group of `size` members: pairwise barrier,

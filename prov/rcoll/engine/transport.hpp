@@ -17,7 +17,10 @@
 //   register_memory()  per-call registration of a user buffer or a
 //                temporary; the returned key (<= 24 bytes, opaque to the
 //                engine) is shipped to peers in a small write so that they
-//                can write straight into that buffer.
+//                can write straight into that buffer. A registration for
+//                Access::read alone may be deferred to the first write that
+//                needs it (most small writes copy their bytes): a write may
+//                then fail with no_resources.
 //
 // All functions are noexcept: errors are codes, never exceptions.
 #pragma once
@@ -39,12 +42,6 @@ inline constexpr uint32_t immediate_mask = (uint32_t(1) << immediate_bits) - 1;
 // provider key and length. Fixed size so it travels in one small write.
 struct MemoryKey {
 	std::array<std::byte, memory_key_bytes> bytes{};
-};
-
-enum class Access : uint8_t {
-	read = 1,         // local source of writes
-	remote_write = 2, // target of peers' writes
-	read_write = 3,
 };
 
 // A per-call registration. `handle` is the transport's own reference

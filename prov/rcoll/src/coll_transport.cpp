@@ -36,7 +36,7 @@ CollTransport::CollTransport(Endpoint& ep, uint32_t slot, std::vector<Peer*> mem
 CollTransport::~CollTransport()
 {
 	scratch_mr_ = CoreRegistration();
-	registrations_.clear();
+	call_buffers_.clear();
 }
 
 int CollTransport::init(size_t scratch_bytes, uint64_t counters, bool node_local)
@@ -182,43 +182,67 @@ Errc CollTransport::register_memory(std::span<std::byte> buffer, engine::Access 
 	// Only what the engine asked for: a source of writes, a target of the
 	// members' writes, or both.
 	uint64_t core_access = 0;
-	if (unsigned(access) & unsigned(engine::Access::read))
+	if (engine::grants(access, engine::Access::read))
 		core_access |= FI_WRITE;
-	if (unsigned(access) & unsigned(engine::Access::remote_write))
+	if (engine::grants(access, engine::Access::remote_write))
 		core_access |= FI_REMOTE_WRITE;
+	uint64_t handle;
 	try {
-		auto reg = std::make_unique<CoreRegistration>();
-		if (!buffer.empty() &&
-		    reg->reg(*ep_.domain, buffer.data(), buffer.size(), core_access))
-			return Errc::no_resources;
-		uint64_t handle;
-		if (!free_registrations_.empty()) {
-			handle = free_registrations_.back();
-			free_registrations_.pop_back();
-			registrations_[handle] = std::move(reg);
+		if (!free_call_buffers_.empty()) {
+			handle = free_call_buffers_.back();
+			free_call_buffers_.pop_back();
 		} else {
-			handle = registrations_.size();
-			registrations_.push_back(std::move(reg));
+			handle = call_buffers_.size();
+			call_buffers_.emplace_back();
 		}
-		out.handle = handle;
-		out.key = encode({reinterpret_cast<uint64_t>(buffer.data()),
-				  registrations_[handle]->key(), buffer.size()});
-		return Errc::ok;
 	} catch (const std::bad_alloc&) {
 		return Errc::no_memory;
 	}
+	CallBuffer& b = call_buffers_[handle];
+	b.bytes = buffer;
+	b.core_access = core_access;
+	b.in_use = true;
+	// Members write into it with the key it ships: registered now.
+	if ((core_access & FI_REMOTE_WRITE) && !buffer.empty() &&
+	    b.core.reg(*ep_.domain, buffer.data(), buffer.size(), core_access)) {
+		out.handle = handle;
+		deregister_memory(out);
+		return Errc::no_resources;
+	}
+	out.handle = handle;
+	out.key = encode({reinterpret_cast<uint64_t>(buffer.data()), b.core.key(), buffer.size()});
+	return Errc::ok;
 }
 
 void CollTransport::deregister_memory(const engine::Registration& r) noexcept
 {
-	if (r.handle < registrations_.size() && registrations_[r.handle]) {
-		registrations_[r.handle].reset();
-		try {
-			free_registrations_.push_back(r.handle);
-		} catch (...) {
-			// The slot is simply not reused.
-		}
+	if (r.handle >= call_buffers_.size() || !call_buffers_[r.handle].in_use)
+		return;
+	call_buffers_[r.handle] = CallBuffer();
+	try {
+		free_call_buffers_.push_back(r.handle);
+	} catch (...) {
+		// The slot is simply not reused.
 	}
+}
+
+// The core descriptor of a write's source: the scratch's, or its call
+// buffer's, registered now if this is the first write that needs one.
+Errc CollTransport::source_desc(const engine::WriteRequest& w, void*& desc) noexcept
+{
+	if (!w.source_registration) {
+		desc = scratch_mr_.desc();
+		return Errc::ok;
+	}
+	const uint64_t handle = w.source_registration->handle;
+	if (handle >= call_buffers_.size() || !call_buffers_[handle].in_use)
+		return Errc::invalid_argument;
+	CallBuffer& b = call_buffers_[handle];
+	if (!b.core && !b.bytes.empty() &&
+	    b.core.reg(*ep_.domain, b.bytes.data(), b.bytes.size(), b.core_access))
+		return Errc::no_resources;
+	desc = b.core.desc();
+	return Errc::ok;
 }
 
 Errc CollTransport::write(const engine::WriteRequest& w) noexcept
@@ -267,21 +291,15 @@ Errc CollTransport::write(const engine::WriteRequest& w) noexcept
 		return e;
 	}
 
-	void* desc = nullptr;
-	if (w.length) {
-		if (!w.source_registration)
-			desc = scratch_mr_.desc();
-		else if (w.source_registration->handle < registrations_.size() &&
-			 registrations_[w.source_registration->handle])
-			desc = registrations_[w.source_registration->handle]->desc();
-		else
-			return Errc::invalid_argument;
-	}
-
 	if (w.length <= inject_limit_ && peer->injects.may_inject()) {
 		Errc e = inject(w, *peer, addr + w.offset, key);
 		return e == Errc::ok && w.has_immediate ? send_arrival(w, m, {}) : e;
 	}
+
+	void* desc = nullptr;
+	if (w.length)
+		if (Errc e = source_desc(w, desc); e != Errc::ok)
+			return e;
 
 	WriteContext* ctx;
 	try {

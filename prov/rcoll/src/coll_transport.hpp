@@ -187,6 +187,7 @@ private:
 		uint64_t addr = 0, key = 0, len = 0;
 	};
 	engine::Errc refused(ssize_t ret) noexcept;
+	engine::Errc source_desc(const engine::WriteRequest& w, void*& desc) noexcept;
 	static int watch_process(Peer& peer, pid_t pid);
 	std::optional<engine::Errc> write_local(const engine::WriteRequest& w, Member& m,
 						uint64_t addr) noexcept;
@@ -210,8 +211,19 @@ private:
 	uint32_t members_on_host_ = 1;
 	size_t inject_limit_; // the core's inject_size: writes up to it are injected
 	CoreRegistration scratch_mr_;
-	std::vector<std::unique_ptr<CoreRegistration>> registrations_; // by Registration::handle
-	std::vector<uint64_t> free_registrations_;
+	// A call buffer the engine registered, by Registration::handle. One
+	// that is only a source of writes is registered with the core at the
+	// first write that needs its descriptor: a small write carries its bytes
+	// in its arrival or is injected, and one to a member on this host is a
+	// copy, so most calls of a few KiB register nothing.
+	struct CallBuffer {
+		std::span<std::byte> bytes;
+		uint64_t core_access = 0;
+		CoreRegistration core;
+		bool in_use = false;
+	};
+	std::vector<CallBuffer> call_buffers_;
+	std::vector<uint64_t> free_call_buffers_;
 	std::vector<std::unique_ptr<WriteContext>> contexts_;
 	std::vector<WriteContext*> free_contexts_;
 	size_t in_flight_ = 0;

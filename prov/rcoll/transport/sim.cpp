@@ -48,6 +48,7 @@ struct Fabric::Region {
 	uint32_t id = 0;
 	std::byte* base = nullptr;
 	size_t length = 0;
+	engine::Access access = engine::Access::read_write; // the scratch: both
 	std::vector<uint8_t> unread;
 	std::vector<uint16_t> sourcing;
 
@@ -122,7 +123,7 @@ SimTransport::SimTransport(Fabric& fabric, uint32_t rank, uint64_t scratch_bytes
 
 std::span<std::byte> SimTransport::scratch() noexcept { return scratch_; }
 
-Errc SimTransport::register_memory(std::span<std::byte> buffer, engine::Access,
+Errc SimTransport::register_memory(std::span<std::byte> buffer, engine::Access access,
 				   engine::Registration& out) noexcept
 {
 	if (fabric_.options_.refuse_registration)
@@ -132,6 +133,7 @@ Errc SimTransport::register_memory(std::span<std::byte> buffer, engine::Access,
 		r.id = fabric_.next_region_id_[rank_]++;
 		r.base = buffer.data();
 		r.length = buffer.size();
+		r.access = access;
 		if (fabric_.options_.check_memory) {
 			r.unread.assign(r.length, 0);
 			r.sourcing.assign(r.length, 0);
@@ -140,6 +142,8 @@ Errc SimTransport::register_memory(std::span<std::byte> buffer, engine::Access,
 		out.key = encode_key(rank_, r.id);
 		fabric_.regions_[rank_].push_back(std::move(r));
 		fabric_.stats_[rank_].registrations++;
+		if (engine::grants(access, engine::Access::remote_write))
+			fabric_.stats_[rank_].open_to_peers++;
 	} catch (const std::bad_alloc&) {
 		return Errc::no_memory;
 	}
@@ -260,6 +264,12 @@ Errc Fabric::post(uint32_t rank, const engine::WriteRequest& w) noexcept
 			  ": write source outside its registration");
 		return Errc::io_error;
 	}
+	// As a NIC would: a source registered only for peers' writes cannot be read.
+	if (w.length && !engine::grants(src->access, engine::Access::read)) {
+		violation("rank " + std::to_string(rank) +
+			  ": write source registered without read access");
+		return Errc::io_error;
+	}
 	if (w.peer >= ranks() || (w.has_immediate && w.immediate > engine::immediate_mask)) {
 		violation("rank " + std::to_string(rank) + ": bad peer or immediate");
 		return Errc::invalid_argument;
@@ -362,6 +372,10 @@ void Fabric::place(Flight& f)
 	}
 	if (f.offset > dst->length || f.length > dst->length - f.offset) {
 		violation(who() + ": outside the target buffer");
+		return;
+	}
+	if (!engine::grants(dst->access, engine::Access::remote_write)) {
+		violation(who() + ": key of a buffer registered without remote write access");
 		return;
 	}
 	if (f.length && f.staging.size() == f.length) {

@@ -48,6 +48,7 @@ struct RankStats {
 	uint64_t writes = 0;
 	uint64_t bytes = 0;
 	uint64_t registrations = 0; // register_memory() calls that succeeded
+	uint64_t open_to_peers = 0; // of those, buffers peers may write into
 	double finish_time = 0;     // modelled time of the rank's last completion
 };
 
