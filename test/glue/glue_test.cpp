@@ -679,6 +679,45 @@ Test(glue, collective_over_refusing_reordering_core)
 	cr_assert_gt(fake_core::stats().refused, 10u);
 }
 
+// A buffer that a call only reads from is registered at the first write
+// that needs it: a broadcast root's, past the eager limit, once its member
+// shipped the key to its own buffer. When that registration fails, the group
+// must fail on every member, promptly, as when the core refuses a write: the
+// member is not left waiting for the group's timeout, and the root does not
+// end its call while the member's key is out.
+Test(glue, late_registration_failure_fails_the_group)
+{
+	World w(2, true);
+	Joins join(w);
+	join.join_all();
+	const size_t bytes = size_t(1) << 20;
+	std::vector<uint8_t> data = payload(7, bytes), into(bytes, 0);
+	std::array<int, 2> ctx{};
+	auto post = [&](int node, void* buf) {
+		ssize_t ret;
+		while ((ret = fi_broadcast(w.nodes[node].ep, buf, bytes, nullptr,
+					   fi_mc_addr(join.groups[node]), w.nodes[node].addr[0],
+					   FI_UINT8, 0, &ctx[node])) == -FI_EAGAIN)
+			w.progress();
+		cr_assert_eq(ret, 0, "fi_broadcast on node %d: %s", node, fi_strerror(int(-ret)));
+	};
+	post(1, into.data()); // registers its buffer and ships the key
+	fake_core::plan().refuse_registration = [](size_t) { return true; };
+	post(0, data.data());
+	const bool ended = w.run_until(
+		[&] { return w.completions(0, &ctx[0]) && w.completions(1, &ctx[1]); }, 10s);
+	fake_core::plan().refuse_registration = nullptr;
+	cr_assert(ended,
+		  "a broadcast still waits after the root's registration failed (root: %s, "
+		  "member: %s)",
+		  w.completions(0, &ctx[0]) ? "over" : "waiting",
+		  w.completions(1, &ctx[1]) ? "over" : "waiting");
+	cr_assert_gt(fake_core::stats().refused_registrations, 0u);
+	for (int node = 0; node < 2; node++)
+		cr_assert_neq(w.nodes[node].done[&ctx[node]][0].err, 0,
+			      "node %d's broadcast succeeded without the root's data", node);
+}
+
 // Half-failed joins. Members recognise a join by its member list and how
 // many joins of that list they made before: a join that fails on one
 // member must fail on every member, and use up its place in that count

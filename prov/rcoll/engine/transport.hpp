@@ -19,8 +19,9 @@
 //                engine) is shipped to peers in a small write so that they
 //                can write straight into that buffer. A registration for
 //                Access::read alone may be deferred to the first write that
-//                needs it (most small writes copy their bytes): a write may
-//                then fail with no_resources.
+//                needs it (most small writes copy their bytes); if it then
+//                fails, the transport fails the group as it does for a
+//                write it cannot make.
 //
 // All functions are noexcept: errors are codes, never exceptions.
 #pragma once

@@ -228,21 +228,23 @@ void CollTransport::deregister_memory(const engine::Registration& r) noexcept
 
 // The core descriptor of a write's source: the scratch's, or its call
 // buffer's, registered now if this is the first write that needs one.
-Errc CollTransport::source_desc(const engine::WriteRequest& w, void*& desc) noexcept
+// Returns 0 or a negative fi_errno.
+int CollTransport::source_desc(const engine::WriteRequest& w, void*& desc) noexcept
 {
 	if (!w.source_registration) {
 		desc = scratch_mr_.desc();
-		return Errc::ok;
+		return 0;
 	}
 	const uint64_t handle = w.source_registration->handle;
 	if (handle >= call_buffers_.size() || !call_buffers_[handle].in_use)
-		return Errc::invalid_argument;
+		return -FI_EINVAL;
 	CallBuffer& b = call_buffers_[handle];
-	if (!b.core && !b.bytes.empty() &&
-	    b.core.reg(*ep_.domain, b.bytes.data(), b.bytes.size(), b.core_access))
-		return Errc::no_resources;
+	if (!b.core && !b.bytes.empty())
+		if (int err =
+			    b.core.reg(*ep_.domain, b.bytes.data(), b.bytes.size(), b.core_access))
+			return err;
 	desc = b.core.desc();
-	return Errc::ok;
+	return 0;
 }
 
 Errc CollTransport::write(const engine::WriteRequest& w) noexcept
@@ -296,10 +298,19 @@ Errc CollTransport::write(const engine::WriteRequest& w) noexcept
 		return e == Errc::ok && w.has_immediate ? send_arrival(w, m, {}) : e;
 	}
 
+	// A registration that fails here fails the group in two steps, like a
+	// write the core refuses: members may already hold keys to this
+	// operation's buffers, which must outlive their writes.
 	void* desc = nullptr;
-	if (w.length)
-		if (Errc e = source_desc(w, desc); e != Errc::ok)
-			return e;
+	if (w.length) {
+		if (int err = source_desc(w, desc)) {
+			RCOLL_WARN(FI_LOG_EP_DATA, "collective write source not registered: %s\n",
+				   fi_strerror(-err));
+			if (!write_error_)
+				write_error_ = -err;
+			return Errc::would_block;
+		}
+	}
 
 	WriteContext* ctx;
 	try {

@@ -187,7 +187,7 @@ private:
 		uint64_t addr = 0, key = 0, len = 0;
 	};
 	engine::Errc refused(ssize_t ret) noexcept;
-	engine::Errc source_desc(const engine::WriteRequest& w, void*& desc) noexcept;
+	int source_desc(const engine::WriteRequest& w, void*& desc) noexcept;
 	static int watch_process(Peer& peer, pid_t pid);
 	std::optional<engine::Errc> write_local(const engine::WriteRequest& w, Member& m,
 						uint64_t addr) noexcept;
