@@ -203,8 +203,7 @@ Errc CollTransport::register_memory(std::span<std::byte> buffer, engine::Access 
 	b.core_access = core_access;
 	b.in_use = true;
 	// Members write into it with the key it ships: registered now.
-	if ((core_access & FI_REMOTE_WRITE) && !buffer.empty() &&
-	    b.core.reg(*ep_.domain, buffer.data(), buffer.size(), core_access)) {
+	if ((core_access & FI_REMOTE_WRITE) && ensure_registered(b)) {
 		out.handle = handle;
 		deregister_memory(out);
 		return Errc::no_resources;
@@ -226,6 +225,15 @@ void CollTransport::deregister_memory(const engine::Registration& r) noexcept
 	}
 }
 
+// Registers a call buffer with the core unless it is already (or empty).
+// Returns 0 or a negative fi_errno.
+int CollTransport::ensure_registered(CallBuffer& b) noexcept
+{
+	if (b.core || b.bytes.empty())
+		return 0;
+	return b.core.reg(*ep_.domain, b.bytes.data(), b.bytes.size(), b.core_access);
+}
+
 // The core descriptor of a write's source: the scratch's, or its call
 // buffer's, registered now if this is the first write that needs one.
 // Returns 0 or a negative fi_errno.
@@ -239,10 +247,8 @@ int CollTransport::source_desc(const engine::WriteRequest& w, void*& desc) noexc
 	if (handle >= call_buffers_.size() || !call_buffers_[handle].in_use)
 		return -FI_EINVAL;
 	CallBuffer& b = call_buffers_[handle];
-	if (!b.core && !b.bytes.empty())
-		if (int err =
-			    b.core.reg(*ep_.domain, b.bytes.data(), b.bytes.size(), b.core_access))
-			return err;
+	if (int err = ensure_registered(b))
+		return err;
 	desc = b.core.desc();
 	return 0;
 }

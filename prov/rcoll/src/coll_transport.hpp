@@ -224,6 +224,7 @@ private:
 	};
 	std::vector<CallBuffer> call_buffers_;
 	std::vector<uint64_t> free_call_buffers_;
+	int ensure_registered(CallBuffer& b) noexcept;
 	std::vector<std::unique_ptr<WriteContext>> contexts_;
 	std::vector<WriteContext*> free_contexts_;
 	size_t in_flight_ = 0;
