@@ -192,12 +192,14 @@ void CollEndpoint::progress_until(const std::function<bool()>& pred, const std::
 				  std::chrono::milliseconds budget, Bootstrap* boot)
 {
 	Deadline deadline(budget);
+	LongWait long_wait(what);
 	unsigned polls = 0;
 	while (!pred()) {
 		// Ranks outnumber cores: an idle poll gives the core away.
 		if (progress() == 0)
 			sched_yield();
 		if (++polls % 256 == 0) {
+			long_wait.check();
 			if (boot)
 				boot->check_abort();
 			if (deadline.expired())

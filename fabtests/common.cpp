@@ -191,6 +191,10 @@ struct SharedState {
 		uint8_t bytes[kAddressSlotBytes]{};
 	} slots[kMaxRanks];
 	char notes[kMaxRanks][kNoteBytes]{};
+	// For a barrier that times out: the generation each rank last entered,
+	// and what each rank last waited for (Endpoint::progress_until).
+	std::atomic<uint32_t> barrier_entered[kMaxRanks]{};
+	char waiting_for[kMaxRanks][kNoteBytes]{};
 	alignas(64) std::byte scratch[kScratchBytes]{};
 };
 
@@ -218,6 +222,10 @@ private:
 	unsigned spins_ = 0;
 };
 
+// This rank's slot for what it waits for, or last waited for (set in the
+// rank's process).
+char* this_rank_waiting_for = nullptr;
+
 constexpr int kExitPassed = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitNotApplicable = 77;
@@ -235,6 +243,7 @@ void Bootstrap::barrier(std::chrono::milliseconds budget)
 	// Central sense-reversing barrier; `participants` shrinks when a rank is
 	// killed on purpose, so survivors can still synchronise.
 	const uint32_t generation = shared_.barrier_generation.load(std::memory_order_acquire);
+	shared_.barrier_entered[rank_].store(generation + 1, std::memory_order_release);
 	const uint32_t arrived =
 		shared_.barrier_arrived.fetch_add(1, std::memory_order_acq_rel) + 1;
 	if (arrived >= shared_.participants.load(std::memory_order_acquire)) {
@@ -247,10 +256,46 @@ void Bootstrap::barrier(std::chrono::milliseconds budget)
 	while (shared_.barrier_generation.load(std::memory_order_acquire) == generation) {
 		check_abort();
 		if (deadline.expired())
-			throw CheckFailure(strfmt("rank %d: barrier timed out after %lld ms", rank_,
-						  static_cast<long long>(budget.count())));
+			throw CheckFailure(strfmt("rank %d: barrier timed out after %lld ms%s",
+						  rank_, static_cast<long long>(budget.count()),
+						  absent_from_barrier(generation).c_str()));
 		backoff.pause();
 	}
+}
+
+LongWait::LongWait(const std::string& what) : what_(what), since_(Clock::now()) {}
+
+void LongWait::check()
+{
+	if (!recorded_ && this_rank_waiting_for &&
+	    Clock::now() - since_ > std::chrono::seconds(1)) {
+		std::snprintf(this_rank_waiting_for, kNoteBytes, "waiting for %s", what_.c_str());
+		recorded_ = true;
+	}
+}
+
+LongWait::~LongWait()
+{
+	if (recorded_)
+		std::snprintf(this_rank_waiting_for, kNoteBytes, "done waiting for %s",
+			      what_.c_str());
+}
+
+// The ranks that have not reached the barrier of `generation`, and what
+// each last waited for: the lead when a barrier times out.
+std::string Bootstrap::absent_from_barrier(uint32_t generation) const
+{
+	std::string absent;
+	for (int r = 0; r < size_; ++r) {
+		if (!rank_alive(r) ||
+		    shared_.barrier_entered[r].load(std::memory_order_acquire) == generation + 1)
+			continue;
+		absent += strfmt("; rank %d is not there", r);
+		if (shared_.waiting_for[r][0] != '\0')
+			absent += strfmt(" (%.*s)", static_cast<int>(kNoteBytes),
+					 shared_.waiting_for[r]);
+	}
+	return absent;
 }
 
 std::vector<std::vector<uint8_t>> Bootstrap::allgather(std::span<const uint8_t> mine)
@@ -366,6 +411,7 @@ void apply_rank_environment(int rank)
 [[noreturn]] void run_rank(SharedState& shared, int rank, int ranks, std::chrono::seconds timeout,
 			   const RankBody& body)
 {
+	this_rank_waiting_for = shared.waiting_for[rank];
 	// A rank must never outlive the launcher, nor hang past its budget:
 	// SIGALRM's default action ends it and the parent reports a hang.
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -1046,12 +1092,16 @@ void Endpoint::progress_until(const std::function<bool()>& pred, const std::stri
 			      std::chrono::milliseconds budget)
 {
 	Deadline deadline(budget);
+	LongWait long_wait(what);
 	Backoff backoff;
 	unsigned polls = 0;
 	while (!pred()) {
 		if (progress() == 0)
 			backoff.pause();
-		if (++polls % 64 == 0 && deadline.expired())
+		if (++polls % 64 != 0)
+			continue;
+		long_wait.check();
+		if (deadline.expired())
 			throw CheckFailure(strfmt("timed out after %lld ms waiting for %s",
 						  static_cast<long long>(budget.count()),
 						  what.c_str()));

@@ -89,6 +89,23 @@ private:
 	Clock::time_point end_;
 };
 
+// Within a rank: a wait that lasts over a second tells the rank's slot what
+// it waits for, so that a barrier timing out elsewhere can name it. Cheap
+// enough for benchmark loops: nothing is written for a short wait.
+class LongWait {
+public:
+	explicit LongWait(const std::string& what);
+	~LongWait();
+	LongWait(const LongWait&) = delete;
+	LongWait& operator=(const LongWait&) = delete;
+	void check(); // now and then while waiting
+
+private:
+	const std::string& what_;
+	Clock::time_point since_;
+	bool recorded_ = false;
+};
+
 // Default budget for a single wait inside a case.
 inline constexpr std::chrono::seconds kDefaultWait{30};
 
@@ -163,6 +180,8 @@ public:
 	void check_abort() const;
 
 private:
+	std::string absent_from_barrier(uint32_t generation) const;
+
 	SharedState& shared_;
 	int rank_;
 	int size_;

@@ -10,6 +10,13 @@
 //   busy-peer             a rendezvous receiver computes for several probe
 //                         intervals without calling into libfabric: it is
 //                         probed, not declared dead, and the transfer ends well
+//   slow-connect          the receiver's host is unreachable for longer than
+//                         the old connect timeout when the first message
+//                         opens the connection: the connection is slow, not
+//                         dead
+//   connect-timeout       the same with FI_RCOLL_CONNECT_TIMEOUT_MS below the
+//                         outage: the send fails within it, and a later one
+//                         reconnects
 //   silent-allreduce      a member's host goes silent inside a 16 MiB allreduce
 //   silent-barrier        a member's host goes silent before it enters a barrier
 //
@@ -652,6 +659,125 @@ void case_busy_peer(Bootstrap& boot, const Options& options)
 	progressing_barrier(boot, ep, boot.size(), kBusyBarrierSignal);
 }
 
+// ---------------------------------------------------------------- unanswered connects
+
+constexpr int kConnectSender = 0;
+constexpr int kConnectReceiver = 1;
+constexpr size_t kConnectBytes = 1000;
+constexpr uint64_t kConnectTag = 0xC0E;
+constexpr int kConnectPulledSignal = 0;
+constexpr int kConnectPluggedSignal = 1;
+constexpr int kConnectBarrierSignal = 2;
+// TCP resends an unanswered SYN 1, 3, 7, 15 and 31 s after the first.
+constexpr seconds kSlowConnectDown{12}; // past 10 s, ends before the SYN at 15 s
+constexpr milliseconds kShortConnectTimeout{3000};
+constexpr seconds kUnansweredDown{8}; // well past kShortConnectTimeout
+
+// The receiver's host is unreachable (its cable pulled) when the sender's
+// first message to it opens the connection, and comes back after `down`.
+// With `timeout` 0 (the provider's default), the connection is slow, not
+// dead: it comes up at TCP's next SYN, and the message arrives. With a
+// timeout shorter than `down`, the send ends in error within that timeout
+// (plus slack), and a second message, sent after the host is back, arrives.
+// On a lossy network a handshake whose SYNs are lost several times looks
+// just like this.
+void unanswered_connect(Bootstrap& boot, const Options& options, seconds down, milliseconds timeout)
+{
+	if (timeout.count() > 0)
+		setenv("FI_RCOLL_CONNECT_TIMEOUT_MS", std::to_string(timeout.count()).c_str(), 1);
+	const int me = boot.rank();
+	Endpoint ep({options.provider, FI_MSG | FI_TAGGED});
+	const auto peers = ep.exchange_addresses(boot);
+	const auto placements = gather_placements(boot);
+	expect_separate_hosts(placements, {kConnectSender, kConnectReceiver});
+	const bool retry = timeout.count() > 0;
+	const int messages = retry ? 2 : 1;
+	RegisteredBuffer buffer(ep, kConnectBytes);
+	if (me == kConnectReceiver) {
+		set_link(placements[me].netns, placements[me].interface, false);
+		boot.signal_set(kConnectPulledSignal, now_ns());
+		// Progressing all along: a request that did arrive would be taken.
+		const Deadline back(down);
+		ep.progress_until([&] { return back.expired(); }, "the end of the outage",
+				  down + seconds(1));
+		set_link(placements[me].netns, placements[me].interface, true);
+		boot.signal_set(kConnectPluggedSignal, 1);
+		for (int m = messages - 1; m < messages; ++m) {
+			OpContext op;
+			FT_POST(ep, fi_trecv(ep.ep(), buffer.data(), kConnectBytes, buffer.desc(),
+					     peers[kConnectSender], kConnectTag, 0, &op));
+			ep.wait_ok(op, "the message sent while this host was unreachable",
+				   seconds(60));
+			expect_pattern(buffer.bytes(), make_seed(0xC0E, static_cast<uint64_t>(m)),
+				       "the message received once the host was back");
+		}
+	} else {
+		boot.signal_wait_at_least(kConnectPulledSignal, 1, [&] { ep.progress(); });
+		fill_pattern(buffer.bytes(), make_seed(0xC0E, 0));
+		OpContext op;
+		const uint64_t posted = now_ns();
+		FT_POST(ep, fi_tsend(ep.ep(), buffer.data(), kConnectBytes, buffer.desc(),
+				     peers[kConnectReceiver], kConnectTag, &op));
+		ep.wait_done(op, "the send to the unreachable host", down + seconds(60));
+		const double took = seconds_since(posted);
+		if (!retry) {
+			expect(op.error == 0,
+			       "the send to a host unreachable for %lld s failed after %.1f s "
+			       "(%s): "
+			       "a connection TCP was still setting up was given up",
+			       static_cast<long long>(down.count()), took,
+			       describe_error(op).c_str());
+			expect(took >= static_cast<double>(down.count()) - 1,
+			       "the send completed %.1f s after it was posted, while the "
+			       "receiver's "
+			       "host was unreachable for %lld s",
+			       took, static_cast<long long>(down.count()));
+			boot.note(strfmt("receiver's host unreachable for %lld s when the first "
+					 "message opened the connection: it came up and the send "
+					 "completed after %.1f s, the message verified",
+					 static_cast<long long>(down.count()), took));
+		} else {
+			const double limit = std::chrono::duration<double>(timeout).count();
+			expect(op.error != 0,
+			       "the send to a host unreachable for %lld s succeeded after %.1f s "
+			       "with FI_RCOLL_CONNECT_TIMEOUT_MS=%lld",
+			       static_cast<long long>(down.count()), took,
+			       static_cast<long long>(timeout.count()));
+			expect(took >= limit - 0.5 && took <= limit + 2,
+			       "the send to the unreachable host ended in error after %.1f s, not "
+			       "within FI_RCOLL_CONNECT_TIMEOUT_MS=%lld (+2 s)",
+			       took, static_cast<long long>(timeout.count()));
+			const std::string failed = describe_error(op);
+			boot.signal_wait_at_least(
+				kConnectPluggedSignal, 1, [&] { ep.progress(); },
+				down + seconds(30));
+			fill_pattern(buffer.bytes(), make_seed(0xC0E, 1));
+			OpContext again;
+			FT_POST(ep, fi_tsend(ep.ep(), buffer.data(), kConnectBytes, buffer.desc(),
+					     peers[kConnectReceiver], kConnectTag, &again));
+			ep.wait_ok(again, "the send after the host came back", seconds(60));
+			boot.note(
+				strfmt("FI_RCOLL_CONNECT_TIMEOUT_MS=%lld, receiver's host "
+				       "unreachable for %lld s: the send ended after %.1f s (%s); "
+				       "once the host was back, a new connection carried the next "
+				       "message, verified",
+				       static_cast<long long>(timeout.count()),
+				       static_cast<long long>(down.count()), took, failed.c_str()));
+		}
+	}
+	progressing_barrier(boot, ep, boot.size(), kConnectBarrierSignal);
+}
+
+void case_slow_connect(Bootstrap& boot, const Options& options)
+{
+	unanswered_connect(boot, options, kSlowConnectDown, milliseconds(0));
+}
+
+void case_connect_timeout(Bootstrap& boot, const Options& options)
+{
+	unanswered_connect(boot, options, kUnansweredDown, kShortConnectTimeout);
+}
+
 // ---------------------------------------------------------------- silent collectives
 
 constexpr int kCollRanks = 4;
@@ -894,6 +1020,14 @@ const NetnsCase kCases[] = {
 	 "the 1 MiB "
 	 "transfer completes, verified",
 	 2, case_busy_peer},
+	{"slow-connect",
+	 "2 hosts: the receiver's host is unreachable for 12 s when the first message opens the "
+	 "connection; TCP's SYN at 15 s sets it up and the message arrives, verified",
+	 2, case_slow_connect},
+	{"connect-timeout",
+	 "2 hosts: as slow-connect, 8 s, with FI_RCOLL_CONNECT_TIMEOUT_MS=3000: the send ends in "
+	 "error within 3-5 s, and once the host is back the next message arrives, verified",
+	 2, case_connect_timeout},
 	{"silent-allreduce",
 	 "4 hosts: one goes silent inside a 16 MiB allreduce; the others get errors within 3 x "
 	 "FI_RCOLL_COLL_TIMEOUT_MS, the broken group fails further calls, the survivors regroup",

@@ -49,7 +49,8 @@ p2p_cases=${RCOLL_NETNS_P2P_CASES-pingpong-msg pingpong-tagged stream-msg stream
     rma-write rma-read rma-writedata peer-killed}
 coll_cases=${RCOLL_NETNS_COLL_CASES-sweep-4 large-3 two-groups-in-flight rank-killed
     node-local-path}
-netns_cases=${RCOLL_NETNS_CASES-placement silent-rndv-receiver silent-rndv-sender busy-peer silent-allreduce silent-barrier}
+netns_cases=${RCOLL_NETNS_CASES-placement silent-rndv-receiver silent-rndv-sender busy-peer slow-connect connect-timeout
+    silent-allreduce silent-barrier}
 
 p2p_client=$builddir/fabtests/rcoll_p2p_test
 coll_client=$builddir/fabtests/rcoll_coll_test

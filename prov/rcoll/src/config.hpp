@@ -20,7 +20,7 @@ struct Config {
 	bool progress_thread = false;        // a progress thread even without FI_PROGRESS_AUTO
 	size_t spin_us = 50;                 // busy-poll this long before blocking
 	bool yield_when_idle = false;        // wait as on a crowded host, detected or not
-	size_t connect_timeout_ms = 10000;   // a connection not up by then fails its sends
+	size_t connect_timeout_ms = 60000;   // a connection not up by then fails its sends
 	size_t linger_ms = 1000;             // closing: let sends drain at most this long
 	size_t coll_timeout_ms = 60000;      // a collective group stuck this long fails (0: never)
 	size_t probe_interval_ms = 1000; // probe a silent peer that operations wait on (0: never)
