@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # rcoll against rcoll: rcoll_coll_bench (rcoll alone: its node-local path and
 # its core path) run once per variant in every round, the variants taking
-# turns, and each figure the median of its rounds (this machine's speed
-# drifts within minutes, so only interleaved rounds compare). A variant is
+# turns in an order that rotates from round to round, and each figure the
+# median of its rounds (this machine's speed drifts within minutes, so only
+# interleaved rounds compare; use an even number of rounds for two variants,
+# so that each runs first as often as second). A variant is
 # NAME:VAR=VALUE[,VAR=VALUE...], environment set for that run: a setting
 # (FI_RCOLL_COLL_ALPHA_US=10), or another build (FI_PROVIDER_PATH=DIR, e.g. a
 # copy of an older build's .libs). Arguments after -- go to rcoll_coll_bench.
@@ -35,13 +37,20 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 names=()
+for v in "${variants[@]}"; do
+	names+=("${v%%:*}")
+	settings_text=${v#*:}
+	echo "# ${v%%:*}: ${settings_text:-(defaults)} $bench --rcoll-only $*"
+done
+count=${#variants[@]}
 for round in $(seq "$rounds"); do
-	for v in "${variants[@]}"; do
+	# The order rotates from round to round: the variant run second has
+	# been seen to gain several percent, and none may always get that place.
+	for k in $(seq 0 $((count - 1))); do
+		v=${variants[$(((round - 1 + k) % count))]}
 		name=${v%%:*}
 		settings=()
 		IFS=, read -r -a settings <<<"${v#*:}"
-		[ "$round" -eq 1 ] && names+=("$name") &&
-			echo "# $name: ${settings[*]:-(defaults)} $bench --rcoll-only $*"
 		# Only the table rows: "size ranks | rcoll ... | core path ... |".
 		env ${settings[@]+"${settings[@]}"} "$bench" --rcoll-only "$@" 2>&1 |
 			grep -E '^(-|[0-9]+ [BKM]).*\|' >"$work/$name.$round" || true
