@@ -10,12 +10,12 @@
 //   busy-peer             a rendezvous receiver computes for several probe
 //                         intervals without calling into libfabric: it is
 //                         probed, not declared dead, and the transfer ends well
-//   slow-connect          the receiver's host is unreachable for longer than
-//                         the old connect timeout when the first message
-//                         opens the connection: the connection is slow, not
-//                         dead
+//   slow-connect          the receiver's host drops connection requests for
+//                         longer than the former connect timeout when the
+//                         first message opens the connection: the connection
+//                         is slow, not dead
 //   connect-timeout       the same with FI_RCOLL_CONNECT_TIMEOUT_MS below the
-//                         outage: the send fails within it, and a later one
+//                         silence: the send fails within it, and a later one
 //                         reconnects
 //   silent-allreduce      a member's host goes silent inside a 16 MiB allreduce
 //   silent-barrier        a member's host goes silent before it enters a barrier
@@ -665,23 +665,57 @@ constexpr int kConnectSender = 0;
 constexpr int kConnectReceiver = 1;
 constexpr size_t kConnectBytes = 1000;
 constexpr uint64_t kConnectTag = 0xC0E;
-constexpr int kConnectPulledSignal = 0;
-constexpr int kConnectPluggedSignal = 1;
+constexpr int kConnectRefusingSignal = 0;
+constexpr int kConnectAnsweringSignal = 1;
 constexpr int kConnectBarrierSignal = 2;
-// TCP resends an unanswered SYN 1, 3, 7, 15 and 31 s after the first.
-constexpr seconds kSlowConnectDown{12}; // past 10 s, ends before the SYN at 15 s
-constexpr milliseconds kShortConnectTimeout{3000};
-constexpr seconds kUnansweredDown{8}; // well past kShortConnectTimeout
+// Linux resends an unanswered SYN at growing intervals: by default 1, 3, 7,
+// 15 and 31 s after the first; from 6.5, 1, 2, 3, 4, 5, 7, 11, 19 and 35 s.
+constexpr seconds kSlowConnectSilence{12}; // past the former 10 s default
+constexpr milliseconds kShortConnectTimeout{4000};
+constexpr seconds kUnansweredSilence{9}; // well past kShortConnectTimeout
 
-// The receiver's host is unreachable (its cable pulled) when the sender's
-// first message to it opens the connection, and comes back after `down`.
-// With `timeout` 0 (the provider's default), the connection is slow, not
-// dead: it comes up at TCP's next SYN, and the message arrives. With a
-// timeout shorter than `down`, the send ends in error within that timeout
-// (plus slack), and a second message, sent after the host is back, arrives.
-// On a lossy network a handshake whose SYNs are lost several times looks
-// just like this.
-void unanswered_connect(Bootstrap& boot, const Options& options, seconds down, milliseconds timeout)
+// While alive, this rank's host (its network namespace) drops every TCP
+// connection request it receives: connects to it go unanswered, as when
+// their SYNs are lost, while ARP and established connections still work.
+// nftables, as for the loss the netns script injects.
+class DroppedConnectionRequests {
+public:
+	DroppedConnectionRequests()
+	{
+		if (std::system("command -v nft >/dev/null 2>&1") != 0)
+			throw NotApplicable(
+				"no nft command (nftables) to drop connection requests");
+		if (std::system("nft add table inet rcoll_syn && "
+				"nft add chain inet rcoll_syn in "
+				"'{ type filter hook input priority 0; }' && "
+				"nft add rule inet rcoll_syn in 'tcp flags & (syn | ack) == syn' "
+				"drop") != 0)
+			throw CheckFailure("cannot add an nftables rule dropping TCP SYNs");
+	}
+	DroppedConnectionRequests(const DroppedConnectionRequests&) = delete;
+	DroppedConnectionRequests& operator=(const DroppedConnectionRequests&) = delete;
+	~DroppedConnectionRequests() { lift(); }
+	void lift()
+	{
+		if (active_ && std::system("nft delete table inet rcoll_syn") != 0)
+			std::fprintf(stderr, "cannot delete the nftables table rcoll_syn\n");
+		active_ = false;
+	}
+
+private:
+	bool active_ = true;
+};
+
+// The receiver's host answers no connection request when the sender's
+// first message to it opens the connection, and answers again after
+// `silence`. With `timeout` 0 (the provider's default), the connection is
+// slow, not dead: it comes up at one of TCP's later SYNs, and the message
+// arrives. With a timeout shorter than `silence`, the send ends in error
+// within that timeout (plus slack), and a second message, sent once the
+// host answers, arrives. On a lossy network a handshake whose SYNs are lost
+// several times looks just like this.
+void unanswered_connect(Bootstrap& boot, const Options& options, seconds silence,
+			milliseconds timeout)
 {
 	if (timeout.count() > 0)
 		setenv("FI_RCOLL_CONNECT_TIMEOUT_MS", std::to_string(timeout.count()).c_str(), 1);
@@ -691,78 +725,76 @@ void unanswered_connect(Bootstrap& boot, const Options& options, seconds down, m
 	const auto placements = gather_placements(boot);
 	expect_separate_hosts(placements, {kConnectSender, kConnectReceiver});
 	const bool retry = timeout.count() > 0;
-	const int messages = retry ? 2 : 1;
 	RegisteredBuffer buffer(ep, kConnectBytes);
 	if (me == kConnectReceiver) {
-		set_link(placements[me].netns, placements[me].interface, false);
-		boot.signal_set(kConnectPulledSignal, now_ns());
+		DroppedConnectionRequests refusing;
+		boot.signal_set(kConnectRefusingSignal, 1);
 		// Progressing all along: a request that did arrive would be taken.
-		const Deadline back(down);
-		ep.progress_until([&] { return back.expired(); }, "the end of the outage",
-				  down + seconds(1));
-		set_link(placements[me].netns, placements[me].interface, true);
-		boot.signal_set(kConnectPluggedSignal, 1);
-		for (int m = messages - 1; m < messages; ++m) {
-			OpContext op;
-			FT_POST(ep, fi_trecv(ep.ep(), buffer.data(), kConnectBytes, buffer.desc(),
-					     peers[kConnectSender], kConnectTag, 0, &op));
-			ep.wait_ok(op, "the message sent while this host was unreachable",
-				   seconds(60));
-			expect_pattern(buffer.bytes(), make_seed(0xC0E, static_cast<uint64_t>(m)),
-				       "the message received once the host was back");
-		}
+		const Deadline answering(silence);
+		ep.progress_until([&] { return answering.expired(); }, "the end of the silence",
+				  silence + seconds(1));
+		refusing.lift();
+		boot.signal_set(kConnectAnsweringSignal, 1);
+		// A failed first send must not arrive: the message expected is the
+		// last one sent.
+		OpContext op;
+		FT_POST(ep, fi_trecv(ep.ep(), buffer.data(), kConnectBytes, buffer.desc(),
+				     peers[kConnectSender], kConnectTag, 0, &op));
+		ep.wait_ok(op, "the message sent while this host answered no connection request",
+			   seconds(60));
+		expect_pattern(buffer.bytes(), make_seed(0xC0E, retry ? 1 : 0),
+			       "the message received once the host answered");
 	} else {
-		boot.signal_wait_at_least(kConnectPulledSignal, 1, [&] { ep.progress(); });
+		boot.signal_wait_at_least(kConnectRefusingSignal, 1, [&] { ep.progress(); });
 		fill_pattern(buffer.bytes(), make_seed(0xC0E, 0));
 		OpContext op;
 		const uint64_t posted = now_ns();
 		FT_POST(ep, fi_tsend(ep.ep(), buffer.data(), kConnectBytes, buffer.desc(),
 				     peers[kConnectReceiver], kConnectTag, &op));
-		ep.wait_done(op, "the send to the unreachable host", down + seconds(60));
+		ep.wait_done(op, "the send to the silent host", silence + seconds(60));
 		const double took = seconds_since(posted);
+		const auto silent_s = static_cast<long long>(silence.count());
 		if (!retry) {
 			expect(op.error == 0,
-			       "the send to a host unreachable for %lld s failed after %.1f s "
-			       "(%s): "
-			       "a connection TCP was still setting up was given up",
-			       static_cast<long long>(down.count()), took,
-			       describe_error(op).c_str());
-			expect(took >= static_cast<double>(down.count()) - 1,
+			       "the send to a host silent to connection requests for %lld s failed "
+			       "after %.1f s (%s): a connection TCP was still setting up was given "
+			       "up",
+			       silent_s, took, describe_error(op).c_str());
+			expect(took >= static_cast<double>(silent_s) - 1,
 			       "the send completed %.1f s after it was posted, while the "
 			       "receiver's "
-			       "host was unreachable for %lld s",
-			       took, static_cast<long long>(down.count()));
-			boot.note(strfmt("receiver's host unreachable for %lld s when the first "
-					 "message opened the connection: it came up and the send "
-					 "completed after %.1f s, the message verified",
-					 static_cast<long long>(down.count()), took));
+			       "host answered no connection request for %lld s",
+			       took, silent_s);
+			boot.note(
+				strfmt("receiver's host silent to connection requests for %lld s "
+				       "when the first message opened the connection: it came up "
+				       "and the send completed after %.1f s, the message verified",
+				       silent_s, took));
 		} else {
 			const double limit = std::chrono::duration<double>(timeout).count();
+			const auto timeout_ms = static_cast<long long>(timeout.count());
 			expect(op.error != 0,
-			       "the send to a host unreachable for %lld s succeeded after %.1f s "
-			       "with FI_RCOLL_CONNECT_TIMEOUT_MS=%lld",
-			       static_cast<long long>(down.count()), took,
-			       static_cast<long long>(timeout.count()));
+			       "the send to a host silent to connection requests for %lld s "
+			       "succeeded after %.1f s with FI_RCOLL_CONNECT_TIMEOUT_MS=%lld",
+			       silent_s, took, timeout_ms);
 			expect(took >= limit - 0.5 && took <= limit + 2,
-			       "the send to the unreachable host ended in error after %.1f s, not "
+			       "the send to the silent host ended in error after %.1f s, not "
 			       "within FI_RCOLL_CONNECT_TIMEOUT_MS=%lld (+2 s)",
-			       took, static_cast<long long>(timeout.count()));
+			       took, timeout_ms);
 			const std::string failed = describe_error(op);
 			boot.signal_wait_at_least(
-				kConnectPluggedSignal, 1, [&] { ep.progress(); },
-				down + seconds(30));
+				kConnectAnsweringSignal, 1, [&] { ep.progress(); },
+				silence + seconds(30));
 			fill_pattern(buffer.bytes(), make_seed(0xC0E, 1));
 			OpContext again;
 			FT_POST(ep, fi_tsend(ep.ep(), buffer.data(), kConnectBytes, buffer.desc(),
 					     peers[kConnectReceiver], kConnectTag, &again));
-			ep.wait_ok(again, "the send after the host came back", seconds(60));
-			boot.note(
-				strfmt("FI_RCOLL_CONNECT_TIMEOUT_MS=%lld, receiver's host "
-				       "unreachable for %lld s: the send ended after %.1f s (%s); "
-				       "once the host was back, a new connection carried the next "
-				       "message, verified",
-				       static_cast<long long>(timeout.count()),
-				       static_cast<long long>(down.count()), took, failed.c_str()));
+			ep.wait_ok(again, "the send once the host answered", seconds(60));
+			boot.note(strfmt("FI_RCOLL_CONNECT_TIMEOUT_MS=%lld, receiver's host silent "
+					 "to connection requests for %lld s: the send ended after "
+					 "%.1f s (%s); once the host answered, a new connection "
+					 "carried the next message, verified",
+					 timeout_ms, silent_s, took, failed.c_str()));
 		}
 	}
 	progressing_barrier(boot, ep, boot.size(), kConnectBarrierSignal);
@@ -770,12 +802,12 @@ void unanswered_connect(Bootstrap& boot, const Options& options, seconds down, m
 
 void case_slow_connect(Bootstrap& boot, const Options& options)
 {
-	unanswered_connect(boot, options, kSlowConnectDown, milliseconds(0));
+	unanswered_connect(boot, options, kSlowConnectSilence, milliseconds(0));
 }
 
 void case_connect_timeout(Bootstrap& boot, const Options& options)
 {
-	unanswered_connect(boot, options, kUnansweredDown, kShortConnectTimeout);
+	unanswered_connect(boot, options, kUnansweredSilence, kShortConnectTimeout);
 }
 
 // ---------------------------------------------------------------- silent collectives
@@ -1021,12 +1053,12 @@ const NetnsCase kCases[] = {
 	 "transfer completes, verified",
 	 2, case_busy_peer},
 	{"slow-connect",
-	 "2 hosts: the receiver's host is unreachable for 12 s when the first message opens the "
-	 "connection; TCP's SYN at 15 s sets it up and the message arrives, verified",
+	 "2 hosts: the receiver's host drops connection requests for 12 s when the first message "
+	 "opens the connection; a later SYN of TCP's sets it up and the message arrives, verified",
 	 2, case_slow_connect},
 	{"connect-timeout",
-	 "2 hosts: as slow-connect, 8 s, with FI_RCOLL_CONNECT_TIMEOUT_MS=3000: the send ends in "
-	 "error within 3-5 s, and once the host is back the next message arrives, verified",
+	 "2 hosts: as slow-connect, 9 s, with FI_RCOLL_CONNECT_TIMEOUT_MS=4000: the send ends in "
+	 "error within 3.5-6 s, and once the host answers the next message arrives, verified",
 	 2, case_connect_timeout},
 	{"silent-allreduce",
 	 "4 hosts: one goes silent inside a 16 MiB allreduce; the others get errors within 3 x "

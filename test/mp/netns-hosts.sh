@@ -164,7 +164,10 @@ heal_links() {
     local ns
     for ns in "${names[@]}"; do
         ip -n "$ns" link set eth0 up
+        # and answering connection requests again (slow-connect, connect-timeout)
+        ip netns exec "$ns" nft delete table inet rcoll_syn 2>/dev/null
     done
+    return 0
 }
 
 # set_tcp_retries2 N: on every host (the sysctl is per network namespace).

@@ -64,9 +64,9 @@ const Param params[] = {
 	 "among members on its host (each read is a system call on tcp); anything else in flight "
 	 "reads the core on every progress call"},
 	{"connect_timeout_ms", &Config::connect_timeout_ms,
-	 "Milliseconds a connection may take before its pending sends fail (TCP resends an "
-	 "unanswered SYN 1, 3, 7, 15 and 31 s after the first: on a lossy network a handshake "
-	 "that takes several of them is slow, not dead)"},
+	 "Milliseconds a connection may take before its pending sends fail (TCP resends what "
+	 "is lost at growing intervals: on a lossy network a handshake that lost a few packets "
+	 "is slow, not dead)"},
 	{"linger_ms", &Config::linger_ms,
 	 "Milliseconds fi_close of an endpoint keeps progressing so that what it sent reaches its "
 	 "peers (0: close at once)"},
