@@ -1215,6 +1215,14 @@ std::string describe_flags(uint64_t flags)
 	return text.empty() ? "0" : text;
 }
 
+void progress_for(Endpoint& ep, std::chrono::milliseconds duration)
+{
+	Deadline deadline(duration);
+	while (!deadline.expired())
+		if (ep.progress() == 0)
+			std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
+
 std::string describe_error(const OpContext& ctx)
 {
 	return strfmt("err=%d (%s), prov_errno=%d (%s), len=%zu, olen=%zu, flags=%s", ctx.error,

@@ -493,6 +493,10 @@ struct RemoteRegion {
 	uint64_t size = 0;
 };
 
+// Progress for a while without expecting anything: lets messages that are
+// in flight arrive (and lets a wrongly matching provider show itself).
+void progress_for(Endpoint& ep, std::chrono::milliseconds duration);
+
 // Formats an fi_cq_err_entry for a failure message.
 std::string describe_error(const OpContext& ctx);
 // Prints libfabric flag bits (FI_RECV|FI_TAGGED|...) for messages.

@@ -730,9 +730,7 @@ void unanswered_connect(Bootstrap& boot, const Options& options, seconds silence
 		DroppedConnectionRequests refusing;
 		boot.signal_set(kConnectRefusingSignal, 1);
 		// Progressing all along: a request that did arrive would be taken.
-		const Deadline answering(silence);
-		ep.progress_until([&] { return answering.expired(); }, "the end of the silence",
-				  silence + seconds(1));
+		progress_for(ep, silence);
 		refusing.lift();
 		boot.signal_set(kConnectAnsweringSignal, 1);
 		// A failed first send must not arrive: the message expected is the
@@ -742,11 +740,11 @@ void unanswered_connect(Bootstrap& boot, const Options& options, seconds silence
 				     peers[kConnectSender], kConnectTag, 0, &op));
 		ep.wait_ok(op, "the message sent while this host answered no connection request",
 			   seconds(60));
-		expect_pattern(buffer.bytes(), make_seed(0xC0E, retry ? 1 : 0),
+		expect_pattern(buffer.bytes(), make_seed(kConnectTag, retry ? 1 : 0),
 			       "the message received once the host answered");
 	} else {
 		boot.signal_wait_at_least(kConnectRefusingSignal, 1, [&] { ep.progress(); });
-		fill_pattern(buffer.bytes(), make_seed(0xC0E, 0));
+		fill_pattern(buffer.bytes(), make_seed(kConnectTag, 0));
 		OpContext op;
 		const uint64_t posted = now_ns();
 		FT_POST(ep, fi_tsend(ep.ep(), buffer.data(), kConnectBytes, buffer.desc(),
@@ -762,8 +760,7 @@ void unanswered_connect(Bootstrap& boot, const Options& options, seconds silence
 			       silent_s, took, describe_error(op).c_str());
 			expect(took >= static_cast<double>(silent_s) - 1,
 			       "the send completed %.1f s after it was posted, while the "
-			       "receiver's "
-			       "host answered no connection request for %lld s",
+			       "receiver's host answered no connection request for %lld s",
 			       took, silent_s);
 			boot.note(
 				strfmt("receiver's host silent to connection requests for %lld s "
@@ -785,7 +782,7 @@ void unanswered_connect(Bootstrap& boot, const Options& options, seconds silence
 			boot.signal_wait_at_least(
 				kConnectAnsweringSignal, 1, [&] { ep.progress(); },
 				silence + seconds(30));
-			fill_pattern(buffer.bytes(), make_seed(0xC0E, 1));
+			fill_pattern(buffer.bytes(), make_seed(kConnectTag, 1));
 			OpContext again;
 			FT_POST(ep, fi_tsend(ep.ep(), buffer.data(), kConnectBytes, buffer.desc(),
 					     peers[kConnectReceiver], kConnectTag, &again));

@@ -42,16 +42,6 @@ void expect_message_body(std::span<const uint8_t> buf, const PayloadHeader& head
 		       make_seed(header.source_rank, header.sequence, stream), what, kHeaderBytes);
 }
 
-// Progress for a while without expecting anything: lets messages that are
-// in flight arrive (and lets a wrongly matching provider show itself).
-void progress_for(Endpoint& ep, std::chrono::milliseconds duration)
-{
-	Deadline deadline(duration);
-	while (!deadline.expired())
-		if (ep.progress() == 0)
-			std::this_thread::sleep_for(std::chrono::microseconds(100));
-}
-
 std::function<void()> progress_idle(Endpoint& ep)
 {
 	return [&ep] {
