@@ -457,6 +457,31 @@ Test(local_collectives, barrier_waits_for_the_last_member)
 	}
 }
 
+// Member 0 leaves a barrier first: the last member to enter finds every
+// flag set but still waits for member 0 to release it, so that a broadcast
+// member 0 roots next is on its way before the others leave.
+Test(local_collectives, member_0_leaves_the_barrier_first)
+{
+	Group g(4);
+	engine::Completion c;
+	for (uint32_t m = 0; m < 4; m++) { // member 3 enters last
+		engine::Request r = request(Collective::barrier, 0, 0, g.members[m], 0, m);
+		cr_assert_eq(g.members[m].calls->post(r), Errc::ok);
+	}
+	for (uint32_t m = 3; m >= 1; m--) {
+		g.members[m].calls->progress();
+		cr_assert_not(g.members[m].calls->next_completion(c),
+			      "member %u left the barrier before member 0", m);
+	}
+	g.members[0].calls->progress();
+	cr_assert(g.members[0].calls->next_completion(c));
+	for (uint32_t m = 1; m < 4; m++) {
+		g.members[m].calls->progress();
+		cr_assert(g.members[m].calls->next_completion(c), "member %u was not released", m);
+		cr_assert_eq(c.status, Errc::ok);
+	}
+}
+
 // A root that broadcasts twice more before a member copied the first one
 // must wait: slot 1 % 2 is not written again before that member is past it.
 Test(local_collectives, a_slot_is_not_rewritten_before_every_member_read_it)

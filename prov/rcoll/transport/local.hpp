@@ -94,7 +94,8 @@ struct Published {
 	// The last chunk the owner is done with: its reads of other members'
 	// memory made (single-copy broadcasts and allgathers: a buffer read
 	// from stays its owner's until every reader is done), or its share
-	// reduced into its slot (reductions in shares).
+	// reduced into its slot (reductions in shares); for member 0, the last
+	// barrier it saw everyone arrive at (which releases the others).
 	alignas(64) std::atomic<uint64_t> finished;
 	alignas(64) std::atomic<uint32_t> verdict;
 	std::atomic<uint32_t> stopped;

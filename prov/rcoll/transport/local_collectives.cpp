@@ -304,7 +304,18 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 	}
 	auto* out = static_cast<std::byte*>(r.output) + offset;
 	switch (r.coll) {
-	case Collective::barrier: return all_arrived(n);
+	case Collective::barrier:
+		// Member 0 waits for everyone, then releases the others: it leaves
+		// first, so a broadcast it roots next is on its way while the others
+		// still leave (MPI barriers leave in that order too; released by the
+		// last to arrive, the root left last on a crowded host, and every
+		// reader waited for it to get a CPU).
+		if (rank_ != 0)
+			return members_[0]->finished.load(std::memory_order_acquire) >= n;
+		if (!all_arrived(n))
+			return false;
+		own_.finished.store(n, std::memory_order_release);
+		return true;
 	case Collective::broadcast:
 		if (root)
 			return true;

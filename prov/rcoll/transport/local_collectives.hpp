@@ -17,7 +17,8 @@
 // written again. Chunks pipeline through the two slots: one member copies
 // chunk n out while another copies n + 1 in.
 //
-//   barrier    flag, then wait for every flag
+//   barrier    flag; member 0 waits for every flag and releases the
+//              others through its `finished` flag
 //   broadcast  the root publishes; the others wait for its flag and copy
 //   allreduce  everyone publishes; everyone waits for every flag and
 //              reduces the slots in rank order (identical bits everywhere);
