@@ -98,13 +98,16 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 			cr_assert(why.empty(), "%s default refused: %s",
 				  rcoll::mpi::kHandBackVariables[k], why.c_str());
 		}
-	// Measured (see hand_back.hpp): on one host an 8-byte broadcast of 4
-	// ranks and a 64-byte one of 2 went faster in Open MPI, 512 B to 16 MiB
-	// ones of 2 in rcoll; between hosts a 32 KiB allreduce of 2 in rcoll.
+	// Measured (see hand_back.hpp): on one host a 64-byte broadcast of 2
+	// ranks and a 32 KiB one of 4 went faster in Open MPI, 512 B to 16 MiB
+	// ones of 2 and 8-byte ones of 3 and 4 in rcoll (its barrier releases
+	// the root first); between hosts a 32 KiB allreduce of 2 in rcoll.
 	HandBack bcast, allreduce;
 	cr_assert(bcast.parse(rcoll::mpi::kOpenMpiHandBack[1]).empty());
-	cr_assert(bcast.matches(8, 4, true));
 	cr_assert(bcast.matches(64, 2, true));
+	cr_assert(bcast.matches(32768, 4, true));
+	cr_assert_not(bcast.matches(8, 3, true));
+	cr_assert_not(bcast.matches(8, 4, true));
 	for (uint64_t bytes : {512u, 4096u, 32768u, 262144u, 16u << 20})
 		cr_assert_not(bcast.matches(bytes, 2, true), "%llu bytes",
 			      (unsigned long long)bytes);
@@ -136,9 +139,13 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 	cr_assert(mpich_bcast.matches(8, 2, true));
 	cr_assert_not(mpich_bcast.matches(32768, 2, true));
 	cr_assert_not(mpich_allreduce.matches(8, 2, true));
-	// At 4 ranks on 2 CPUs MPICH's small one-host broadcasts took 0.3 us,
-	// its other calls milliseconds: only those go back.
+	// At 3-4 ranks on 2 CPUs MPICH's 4 KiB one-host broadcasts went as fast
+	// as rcoll's or faster, its smaller ones slower since rcoll's barrier
+	// releases the root first, its other calls took milliseconds.
 	cr_assert(mpich_bcast.matches(4096, 4, true));
+	cr_assert(mpich_bcast.matches(4096, 3, true));
+	cr_assert_not(mpich_bcast.matches(8, 4, true));
+	cr_assert_not(mpich_bcast.matches(512, 3, true));
 	cr_assert_not(mpich_bcast.matches(32768, 4, true));
 	cr_assert_not(mpich_bcast.matches(8, 4, false));
 	for (uint64_t bytes : {8u, 32768u, 2u << 20})
