@@ -39,7 +39,8 @@ struct Group {
 	std::vector<Member> members;
 
 	explicit Group(uint32_t p, size_t broadcast_max = size_t(1) << 20,
-		       size_t reduction_max = size_t(1) << 20, size_t split_min = SIZE_MAX)
+		       size_t reduction_max = size_t(1) << 20, size_t split_min = SIZE_MAX,
+		       bool member_0_releases = false)
 		: members(p)
 	{
 		std::vector<const local::Published*> areas;
@@ -52,7 +53,9 @@ struct Group {
 				areas, *members[r].area, r,
 				local::LocalCollectives::Limits{.broadcast_max = broadcast_max,
 								.reduction_max = reduction_max,
-								.split_min = split_min});
+								.split_min = split_min,
+								.member_0_releases =
+									member_0_releases});
 	}
 	uint32_t size() const { return uint32_t(members.size()); }
 };
@@ -244,14 +247,16 @@ Test(local_collectives, mixed_calls_under_random_interleavings)
 		{Collective::allgather, 0, 1},
 		{Collective::allgather, 0, 3000},
 		{Collective::allgather, 0, 7}};
-	for (uint32_t p : {1u, 2u, 3u, 4u, 8u}) {
-		for (unsigned seed = 1; seed <= 40; seed++) {
-			const std::vector<Call> calls = for_members(script, p);
-			Group g(p);
-			run(g, calls, seed * 7 + p);
-			check_results(g, calls);
+	for (bool member_0_releases : {false, true})
+		for (uint32_t p : {1u, 2u, 3u, 4u, 8u}) {
+			for (unsigned seed = 1; seed <= 40; seed++) {
+				const std::vector<Call> calls = for_members(script, p);
+				Group g(p, size_t(1) << 20, size_t(1) << 20, SIZE_MAX,
+					member_0_releases);
+				run(g, calls, seed * 7 + p);
+				check_results(g, calls);
+			}
 		}
-	}
 }
 
 // Payloads of up to Published::kLineBytes ride beside the arrival flag:
@@ -412,7 +417,8 @@ Test(local_collectives, single_copy_calls)
 		{Collective::allgather, 0, 5000, true}, {Collective::allgather, 0, 100},
 		{Collective::broadcast, 2, 100},        {Collective::allgather, 0, 70000}};
 	for (unsigned seed = 1; seed <= 30; seed++) {
-		Group g(3, size_t(1) << 20, size_t(64) << 10);
+		// Single copy is for members that take turns on the CPUs.
+		Group g(3, size_t(1) << 20, size_t(64) << 10, SIZE_MAX, true);
 		read_in_process(g, 4096 * 8);
 		run(g, script, seed);
 		check_results(g, script);
@@ -457,13 +463,22 @@ Test(local_collectives, barrier_waits_for_the_last_member)
 	}
 }
 
-// Member 0 leaves a barrier first: the last member to enter finds every
-// flag set but still waits for member 0 to release it, so that a broadcast
-// member 0 roots next is on its way before the others leave.
+// Where the members take turns on the CPUs, member 0 leaves a barrier
+// first: the last member to enter finds every flag set but still waits for
+// member 0 to release it, so that a broadcast member 0 roots next is on its
+// way before the others leave. Members with a CPU each leave as soon as
+// they see every flag.
 Test(local_collectives, member_0_leaves_the_barrier_first)
 {
-	Group g(4);
+	Group flat(2);
+	for (uint32_t m = 0; m < 2; m++) // member 1 enters last
+		cr_assert_eq(flat.members[m].calls->post(
+				     request(Collective::barrier, 0, 0, flat.members[m], 0, m)),
+			     Errc::ok);
 	engine::Completion c;
+	cr_assert(flat.members[1].calls->next_completion(c),
+		  "the last to enter a barrier with a CPU each waited for member 0");
+	Group g(4, size_t(1) << 20, size_t(1) << 20, SIZE_MAX, true);
 	for (uint32_t m = 0; m < 4; m++) { // member 3 enters last
 		engine::Request r = request(Collective::barrier, 0, 0, g.members[m], 0, m);
 		cr_assert_eq(g.members[m].calls->post(r), Errc::ok);

@@ -384,7 +384,8 @@ void Collectives::maybe_finish_join(CollGroup& g)
 				 .reduction_max = crowded ? config().coll_shm_reduce_max
 							  : std::max(config().coll_shm_reduce_max,
 								     config().coll_shm_bcast_max),
-				 .split_min = config().coll_shm_split_min},
+				 .split_min = config().coll_shm_split_min,
+				 .member_0_releases = crowded},
 				single_copy ? std::optional(config().coll_shm_single_copy_min)
 					    : std::nullopt);
 		} catch (const std::bad_alloc&) {

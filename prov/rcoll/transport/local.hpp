@@ -94,8 +94,11 @@ struct Published {
 	// The last chunk the owner is done with: its reads of other members'
 	// memory made (single-copy broadcasts and allgathers: a buffer read
 	// from stays its owner's until every reader is done), or its share
-	// reduced into its slot (reductions in shares); for member 0, the last
-	// barrier it saw everyone arrive at (which releases the others).
+	// reduced into its slot (reductions in shares), and for member 0 of a
+	// group whose members take turns on the CPUs the barriers it saw
+	// everyone arrive at: at n or more, member 0 is past barrier n, which
+	// releases the others (the owner runs its calls in order, so the flag
+	// only grows).
 	alignas(64) std::atomic<uint64_t> finished;
 	alignas(64) std::atomic<uint32_t> verdict;
 	std::atomic<uint32_t> stopped;

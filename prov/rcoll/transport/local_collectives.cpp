@@ -305,6 +305,8 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 	auto* out = static_cast<std::byte*>(r.output) + offset;
 	switch (r.coll) {
 	case Collective::barrier:
+		if (!limits_.member_0_releases)
+			return all_arrived(n);
 		// Member 0 waits for everyone, then releases the others: it leaves
 		// first, so a broadcast it roots next is on its way while the others
 		// still leave (MPI barriers leave in that order too; released by the

@@ -17,8 +17,9 @@
 // written again. Chunks pipeline through the two slots: one member copies
 // chunk n out while another copies n + 1 in.
 //
-//   barrier    flag; member 0 waits for every flag and releases the
-//              others through its `finished` flag
+//   barrier    flag, then wait for every flag; where the members take
+//              turns on the CPUs, member 0 alone waits for them and then
+//              releases the others through its `finished` flag
 //   broadcast  the root publishes; the others wait for its flag and copy
 //   allreduce  everyone publishes; everyone waits for every flag and
 //              reduces the slots in rank order (identical bits everywhere);
@@ -55,11 +56,16 @@ public:
 	// `rank`), written here only. Broadcasts above `broadcast_max` bytes
 	// and reductions above `reduction_max` are not taken; reductions of at
 	// least `split_min` bytes are reduced in shares. Every member must be
-	// given the same limits.
+	// given the same limits and the same `member_0_releases`.
 	struct Limits {
 		size_t broadcast_max = SIZE_MAX;
 		size_t reduction_max = SIZE_MAX;
 		size_t split_min = SIZE_MAX;
+		// The members take turns on the CPUs: a barrier's member 0 waits
+		// for every flag and then releases the others, so that it leaves
+		// first. Otherwise every member leaves once it sees every flag
+		// (one flag's latency sooner for the last to arrive).
+		bool member_0_releases = false;
 	};
 	LocalCollectives(std::vector<const Published*> members, Published& own, uint32_t rank,
 			 const Limits& limits);
