@@ -68,13 +68,13 @@ inline constexpr const char* kHandBackVariables[] = {
 // Open MPI 4.1, 2 and 4 ranks: on one host the barrier and the smallest
 // calls of 2 ranks, its reduces from 128 KiB, and the mid-size broadcasts
 // of more ranks than CPUs (the smallest are rcoll's since its barrier
-// releases the root first: 4 ranks, 8 B, in-job 0.11); between hosts (rcoll's core
-// against Open MPI's btl tcp) the barrier and the smallest allreduces of 2
-// ranks, where each of rcoll's messages costs more than Open MPI's, the
-// small and mid-size broadcasts, reduces and allgathers of 2 ranks (those
-// below 256 B remeasured with --sizes 8,64,512,4096 --rounds 5: medians of
-// three runs' in-job ratios 1.06 and 1.16 for 8 and 64 B broadcasts, 1.13
-// and 1.20 for reduces), and the mid-size ones of 3-4.
+// releases the root first: 4 ranks, 8 B, in-job 0.11); between hosts
+// (rcoll's core against Open MPI's btl tcp) the barrier and the smallest
+// allreduces of 2 ranks, where each of rcoll's messages costs more than
+// Open MPI's, the small and mid-size broadcasts, reduces and allgathers of
+// 2 ranks (those below 256 B remeasured with --sizes 8,64,512,4096
+// --rounds 5: medians of three runs' in-job ratios 1.06 and 1.16 for 8 and
+// 64 B broadcasts, 1.13 and 1.20 for reduces), and the mid-size ones of 3-4.
 inline constexpr const char* kOpenMpiHandBack[] = {
 	"host:2:*;net:2:*",
 	"host:2:-256;host:3-4:16k-128k;net:2:-128k;net:2:1m-8m;net:3-4:16k-1m",

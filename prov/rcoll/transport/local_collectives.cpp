@@ -307,11 +307,8 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 	case Collective::barrier:
 		if (!limits_.member_0_releases)
 			return all_arrived(n);
-		// Member 0 waits for everyone, then releases the others: it leaves
-		// first, so a broadcast it roots next is on its way while the others
-		// still leave (MPI barriers leave in that order too; released by the
-		// last to arrive, the root left last on a crowded host, and every
-		// reader waited for it to get a CPU).
+		// Released by the last to arrive, member 0 left last on a crowded
+		// host, and a broadcast it rooted next waited for it to get a CPU.
 		if (rank_ != 0)
 			return members_[0]->finished.load(std::memory_order_acquire) >= n;
 		if (!all_arrived(n))
