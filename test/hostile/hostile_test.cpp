@@ -11,11 +11,16 @@
 // 2 the hostile peer (raw_peer.hpp).
 #include "coll_common.hpp"
 #include "raw_peer.hpp"
+#include "transport/local.hpp"
 
 #include <rdma/fi_collective.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 
@@ -49,7 +54,8 @@ enum Signal {
 	pair_barrier = 6,
 	victim_ready = 7,
 	victim_stuck = 8,
-	target_address = 9
+	target_address = 9,
+	victim_pid = 10
 };
 
 struct Options {
@@ -1272,6 +1278,112 @@ void case_forged_arrivals(Bootstrap& boot, const Options& options)
 	}
 }
 
+// The start of a collective scratch file (transport/local.cpp), as far as
+// its doorbell; `magic` names the layout.
+struct ScratchFileHead {
+	static constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6303ULL;
+	uint64_t magic, nonce, owner, scratch_bytes;
+	std::atomic<uint32_t> ended;
+	rcoll::local::Doorbell doorbell;
+};
+
+// Maps the scratch file of a collective group that process `pid` holds,
+// through /proc as a member does (it needs only what any process of the
+// same user has); null if it holds none.
+ScratchFileHead* map_scratch_file_of(pid_t pid)
+{
+	for (int fd = 0; fd < 1024; fd++) {
+		const std::string path = strfmt("/proc/%d/fd/%d", int(pid), fd);
+		char link[256] = {};
+		if (readlink(path.c_str(), link, sizeof(link) - 1) <= 0 ||
+		    !std::strstr(link, "rcoll-coll"))
+			continue;
+		const int f = open(path.c_str(), O_RDWR | O_CLOEXEC);
+		struct stat st {};
+		if (f < 0 || fstat(f, &st) != 0 || size_t(st.st_size) < sizeof(ScratchFileHead)) {
+			if (f >= 0)
+				close(f);
+			continue;
+		}
+		void* p =
+			mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+		close(f);
+		if (p != MAP_FAILED)
+			return static_cast<ScratchFileHead*>(p);
+	}
+	return nullptr;
+}
+
+// Besides arrivals, a member's doorbell carries marks: each member says once
+// that it maps the file, and once that it stopped writing. A mark rung again,
+// or one naming no member, says nothing new. Counted as the group moving, it
+// would let whatever can ring the doorbell (a member, or a process of the
+// same user that opens the file through /proc) keep a stuck group from ever
+// timing out. Here the hostile process rings such marks into the victim's
+// file while the honest member, alive, stays out of a barrier: the victim's
+// barrier must still end with FI_ETIMEDOUT.
+void case_repeated_marks(Bootstrap& boot, const Options& options)
+{
+	if (options.provider != "rcoll")
+		throw NotApplicable("FI_RCOLL_COLL_TIMEOUT_MS is an rcoll parameter");
+	// The engine's calls (not the flags of the shared-memory calls) read
+	// the doorbell while they wait.
+	setenv("FI_RCOLL_COLL_SHM", "0", 1);
+	setenv("FI_RCOLL_COLL_TIMEOUT_MS", "1000", 1);
+	coll::EndpointOptions eo;
+	eo.provider = options.provider;
+	coll::CollEndpoint ep(eo);
+	const std::vector<fi_addr_t> world = ep.exchange_addresses(boot);
+	if (boot.rank() == kHostile) {
+		boot.signal_wait_at_least(victim_joining, 1, [&] { ep.progress(); });
+		ScratchFileHead* head = map_scratch_file_of(pid_t(boot.signal_get(victim_pid)));
+		expect(head != nullptr, "no collective scratch file found in the victim");
+		expect(head->magic == ScratchFileHead::kMagic,
+		       "the victim's scratch file has another layout (magic %#llx)",
+		       (unsigned long long)head->magic);
+		constexpr uint32_t kMark = 1u << 31, kMappedMark = kMark | 1u << 30;
+		constexpr uint32_t kNoMember = (1u << 30) - 1;
+		size_t rung = 0;
+		while (boot.signal_get(victim_done) == 0) {
+			for (uint32_t value :
+			     {kMappedMark | kHonest, kMark | kNoMember, kMappedMark | kNoMember})
+				rung += head->doorbell.push(value) ==
+					rcoll::local::Doorbell::Push::rung;
+			std::this_thread::sleep_for(std::chrono::milliseconds(20));
+		}
+		expect(rung > 0, "no mark went into the victim's doorbell");
+		boot.note(strfmt("rang %zu marks that say nothing new", rung));
+		return;
+	}
+	const std::vector<fi_addr_t> pair{world[kVictim], world[kHonest]};
+	coll::Group group(ep, coll::av_set_inserted(ep, pair), {kVictim, kHonest}, world,
+			  boot.rank(), "victim and honest peer");
+	if (boot.rank() == kHonest) {
+		// A member that hangs: alive, it enters no collective.
+		boot.signal_wait_at_least(
+			victim_done, 1, [] {}, seconds(60));
+		return;
+	}
+	boot.signal_set(victim_pid, uint64_t(getpid()));
+	boot.signal_set(victim_joining, 1);
+	// Long enough for the hostile process to ring marks throughout.
+	std::this_thread::sleep_for(std::chrono::milliseconds(200));
+	OpContext barrier;
+	const auto posted = Clock::now();
+	coll::post(ep, group, coll::CallSpec{FI_BARRIER}, nullptr, nullptr, barrier);
+	while (!barrier.done && Clock::now() - posted < seconds(10))
+		ep.progress();
+	const double after = std::chrono::duration<double>(Clock::now() - posted).count();
+	boot.signal_set(victim_done, 1);
+	expect(barrier.done,
+	       "the barrier was still pending %.1f s after posting, with a 1 s "
+	       "timeout: the marks held it off",
+	       after);
+	expect(barrier.error == FI_ETIMEDOUT, "the barrier ended with %s, not a timeout",
+	       fi_strerror(barrier.error));
+	boot.note(strfmt("the barrier timed out %.2f s after posting", after));
+}
+
 struct HostileCase {
 	const char* name;
 	const char* checks;
@@ -1344,6 +1456,10 @@ const HostileCase kCases[] = {
 	 "FI_RCOLL_UNKNOWN_PEERS_MAX connections from keys not in the AV are accepted, more are "
 	 "refused; closed ones' records are reused; the honest peer is served",
 	 seconds(180), case_unknown_peers_limit},
+	{"repeated-marks",
+	 "marks rung again into a member's doorbell, or naming no member, do not count as the "
+	 "group moving: a barrier a live member stays out of still times out",
+	 seconds(60), case_repeated_marks},
 	{"join-record-names-victim",
 	 "a member whose join record copies the victim's own host, process and memory file is "
 	 "not mapped: the victim maps no second copy of its own scratch",

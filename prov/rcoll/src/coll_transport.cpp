@@ -511,15 +511,15 @@ size_t CollTransport::poll(std::span<engine::TransportEvent> out) noexcept
 		size_t k = scratch_file_.drain({rung, std::min(std::size(rung), out.size() - n)});
 		for (size_t i = 0; i < k; i++) {
 			if (rung[i] & kMark) {
-				on_rung(rung[i]);
+				activity_ += on_rung(rung[i]);
 				continue;
 			}
 			out[n] = engine::TransportEvent{};
 			out[n].kind = engine::TransportEvent::Kind::arrival;
 			out[n].immediate = rung[i];
 			n++;
+			activity_++;
 		}
-		activity_ += k;
 		if (k < std::size(rung))
 			break;
 	}
@@ -623,20 +623,24 @@ bool CollTransport::stop_marks_pending() const
 	return false;
 }
 
-void CollTransport::on_rung(uint32_t value)
+bool CollTransport::on_rung(uint32_t value)
 {
 	const uint32_t rank = value & kMarkRank;
 	if (rank >= members_.size() || rank == rank_)
-		return;
+		return false;
 	Member& m = members_[rank];
-	if ((value & ~kMarkRank) == kMappedMark) {
+	if ((value & ~kMarkRank) == kMappedMark && !m.maps_us) {
 		m.maps_us = true;
-	} else if ((value & ~kMarkRank) == kStopMark && !m.stop_rung) {
+		return true;
+	}
+	if ((value & ~kMarkRank) == kStopMark && !m.stop_rung) {
 		m.stop_rung = true;
 		stop_marks_seen_++;
 		// It failed the group: start no write after this one.
 		stop();
+		return true;
 	}
+	return false;
 }
 
 bool CollTransport::may_write_memory(uint32_t rank) const

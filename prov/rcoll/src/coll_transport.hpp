@@ -159,7 +159,9 @@ public:
 	uint32_t slot() const { return slot_; }
 	// Writes the core still holds (their contexts must outlive them).
 	size_t writes_in_flight() const { return in_flight_; }
-	// Arrivals and write completions so far: grows while the group moves.
+	// Arrivals, write completions and marks that told something new, so
+	// far: grows while the group moves (a mark rung again does not move it,
+	// nor hold off the group's timeout).
 	uint64_t activity() const { return activity_; }
 
 private:
@@ -193,7 +195,7 @@ private:
 						uint64_t addr) noexcept;
 	bool queue_completion(uint64_t cookie) noexcept;
 	static int ring_error(local::Doorbell::Push result) noexcept;
-	void on_rung(uint32_t value);
+	bool on_rung(uint32_t value); // whether the mark told something new
 	engine::Errc inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr,
 			    uint64_t key) noexcept;
 	engine::Errc send_arrival(const engine::WriteRequest& w, const Member& m,
