@@ -368,16 +368,20 @@ void Collectives::maybe_finish_join(CollGroup& g)
 	if (!agreed)
 		return;
 	if (agreed->shm && config().coll_shm) {
-		// Members that keep a CPU each copy a chunk into the slots while
-		// another copies the previous one out: two pipelined copies that
-		// beat one by cross-memory attach (which pins every page it reads)
-		// 2-2.7x for broadcasts at 2 ranks from 64 KiB to 16 MiB, and the
-		// engine's reductions 1.3-1.9x from 256 KiB. A member that yields
-		// gives its CPU away at every chunk: crowded, the slots take only
-		// reductions up to coll_shm_reduce_max, and larger broadcasts go in
-		// one copy, 10-20% ahead there.
+		// Broadcasts and allgather blocks from coll_shm_single_copy_min go
+		// in one copy by cross-memory attach wherever every member may
+		// read every member's memory: at 2 ranks with a CPU each it took
+		// 0.83-1.04x of Open MPI's time (which copies the same way) from
+		// 64 KiB to 16 MiB, where two copies pipelined through the slots
+		// took 1.3-1.5x as long as one from 256 KiB to 4 MiB (0.8x at
+		// 16 MiB), and 2.4-3.5x when the two CPUs pass cache lines slowly
+		// (a flag exchange of 0.24 us, not 0.05).
+		// Reductions go through the slots, two pipelined copies that beat
+		// the engine's 1.3-1.9x from 256 KiB; but a member that yields
+		// gives its CPU away at every chunk, so crowded, the slots take
+		// only reductions up to coll_shm_reduce_max.
 		const bool crowded = agreed->crowded;
-		const bool single_copy = crowded && agreed->reads_all;
+		const bool single_copy = agreed->reads_all;
 		try {
 			g.shm = g.transport->local_collectives(
 				{.broadcast_max = config().coll_shm_bcast_max,

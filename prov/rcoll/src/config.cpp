@@ -97,8 +97,7 @@ const Param params[] = {
 	{"coll_shm_single_copy_min", &Config::coll_shm_single_copy_min,
 	 "Smallest broadcast, and smallest allgather block, in bytes, that the shared-memory path "
 	 "copies once, straight out of the root's buffer (each member's block) by cross-memory "
-	 "attach (where every member may, and the members crowd their CPUs), rather than through "
-	 "the shared slots"},
+	 "attach (where every member may), rather than through the shared slots"},
 	{"coll_shm_reduce_max", &Config::coll_shm_reduce_max,
 	 "Largest allreduce or reduce, and largest allgather block, in bytes, that takes the "
 	 "shared-memory path through its slots where the members crowd their CPUs (others: up to "

@@ -77,10 +77,9 @@ public:
 	// Broadcasts of at least `min_bytes`, and allgathers of blocks that
 	// large, then go in one copy by each member straight out of the root's
 	// buffer (every other member's block), as MPI's shared-memory
-	// transports do above a size. The glue enables it where members yield
-	// their CPUs while they wait, which the pipelined two copies through
-	// the slots cannot afford. Every member must be given the same
-	// `min_bytes`.
+	// transports do above a size. The glue enables it wherever every
+	// member may read every member's memory. Every member must be given
+	// the same `min_bytes`.
 	void enable_single_copy(MemoryReader reader, size_t min_bytes);
 
 	// Whether `req` runs here: barrier always; broadcast, allreduce,
