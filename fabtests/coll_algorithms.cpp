@@ -419,9 +419,10 @@ void run_large_copies(Bootstrap& boot, const TestOptions& options, bool apart)
 
 // Members on one host that disagree on a broadcast's length: the one that
 // finds out fails the call and the group, and so does every member, also
-// for the calls that the engine runs. Bound to one CPU, so that the larger
-// broadcast goes in one copy, whose reader checks the length the root
-// published, while the root's goes through the slots and ends when posted;
+// for the calls that the engine runs. The larger broadcast goes in one copy
+// (from FI_RCOLL_COLL_SHM_SINGLE_COPY_MIN), whose reader checks the length
+// the root published, while the root's goes through the slots and ends when
+// posted;
 // the reader finds out inside its posting call too, and neither member has
 // a call pending when it does.
 void run_mismatch_on_host(Bootstrap& boot, const TestOptions& options)
