@@ -83,9 +83,11 @@ const Param params[] = {
 	 "through the core)"},
 	{"coll_cma", &Config::coll_cma,
 	 "On the node-local path, writes into the call buffers of members on this host use "
-	 "cross-memory attach (process_vm_writev); under Yama ptrace_scope 1 a process that finds "
-	 "a member on its host then lets every process of its user ptrace it (0: those writes go "
-	 "through the core, and ptrace permissions stay as they are)"},
+	 "cross-memory attach (process_vm_writev), and so do the one-copy reads of large "
+	 "broadcasts and allgathers (process_vm_readv); under Yama ptrace_scope 1 a process that "
+	 "finds a member on its host then lets every process of its user ptrace it (0: those "
+	 "writes go through the core, those reads through the shared slots, and ptrace "
+	 "permissions stay as they are)"},
 	{"coll_shm", &Config::coll_shm,
 	 "Groups whose members all run on one host (and map each other's scratch) run barrier, "
 	 "broadcast, allreduce, reduce and allgather straight through shared memory: each member "
