@@ -38,6 +38,7 @@ void add_algorithm_cases(std::vector<CollCase>& cases); // coll_algorithms.cpp
 void add_stress_cases(std::vector<CollCase>& cases);    // coll_stress.cpp
 void add_error_cases(std::vector<CollCase>& cases);     // coll_errors.cpp
 void add_failure_cases(std::vector<CollCase>& cases);   // coll_failure.cpp
+void add_mismatch_cases(std::vector<CollCase>& cases);  // coll_mismatch.cpp
 
 // ---------------------------------------------------------------- verified calls
 

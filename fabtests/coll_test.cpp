@@ -22,6 +22,7 @@ std::vector<CollCase> all_cases()
 	add_stress_cases(cases);
 	add_error_cases(cases);
 	add_failure_cases(cases);
+	add_mismatch_cases(cases);
 	return cases;
 }
 

@@ -444,6 +444,82 @@ Test(local_collectives, single_copy_calls)
 	cr_assert(g.members[1].calls->failed());
 }
 
+// Members that post one call with different counts (inline, in slots, in
+// one copy, pipelined, on either side of the single-copy size) or another
+// datatype or operation: every member that reads another's bytes fails the
+// call with invalid_argument, and with it the group, rather than take them
+// for its own; the others' calls fail too, none waits for good.
+Test(local_collectives, members_that_post_different_calls_fail_them)
+{
+	struct Pair {
+		Collective coll;
+		size_t count[2]; // member 0 (the root), the others
+		engine::Datatype dtype = engine::Datatype::int64;
+		engine::ReduceOp op = engine::ReduceOp::sum;
+	};
+	const Pair pairs[] = {
+		{Collective::broadcast, {1, 2}},
+		{Collective::broadcast, {2, 1}},
+		{Collective::broadcast, {100, 200}},
+		{Collective::broadcast, {4096, 1024}},
+		{Collective::broadcast, {1024, 4096}},
+		{Collective::broadcast, {9000, 5000}},
+		{Collective::allreduce, {3, 2}},
+		{Collective::allreduce, {5000, 4000}},
+		{Collective::reduce, {300, 200}},
+		{Collective::allgather, {100, 50}},
+		{Collective::allgather, {4096, 1024}},
+		{Collective::allreduce, {8, 8}, {}, engine::ReduceOp::max},
+		{Collective::allreduce, {8, 8}, engine::Datatype::uint64},
+	};
+	for (const Pair& pair : pairs)
+		for (bool split : {false, true}) {
+			Group g(3, size_t(1) << 20, size_t(1) << 20, split ? 64 : SIZE_MAX);
+			read_in_process(g, 4096 * 8);
+			for (uint32_t r = 0; r < 3; r++) {
+				Member& m = g.members[r];
+				engine::Request req =
+					request(pair.coll, 0, pair.count[r ? 1 : 0], m, 0, r, 3);
+				if (r) {
+					req.dtype = pair.dtype;
+					req.op = pair.op;
+				}
+				cr_assert_eq(m.calls->post(req), Errc::ok);
+			}
+			bool reader_failed_first = false;
+			for (size_t round = 0; round < 100; round++)
+				for (uint32_t r = 0; r < 3; r++) {
+					Member& m = g.members[r];
+					m.calls->progress();
+					engine::Completion c;
+					while (m.calls->next_completion(c)) {
+						m.completed++;
+						reader_failed_first |=
+							c.status == Errc::invalid_argument;
+						const bool reads =
+							pair.coll == Collective::broadcast ? r != 0
+							: pair.coll == Collective::reduce  ? r == 0
+											   : true;
+						cr_assert(!reads || c.status != Errc::ok,
+							  "call %d (%zu and %zu elements): member "
+							  "%u completed "
+							  "it without error",
+							  int(pair.coll), pair.count[0],
+							  pair.count[1], r);
+					}
+				}
+			cr_assert(reader_failed_first,
+				  "call %d (%zu and %zu elements): no member saw the "
+				  "mismatch",
+				  int(pair.coll), pair.count[0], pair.count[1]);
+			for (uint32_t r = 0; r < 3; r++)
+				cr_assert_eq(
+					g.members[r].completed, 1u,
+					"call %d (%zu and %zu elements): member %u still waits",
+					int(pair.coll), pair.count[0], pair.count[1], r);
+		}
+}
+
 // A barrier: nobody completes call n before every member posted it.
 Test(local_collectives, barrier_waits_for_the_last_member)
 {

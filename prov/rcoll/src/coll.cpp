@@ -143,10 +143,19 @@ void Collectives::progress()
 void Collectives::settle_shm(CollGroup& g)
 {
 	if (g.shm->failed() && !g.failure) {
-		RCOLL_WARN(FI_LOG_EP_DATA,
-			   "collective group (slot %u): a member on this host failed it\n",
-			   g.transport->slot());
-		begin_failure(g, FI_EIO);
+		if (g.shm->failure() == engine::Errc::invalid_argument) {
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "collective group (slot %u): members posted one call with "
+				   "different arguments (count, datatype, operation, root or "
+				   "collective); failing the group\n",
+				   g.transport->slot());
+			begin_failure(g, FI_EINVAL);
+		} else {
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "collective group (slot %u): a member on this host failed it\n",
+				   g.transport->slot());
+			begin_failure(g, FI_EIO);
+		}
 	}
 	report_completions(g, *g.shm);
 }

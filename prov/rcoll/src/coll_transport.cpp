@@ -253,10 +253,29 @@ int CollTransport::source_desc(const engine::WriteRequest& w, void*& desc) noexc
 	return 0;
 }
 
+// The engine ends an operation at once on an error, but once it started,
+// some of its writes may be in flight and members may hold keys to its
+// buffers: a write this member cannot make fails the group in two steps
+// instead (its operations wait, seeing would_block, until fail()).
 Errc CollTransport::write(const engine::WriteRequest& w) noexcept
 {
 	if (failed_)
 		return Errc::io_error;
+	const Errc e = post_write(w);
+	if (e == Errc::ok || e == Errc::would_block)
+		return e;
+	if (!write_error_) {
+		RCOLL_WARN(FI_LOG_EP_DATA,
+			   "collective group (slot %u): a write to member %u cannot be made (%s); "
+			   "failing the group\n",
+			   slot_, w.peer, engine::to_string(e).data());
+		write_error_ = int(e);
+	}
+	return Errc::would_block;
+}
+
+Errc CollTransport::post_write(const engine::WriteRequest& w) noexcept
+{
 	if (stopped_)
 		return Errc::would_block;
 	if (w.peer >= members_.size())
@@ -279,8 +298,10 @@ Errc CollTransport::write(const engine::WriteRequest& w) noexcept
 		key = m.scratch_key;
 		limit = m.scratch_len;
 	}
+	// Never let a peer's key take us past its buffer. An honest member's
+	// is smaller than our write when the members passed different counts.
 	if (w.offset > limit || w.length > limit - w.offset)
-		return Errc::invalid_argument; // never let a peer's key take us past its buffer
+		return Errc::invalid_argument;
 	if (members_[w.peer].mapping)
 		if (auto done = write_local(w, members_[w.peer], addr))
 			return *done;

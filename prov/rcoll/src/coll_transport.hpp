@@ -188,6 +188,7 @@ private:
 	struct RemoteBuffer {
 		uint64_t addr = 0, key = 0, len = 0;
 	};
+	engine::Errc post_write(const engine::WriteRequest& w) noexcept;
 	engine::Errc refused(ssize_t ret) noexcept;
 	int source_desc(const engine::WriteRequest& w, void*& desc) noexcept;
 	static int watch_process(Peer& peer, pid_t pid);

@@ -91,6 +91,11 @@ struct Published {
 
 	alignas(64) std::atomic<uint64_t> arrived;
 	std::byte line[2][kLineBytes];
+	// Which call chunk n belongs to (its arguments, hashed), in half n % 2,
+	// written before the flag: a member that reads another's chunk checks
+	// that both posted the same call, so members that passed different
+	// arguments fail it rather than read each other's bytes as theirs.
+	uint32_t signature[2];
 	// The last chunk the owner is done with: its reads of other members'
 	// memory made (single-copy broadcasts and allgathers: a buffer read
 	// from stays its owner's until every reader is done), or its share
@@ -112,8 +117,10 @@ struct Published {
 		return bytes <= kLineBytes ? area.line[sequence & 1] : area.slots[sequence & 1];
 	}
 };
-static_assert(sizeof(std::atomic<uint64_t>) + 2 * Published::kLineBytes <= 64,
-	      "the small payloads share the flag's cache line");
+static_assert(sizeof(std::atomic<uint64_t>) + 2 * Published::kLineBytes +
+			      sizeof(Published::signature) <=
+		      64,
+	      "the small payloads and the signatures share the flag's cache line");
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 // This process's scratch for one group. Offered to local members, it lives

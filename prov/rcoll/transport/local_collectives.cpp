@@ -24,10 +24,26 @@ void full_fence() noexcept
 #endif
 }
 
-} // namespace
-
 using engine::Collective;
 using engine::Errc;
+
+// What must be alike on every member for one call, hashed (a 64-bit
+// finalizer, Stafford's variant 13 of MurmurHash3's): the payload's bytes,
+// and where they matter the root, the datatype and the operation. Members
+// that passed different arguments tell apart, short of a 2^-32 chance.
+uint32_t call_signature(const engine::Request& r, size_t bytes) noexcept
+{
+	const bool reduction = engine::is_reduction(r.coll);
+	const bool rooted = r.coll == Collective::broadcast || r.coll == Collective::reduce;
+	uint64_t x = uint64_t(bytes) * 0x9E3779B97F4A7C15ULL;
+	x ^= uint64_t(r.coll) << 56 | uint64_t(rooted ? r.root : 0) << 16 |
+	     uint64_t(reduction ? unsigned(r.dtype) : 0) << 8 | (reduction ? unsigned(r.op) : 0);
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+	return uint32_t(x ^ (x >> 31));
+}
+
+} // namespace
 
 LocalCollectives::LocalCollectives(std::vector<const Published*> members, Published& own,
 				   uint32_t rank, const Limits& limits)
@@ -92,6 +108,7 @@ Errc LocalCollectives::post(const engine::Request& req) noexcept
 		queue_.push_back_with([&](Call& call) {
 			call.req = req;
 			call.sequence = next_sequence_;
+			call.signature = call_signature(req, bytes);
 			call.bytes = bytes;
 			call.chunks = chunks;
 			call.next_chunk = 0;
@@ -156,6 +173,27 @@ bool LocalCollectives::arrived(uint32_t member, uint64_t sequence) const noexcep
 	return members_[member]->arrived.load(std::memory_order_acquire) >= sequence;
 }
 
+// Whether `member`, which published chunk `sequence`, posted the same call:
+// a member checks each one whose chunk it reads, once it arrived there (it
+// writes that half again only after this member arrived at sequence + 1).
+bool LocalCollectives::same_call(uint32_t member, uint64_t sequence,
+				 const Call& call) const noexcept
+{
+	return members_[member]->signature[sequence & 1] == call.signature;
+}
+
+// The same for every other member (all arrived at `sequence`); if one posted
+// another call, this one fails (and with it the group).
+bool LocalCollectives::all_same_call(uint64_t sequence, Call& call) const noexcept
+{
+	for (uint32_t m = 0; m < members_.size(); m++)
+		if (m != rank_ && !same_call(m, sequence, call)) {
+			call.status = Errc::invalid_argument;
+			return false;
+		}
+	return true;
+}
+
 bool LocalCollectives::all_arrived(uint64_t sequence) const noexcept
 {
 	for (uint32_t m = 0; m < members_.size(); m++)
@@ -209,6 +247,7 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 			const uint64_t header[2] = {reinterpret_cast<uint64_t>(source),
 						    uint64_t(call.bytes)};
 			std::memcpy(own_.slots[n & 1], header, sizeof(header));
+			own_.signature[n & 1] = call.signature;
 		}
 		own_.arrived.store(n, std::memory_order_release);
 		call.published = true;
@@ -219,6 +258,8 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 		if (gather) {
 			if (!all_arrived(n))
 				return false;
+			if (!all_same_call(n, call))
+				return true;
 			for (uint32_t m = 0; m < members_.size(); m++) {
 				std::byte* block = out + m * call.bytes;
 				if (m == rank_ && block != r.input) // in place: there already
@@ -229,6 +270,10 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 		} else if (!read_from) {
 			if (!arrived(r.root, n))
 				return false;
+			if (!same_call(r.root, n, call)) {
+				call.status = Errc::invalid_argument;
+				return true;
+			}
 			err = read_published(r.root, n, out, call.bytes);
 		}
 		// A member that failed the group gave its buffers back, perhaps
@@ -267,6 +312,8 @@ bool LocalCollectives::step(Call& call) noexcept
 	while (call.next_chunk < call.chunks) {
 		if (!(call.split ? step_split_chunk(call) : step_chunk(call)))
 			return false;
+		if (call.status != Errc::ok)
+			return true; // a member posted another call
 		call.next_chunk++;
 		call.published = false;
 		call.own_part_done = false;
@@ -289,15 +336,17 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 			(r.coll == Collective::reduce && !(root && call.own_from_input)) ||
 			r.coll == Collective::allreduce || r.coll == Collective::allgather ||
 			(r.coll == Collective::broadcast && root);
-		if (contributes && bytes) {
-			// Line half or slot n % 2 last held a chunk of n - 2 or
-			// before: every member must be past it, which it says by
-			// arriving at n - 1.
+		if (contributes) {
+			// Line half or slot n % 2 (and signature n % 2) last held a
+			// chunk of n - 2 or before: every member must be past it,
+			// which it says by arriving at n - 1.
 			if (n > 2 && !all_arrived(n - 1))
 				return false;
 			const void* from = r.coll == Collective::broadcast ? r.output : r.input;
-			std::memcpy(Published::chunk(own_, n, bytes),
-				    static_cast<const std::byte*>(from) + offset, bytes);
+			if (bytes)
+				std::memcpy(Published::chunk(own_, n, bytes),
+					    static_cast<const std::byte*>(from) + offset, bytes);
+			own_.signature[n & 1] = call.signature;
 		}
 		own_.arrived.store(n, std::memory_order_release);
 		call.published = true;
@@ -320,7 +369,10 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 			return true;
 		if (!arrived(r.root, n))
 			return false;
-		std::memcpy(out, chunk_of(r.root, n, bytes), bytes);
+		if (!same_call(r.root, n, call))
+			call.status = Errc::invalid_argument;
+		else
+			std::memcpy(out, chunk_of(r.root, n, bytes), bytes);
 		return true;
 	case Collective::reduce:
 		if (!root)
@@ -329,7 +381,7 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 	case Collective::allreduce: {
 		if (!all_arrived(n))
 			return false;
-		if (!bytes)
+		if (!all_same_call(n, call) || !bytes)
 			return true;
 		// In rank order: every member computes the same bits, whatever
 		// the operation. The first step combines two parts straight into
@@ -352,6 +404,8 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 		// Every member's block, this one's included, from the slots.
 		if (!all_arrived(n))
 			return false;
+		if (!all_same_call(n, call))
+			return true;
 		for (uint32_t m = 0; m < members_.size(); m++)
 			std::memcpy(static_cast<std::byte*>(r.output) + m * call.bytes + offset,
 				    chunk_of(m, n, bytes), bytes);
@@ -393,12 +447,15 @@ bool LocalCollectives::step_split_chunk(Call& call) noexcept
 			return false;
 		std::memcpy(slot, in, mine);
 		std::memcpy(slot + mine_end, in + mine_end, bytes - mine_end);
+		own_.signature[n & 1] = call.signature;
 		own_.arrived.store(n, std::memory_order_release);
 		call.published = true;
 	}
 	if (!call.own_part_done) {
 		if (!all_arrived(n))
 			return false;
+		if (!all_same_call(n, call))
+			return true; // no share reduced: nobody copies it
 		auto part = [&](uint32_t m) {
 			return m == rank_ ? in + mine : slot_of(m, n) + mine;
 		};

@@ -105,6 +105,9 @@ public:
 	// This member or another failed the group (the glue then fails the
 	// rest of it).
 	bool failed() const noexcept { return failed_ != engine::Errc::ok; }
+	// Why: invalid_argument when this member saw another post a call with
+	// other arguments (count, datatype, operation, root or collective).
+	engine::Errc failure() const noexcept { return failed_; }
 	// Steps made so far: grows while the calls move.
 	uint64_t activity() const noexcept { return activity_; }
 
@@ -112,9 +115,10 @@ private:
 	// post() writes every field in place: a new field is set there too.
 	struct Call {
 		engine::Request req;
-		uint64_t sequence = 0; // of its first chunk
-		size_t bytes = 0;      // payload
-		size_t chunks = 1;     // slot-sized pieces, one sequence number each
+		uint64_t sequence = 0;  // of its first chunk
+		uint32_t signature = 0; // Published::signature
+		size_t bytes = 0;       // payload
+		size_t chunks = 1;      // slot-sized pieces, one sequence number each
 		size_t next_chunk = 0;
 		engine::ReduceKernel kernel = nullptr;
 		bool published = false; // the next chunk is published
@@ -135,6 +139,8 @@ private:
 	bool step_split_chunk(Call& call) noexcept;
 	size_t share_begin(uint32_t member, size_t count, size_t element) const noexcept;
 	bool arrived(uint32_t member, uint64_t sequence) const noexcept;
+	bool same_call(uint32_t member, uint64_t sequence, const Call& call) const noexcept;
+	bool all_same_call(uint64_t sequence, Call& call) const noexcept;
 	bool all_arrived(uint64_t sequence) const noexcept;
 	bool any_stopped() const noexcept;
 	const std::byte* slot_of(uint32_t member, uint64_t sequence) const noexcept;

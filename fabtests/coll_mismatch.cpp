@@ -1,0 +1,150 @@
+// Members that post one call with different arguments: an application
+// error, which MPI leaves undefined. Whatever the path, it must not make the
+// provider write outside a buffer, hang past its timeout, or keep the group
+// from closing. Where every member takes the shared-memory path, each member
+// that reads another's bytes must also fail its call rather than take them
+// for its own.
+#include "coll_cases.hpp"
+
+#include <cstring>
+
+namespace fabtests::coll {
+
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Each call gets a fresh group: a mismatch may fail the group.
+struct Mismatch {
+	fi_collective_op coll;
+	size_t count[2]; // group ranks 0 (the root) and 1
+	fi_datatype type[2];
+	fi_op op[2];
+};
+
+constexpr Mismatch kMismatches[] = {
+	// Inline beside the flag, in one slot, in slots and in one copy on
+	// either side of FI_RCOLL_COLL_SHM_SINGLE_COPY_MIN, pipelined.
+	{FI_BROADCAST, {8, 16}, {FI_UINT8, FI_UINT8}, {FI_SUM, FI_SUM}},
+	{FI_BROADCAST, {16, 8}, {FI_UINT8, FI_UINT8}, {FI_SUM, FI_SUM}},
+	{FI_BROADCAST, {200, 100}, {FI_UINT8, FI_UINT8}, {FI_SUM, FI_SUM}},
+	{FI_BROADCAST, {16384, 65536}, {FI_UINT8, FI_UINT8}, {FI_SUM, FI_SUM}},
+	{FI_BROADCAST, {65536, 16384}, {FI_UINT8, FI_UINT8}, {FI_SUM, FI_SUM}},
+	{FI_BROADCAST, {1 << 20, 1 << 21}, {FI_UINT8, FI_UINT8}, {FI_SUM, FI_SUM}},
+	{FI_BROADCAST, {1 << 21, 1 << 20}, {FI_UINT8, FI_UINT8}, {FI_SUM, FI_SUM}},
+	{FI_ALLREDUCE, {2, 4}, {FI_INT32, FI_INT32}, {FI_SUM, FI_SUM}},
+	{FI_ALLREDUCE, {2000, 1000}, {FI_INT32, FI_INT32}, {FI_SUM, FI_SUM}},
+	{FI_ALLREDUCE, {1 << 18, 1 << 17}, {FI_INT32, FI_INT32}, {FI_SUM, FI_SUM}},
+	// Same bytes, another datatype or operation.
+	{FI_ALLREDUCE, {64, 32}, {FI_INT32, FI_INT64}, {FI_SUM, FI_SUM}},
+	{FI_ALLREDUCE, {64, 64}, {FI_INT32, FI_INT32}, {FI_SUM, FI_MAX}},
+	{FI_REDUCE, {1000, 500}, {FI_INT64, FI_INT64}, {FI_SUM, FI_SUM}},
+	{FI_ALLGATHER, {100, 200}, {FI_UINT8, FI_UINT8}, {FI_SUM, FI_SUM}},
+	{FI_ALLGATHER, {65536, 16384}, {FI_UINT8, FI_UINT8}, {FI_SUM, FI_SUM}},
+};
+
+constexpr milliseconds kCollTimeout{1000};
+// The timeout, the members' stop confirmations, and slack for a loaded host.
+constexpr seconds kBound{20};
+
+// Every member takes the shared-memory path (run-coll.sh's default pass).
+bool shared_memory_path()
+{
+	auto on = [](const char* name) {
+		const char* v = std::getenv(name);
+		return !v || std::string_view(v) != "0";
+	};
+	return on("FI_RCOLL_COLL_LOCAL") && on("FI_RCOLL_COLL_SHM") &&
+	       !std::getenv("RCOLL_TEST_COLL_LOCAL");
+}
+
+// Whether group rank `rank` reads the other member's bytes in `coll`.
+bool reads_others(fi_collective_op coll, int rank)
+{
+	switch (coll) {
+	case FI_BROADCAST: return rank != 0;
+	case FI_REDUCE: return rank == 0;
+	default: return true;
+	}
+}
+
+void run_mismatched_calls(Bootstrap& boot, const TestOptions& options)
+{
+	if (options.provider != "rcoll")
+		throw NotApplicable("the case sets rcoll's FI_RCOLL_COLL_TIMEOUT_MS");
+	setenv("FI_RCOLL_COLL_TIMEOUT_MS", std::to_string(kCollTimeout.count()).c_str(), 1);
+	const bool detects = shared_memory_path();
+	CollEndpoint ep({options.provider});
+	const auto world = ep.exchange_addresses(boot);
+	ProgressingBarrier sync(ep, boot, boot.size());
+	size_t failed = 0, reading = 0;
+	for (const Mismatch& m : kMismatches) {
+		auto group = join_shape(ep, boot, world, Shape::full);
+		const int me = group->rank();
+		const auto r = static_cast<size_t>(me);
+		const CallSpec call{m.coll, m.count[r], m.type[r], m.op[r], 0};
+		const std::string what = strfmt(
+			"%s of %zu %s %s (the other member: %zu %s %s)", collective_name(m.coll),
+			m.count[r], datatype_name(m.type[r]), op_name(m.op[r]), m.count[1 - r],
+			datatype_name(m.type[1 - r]), op_name(m.op[1 - r]));
+		const BufferBytes bytes = buffer_bytes(call, group->size(), me);
+		const bool has_input = m.coll != FI_BROADCAST;
+		const bool has_output = m.coll != FI_REDUCE || me == 0;
+		GuardedBuffer in, out;
+		in.prepare(bytes.input);
+		out.prepare(bytes.output);
+		fill_pattern(in.bytes(), make_seed(0x515, r, 1));
+		fill_pattern(out.bytes(), make_seed(0x515, r, 2));
+		const std::vector<std::byte> in_before(in.span().begin(), in.span().end());
+		const std::vector<std::byte> out_before(out.span().begin(), out.span().end());
+
+		OpContext ctx;
+		const ssize_t rc = issue(ep, *group, call, has_input ? &in : nullptr,
+					 has_output ? &out : nullptr, ctx);
+		expect(rc == 0 || rc == -FI_EINVAL || rc == -FI_EIO, "%s: posting returned %zd",
+		       what.c_str(), rc);
+		if (rc == 0) {
+			ep.track(ctx);
+			ep.wait_done(ctx, what, kBound);
+		}
+		in.expect_guards(what + ", input");
+		out.expect_guards(what + ", output");
+		expect(std::memcmp(in.data(), in_before.data(), in_before.size()) == 0,
+		       "%s: the input changed", what.c_str());
+		if (m.coll == FI_BROADCAST && me == 0)
+			expect(std::memcmp(out.data(), out_before.data(), out_before.size()) == 0,
+			       "%s: the root's buffer changed", what.c_str());
+		if (reads_others(m.coll, me)) {
+			reading++;
+			failed += rc != 0 || ctx.error != 0;
+			expect(!detects || rc != 0 || ctx.error != 0,
+			       "%s completed without error on the shared-memory path",
+			       what.c_str());
+		}
+		sync.wait();
+		expect(group->close() == 0, "%s: fi_close of its group failed", what.c_str());
+	}
+	sync.wait();
+	summary_note(boot, strfmt("%zu mismatched calls: guards and inputs intact, groups closed; "
+				  "rank 0 failed %zu of the %zu calls that read the other's "
+				  "bytes%s",
+				  std::size(kMismatches), failed, reading,
+				  detects ? " (shared-memory path: must be all)" : ""));
+}
+
+} // namespace
+
+void add_mismatch_cases(std::vector<CollCase>& cases)
+{
+	cases.push_back(
+		{"mismatched-calls",
+		 "2 ranks post one broadcast, allreduce, reduce or allgather with different "
+		 "counts, datatypes or operations, each on a fresh group: no byte outside "
+		 "the buffers, inputs and the root's buffer intact, every call ends, "
+		 "every group closes; on the shared-memory path every member that reads "
+		 "the other's bytes fails its call",
+		 2, seconds(300), "", run_mismatched_calls});
+}
+
+} // namespace fabtests::coll
