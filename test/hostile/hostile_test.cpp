@@ -1278,19 +1278,12 @@ void case_forged_arrivals(Bootstrap& boot, const Options& options)
 	}
 }
 
-// The start of a collective scratch file (transport/local.cpp), as far as
-// its doorbell; `magic` names the layout.
-struct ScratchFileHead {
-	static constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6303ULL;
-	uint64_t magic, nonce, owner, scratch_bytes;
-	std::atomic<uint32_t> ended;
-	rcoll::local::Doorbell doorbell;
-};
+using rcoll::local::ScratchFileHeader;
 
 // Maps the scratch file of a collective group that process `pid` holds,
 // through /proc as a member does (it needs only what any process of the
 // same user has); null if it holds none.
-ScratchFileHead* map_scratch_file_of(pid_t pid)
+ScratchFileHeader* map_scratch_file_of(pid_t pid)
 {
 	for (int fd = 0; fd < 1024; fd++) {
 		const std::string path = strfmt("/proc/%d/fd/%d", int(pid), fd);
@@ -1300,7 +1293,7 @@ ScratchFileHead* map_scratch_file_of(pid_t pid)
 			continue;
 		const int f = open(path.c_str(), O_RDWR | O_CLOEXEC);
 		struct stat st {};
-		if (f < 0 || fstat(f, &st) != 0 || size_t(st.st_size) < sizeof(ScratchFileHead)) {
+		if (f < 0 || fstat(f, &st) != 0 || size_t(st.st_size) < sizeof(ScratchFileHeader)) {
 			if (f >= 0)
 				close(f);
 			continue;
@@ -1309,7 +1302,7 @@ ScratchFileHead* map_scratch_file_of(pid_t pid)
 			mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
 		close(f);
 		if (p != MAP_FAILED)
-			return static_cast<ScratchFileHead*>(p);
+			return static_cast<ScratchFileHeader*>(p);
 	}
 	return nullptr;
 }
@@ -1326,6 +1319,9 @@ void case_repeated_marks(Bootstrap& boot, const Options& options)
 {
 	if (options.provider != "rcoll")
 		throw NotApplicable("FI_RCOLL_COLL_TIMEOUT_MS is an rcoll parameter");
+	if (const char* local = std::getenv("FI_RCOLL_COLL_LOCAL");
+	    local && std::string(local) == "0")
+		throw NotApplicable("FI_RCOLL_COLL_LOCAL=0: no scratch file to ring");
 	// The engine's calls (not the flags of the shared-memory calls) read
 	// the doorbell while they wait.
 	setenv("FI_RCOLL_COLL_SHM", "0", 1);
@@ -1336,9 +1332,9 @@ void case_repeated_marks(Bootstrap& boot, const Options& options)
 	const std::vector<fi_addr_t> world = ep.exchange_addresses(boot);
 	if (boot.rank() == kHostile) {
 		boot.signal_wait_at_least(victim_joining, 1, [&] { ep.progress(); });
-		ScratchFileHead* head = map_scratch_file_of(pid_t(boot.signal_get(victim_pid)));
+		ScratchFileHeader* head = map_scratch_file_of(pid_t(boot.signal_get(victim_pid)));
 		expect(head != nullptr, "no collective scratch file found in the victim");
-		expect(head->magic == ScratchFileHead::kMagic,
+		expect(head->magic == ScratchFileHeader::kMagic,
 		       "the victim's scratch file has another layout (magic %#llx)",
 		       (unsigned long long)head->magic);
 		constexpr uint32_t kMark = 1u << 31, kMappedMark = kMark | 1u << 30;

@@ -138,6 +138,16 @@ void CollTransport::set_member(uint32_t rank, uint32_t slot, const engine::Memor
 						r.len,
 						r.addr)
 			      : -EINVAL; // every member's scratch has the same size
+	// It will write into our call buffers as we into its own, once the
+	// join completes (no write into a call buffer comes earlier), and read
+	// them once it sees in our file that we settled this (own_verdict).
+	if (!err) {
+		if (config().coll_cma && !local::allow_memory_writes_from_siblings())
+			RCOLL_INFO(FI_LOG_EP_CTRL,
+				   "Yama forbids cross-memory attach here: members on this "
+				   "host write into call buffers through the core\n");
+		settle_memory_access();
+	}
 	// It learns from this mark, ahead of any of our writes, that we may
 	// write into its memory: only then will it wait for our stop mark.
 	if (!err)
@@ -149,12 +159,14 @@ void CollTransport::set_member(uint32_t rank, uint32_t slot, const engine::Memor
 			   rank, std::strerror(-err));
 		return;
 	}
-	// It will write into our call buffers as we into its own, once the
-	// join completes (no write into a call buffer comes earlier).
-	if (config().coll_cma && !local::allow_memory_writes_from_siblings())
-		RCOLL_INFO(FI_LOG_EP_CTRL, "Yama forbids cross-memory attach here: members on this "
-					   "host write into call buffers through the core\n");
 	m.mapping = std::move(mapping);
+}
+
+void CollTransport::settle_memory_access()
+{
+	local::Published* own = scratch_file_.published();
+	if (own && verdict_ == local::Published::unknown)
+		own->verdict.store(local::Published::settled, std::memory_order_release);
 }
 
 // One pidfd per peer process, whatever the number of groups: descriptors
@@ -697,8 +709,17 @@ std::optional<CollTransport::ShmAgreement> CollTransport::shm_path_agreed()
 		return ShmAgreement{}; // nobody maps an anonymous scratch: they say so too
 	// Said once: a member may read it at any time after, so it must not
 	// change when this is asked again while others have not said theirs
-	// (kept here, not read back from the file that members map).
+	// (kept here, not read back from the file that members map). Whether
+	// this member may read another's memory is tested once that member
+	// settled it (or said its verdict, without mapping ours): tested
+	// earlier, Yama could refuse what it allows a moment later.
 	if (verdict_ == Published::unknown) {
+		for (uint32_t rank = 0; rank < members_.size(); rank++)
+			if (rank != rank_ && members_[rank].mapping &&
+			    !(members_[rank].mapping->published()->verdict.load(
+				      std::memory_order_acquire) &
+			      (Published::settled | Published::said)))
+				return std::nullopt;
 		verdict_ = own_verdict();
 		own->verdict.store(verdict_, std::memory_order_release);
 	}
@@ -712,7 +733,7 @@ std::optional<CollTransport::ShmAgreement> CollTransport::shm_path_agreed()
 			continue;
 		const uint32_t verdict = members_[rank].mapping->published()->verdict.load(
 			std::memory_order_acquire);
-		if (verdict == Published::unknown)
+		if (!(verdict & Published::said))
 			return std::nullopt;
 		agreed.shm &= (verdict & Published::maps_all) != 0;
 		agreed.reads_all &= (verdict & Published::reads_all) != 0;
@@ -731,7 +752,7 @@ uint32_t CollTransport::own_verdict()
 		maps_all &= members_[rank].mapping != nullptr;
 		reads_all &= maps_all && members_[rank].mapping->cross_memory_allowed();
 	}
-	uint32_t verdict = Published::said;
+	uint32_t verdict = Published::said | Published::settled;
 	if (maps_all)
 		verdict |= Published::maps_all;
 	if (reads_all)

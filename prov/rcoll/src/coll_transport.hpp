@@ -168,6 +168,8 @@ private:
 	// What this member says in its verdict (local::Published::Verdict),
 	// once: verdict_.
 	uint32_t own_verdict();
+	// Says in our file, before our verdict, that we allowed what we allow.
+	void settle_memory_access();
 	uint32_t verdict_ = 0;
 	std::optional<bool> outnumbered_; // members_outnumber_cpus, once known
 	struct Member {

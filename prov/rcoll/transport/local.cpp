@@ -24,25 +24,11 @@ namespace rcoll::local {
 namespace {
 
 constexpr size_t kPage = 4096;
-// "rcollsc" and the layout version: builds that lay the file out
-// differently refuse each other's files.
-constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6303ULL;
 constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 size_t round_up(size_t n) { return (n + kPage - 1) & ~(kPage - 1); }
 
-// The start of every region: what an attaching member checks before it
-// trusts the rest, then the doorbell and what the owner publishes. The
-// scratch follows, page-aligned.
-struct Control {
-	uint64_t magic;
-	uint64_t nonce;
-	uint64_t owner; // the owner's endpoint key: whose file a mapper believes it is
-	uint64_t scratch_bytes;
-	std::atomic<uint32_t> ended; // ScratchFile::mark_ended
-	Doorbell doorbell;
-	Published published;
-};
+using Control = ScratchFileHeader;
 constexpr size_t kScratchOffset = (sizeof(Control) + kPage - 1) & ~(kPage - 1);
 
 // Bytes of a file holding a scratch of `scratch_bytes`; 0 when that does
@@ -201,7 +187,7 @@ int ScratchFile::create(size_t scratch_bytes, bool shared, uint64_t owner) noexc
 	base_ = base;
 	mapped_ = len;
 	auto* control = new (base) Control;
-	control->magic = kMagic;
+	control->magic = Control::kMagic;
 	if (::getrandom(&control->nonce, sizeof(control->nonce), 0) != sizeof(control->nonce))
 		control->nonce = mix(uint64_t(::getpid()), reinterpret_cast<uint64_t>(base));
 	control->owner = owner;
@@ -289,8 +275,8 @@ int PeerMapping::attach(pid_t pid, int fd, uint64_t nonce, uint64_t owner, size_
 	if (base == MAP_FAILED)
 		return -errno;
 	auto* control = static_cast<Control*>(base);
-	if (control->magic != kMagic || control->nonce != nonce || control->owner != owner ||
-	    control->scratch_bytes != scratch_bytes) {
+	if (control->magic != Control::kMagic || control->nonce != nonce ||
+	    control->owner != owner || control->scratch_bytes != scratch_bytes) {
 		::munmap(base, len);
 		return -EINVAL; // another file under that number: the member is not who it says
 	}

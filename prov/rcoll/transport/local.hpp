@@ -72,11 +72,14 @@ struct Doorbell {
 // writer (the owner), and two places for each size of payload, used in
 // turn: halves of the flag's own cache line for up to kLineBytes (a
 // member that sees the flag has the bytes too), slots for larger ones.
-// The verdict (0 until the owner knows) says whether the owner maps every
-// other member's file, may read every member's memory, and yields while
-// it waits: the members on its host outnumber their CPUs, another group
-// or the endpoint's peers crowd it, or the user says so. `stopped` says
-// the owner failed the group.
+// The verdict (`said` once the owner knows) says whether the owner maps
+// every other member's file, may read every member's memory, and yields
+// while it waits: the members on its host outnumber their CPUs, another
+// group or the endpoint's peers crowd it, or the user says so. Before it is
+// said, `settled` says that the owner mapped a member's file and so let
+// siblings read and write its memory if it ever will (Yama allows it only
+// from then on): a member tests whether it may read the owner's memory
+// only after that. `stopped` says the owner failed the group.
 struct Published {
 	static constexpr size_t kSlotBytes = 16384;
 	enum Verdict : uint32_t {
@@ -85,6 +88,7 @@ struct Published {
 		maps_all = 2,
 		reads_all = 4,
 		crowded = 8,
+		settled = 16,
 	};
 
 	static constexpr size_t kLineBytes = 24;
@@ -122,6 +126,22 @@ static_assert(sizeof(std::atomic<uint64_t>) + 2 * Published::kLineBytes +
 		      64,
 	      "the small payloads and the signatures share the flag's cache line");
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+// The start of every scratch file: what an attaching member checks before it
+// trusts the rest, then the doorbell and what the owner publishes. The
+// scratch follows, page-aligned.
+struct ScratchFileHeader {
+	// "rcollsc" and the layout version: builds that lay the file out
+	// differently refuse each other's files.
+	static constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6304ULL;
+	uint64_t magic;
+	uint64_t nonce;
+	uint64_t owner; // the owner's endpoint key: whose file a mapper believes it is
+	uint64_t scratch_bytes;
+	std::atomic<uint32_t> ended; // ScratchFile::mark_ended
+	Doorbell doorbell;
+	Published published;
+};
 
 // This process's scratch for one group. Offered to local members, it lives
 // in a memory file sealed against resizing, with the doorbell they ring;
