@@ -520,6 +520,88 @@ Test(local_collectives, members_that_post_different_calls_fail_them)
 		}
 }
 
+// Members that post their calls in another order, or name another root,
+// after calls they agreed on: what an older call left in a half, or what a
+// member that contributes nothing to the current chunk never wrote there,
+// must not pass for the current call. Each member posts its next call once
+// its last one ended; the calls listed fail, and no call waits for good.
+Test(local_collectives, calls_in_another_order_fail)
+{
+	struct Scenario {
+		const char* name;
+		bool single_copy;
+		std::vector<std::vector<Call>> scripts;             // per member
+		std::vector<std::pair<uint32_t, size_t>> must_fail; // member, call
+	};
+	using C = Collective;
+	const Scenario scenarios[] = {
+		{"an allreduce against a barrier",
+		 false,
+		 {{{C::allreduce, 0, 4},
+		   {C::allreduce, 0, 4},
+		   {C::allreduce, 0, 4},
+		   {C::barrier, 0, 0}},
+		  {{C::allreduce, 0, 4},
+		   {C::allreduce, 0, 4},
+		   {C::barrier, 0, 0},
+		   {C::allreduce, 0, 4}}},
+		 {{0, 2}, {1, 3}}},
+		{"an allgather in one copy against a barrier",
+		 true,
+		 {{{C::allgather, 0, 16},
+		   {C::allgather, 0, 16},
+		   {C::allgather, 0, 16},
+		   {C::barrier, 0, 0}},
+		  {{C::allgather, 0, 16},
+		   {C::allgather, 0, 16},
+		   {C::barrier, 0, 0},
+		   {C::allgather, 0, 16}}},
+		 {{0, 2}, {1, 3}}},
+		{"a broadcast from another root",
+		 false,
+		 {{{C::broadcast, 1, 4}, {C::allreduce, 0, 4}, {C::broadcast, 0, 4}},
+		  {{C::broadcast, 1, 4}, {C::allreduce, 0, 4}, {C::broadcast, 0, 4}},
+		  {{C::broadcast, 1, 4}, {C::allreduce, 0, 4}, {C::broadcast, 1, 4}}},
+		 {{2, 2}}},
+	};
+	for (const Scenario& sc : scenarios) {
+		const auto p = uint32_t(sc.scripts.size());
+		Group g(p);
+		if (sc.single_copy)
+			read_in_process(g, 64);
+		std::vector<std::vector<Errc>> status(p);
+		for (size_t round = 0; round < 200; round++)
+			for (uint32_t r = 0; r < p; r++) {
+				Member& m = g.members[r];
+				const std::vector<Call>& script = sc.scripts[r];
+				if (m.posted < script.size() && m.calls->outstanding() == 0) {
+					const Call& c = script[m.posted];
+					const Errc e = m.calls->post(request(
+						c.coll, c.root, c.count, m, m.posted, r, p));
+					m.posted++;
+					if (e != Errc::ok)
+						status[r].push_back(e); // the group failed already
+				}
+				m.calls->progress();
+				engine::Completion done;
+				while (m.calls->next_completion(done))
+					status[r].push_back(done.status);
+			}
+		for (uint32_t r = 0; r < p; r++)
+			cr_assert_eq(status[r].size(), sc.scripts[r].size(),
+				     "%s: member %u ended %zu of its %zu calls", sc.name, r,
+				     status[r].size(), sc.scripts[r].size());
+		for (auto [r, k] : sc.must_fail)
+			cr_assert_neq(status[r][k], Errc::ok,
+				      "%s: member %u completed its call %zu without error", sc.name,
+				      r, k);
+		for (uint32_t r = 0; r < p; r++)
+			for (size_t k = 0; k < 2; k++)
+				cr_assert_eq(status[r][k], Errc::ok,
+					     "%s: member %u's call %zu failed", sc.name, r, k);
+	}
+}
+
 // A barrier: nobody completes call n before every member posted it.
 Test(local_collectives, barrier_waits_for_the_last_member)
 {

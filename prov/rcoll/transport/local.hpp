@@ -95,10 +95,12 @@ struct Published {
 
 	alignas(64) std::atomic<uint64_t> arrived;
 	std::byte line[2][kLineBytes];
-	// Which call chunk n belongs to (its arguments, hashed), in half n % 2,
-	// written before the flag: a member that reads another's chunk checks
-	// that both posted the same call, so members that passed different
-	// arguments fail it rather than read each other's bytes as theirs.
+	// Which call chunk n belongs to (its arguments and n, hashed), in half
+	// n % 2, written before the flag by the members that contribute to it:
+	// a member that reads another's chunk checks that both posted the same
+	// call, so members that passed different arguments, or posted their
+	// calls in another order, fail it rather than read each other's bytes
+	// as theirs.
 	uint32_t signature[2];
 	// The last chunk the owner is done with: its reads of other members'
 	// memory made (single-copy broadcasts and allgathers: a buffer read

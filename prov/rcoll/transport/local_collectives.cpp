@@ -43,6 +43,15 @@ uint32_t call_signature(const engine::Request& r, size_t bytes) noexcept
 	return uint32_t(x ^ (x >> 31));
 }
 
+// The signature as chunk n carries it, mixed with n: what a member wrote
+// for an older chunk in that half (or left there, contributing nothing to
+// chunk n) never passes for n's, since n and n - 2j differ in their product
+// with an odd number.
+uint32_t tagged(uint32_t signature, uint64_t n) noexcept
+{
+	return signature ^ uint32_t(n * 0x9E3779B1u);
+}
+
 } // namespace
 
 LocalCollectives::LocalCollectives(std::vector<const Published*> members, Published& own,
@@ -179,7 +188,7 @@ bool LocalCollectives::arrived(uint32_t member, uint64_t sequence) const noexcep
 bool LocalCollectives::same_call(uint32_t member, uint64_t sequence,
 				 const Call& call) const noexcept
 {
-	return members_[member]->signature[sequence & 1] == call.signature;
+	return members_[member]->signature[sequence & 1] == tagged(call.signature, sequence);
 }
 
 // The same for every other member (all arrived at `sequence`); if one posted
@@ -247,7 +256,7 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 			const uint64_t header[2] = {reinterpret_cast<uint64_t>(source),
 						    uint64_t(call.bytes)};
 			std::memcpy(own_.slots[n & 1], header, sizeof(header));
-			own_.signature[n & 1] = call.signature;
+			own_.signature[n & 1] = tagged(call.signature, n);
 		}
 		own_.arrived.store(n, std::memory_order_release);
 		call.published = true;
@@ -346,7 +355,7 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 			if (bytes)
 				std::memcpy(Published::chunk(own_, n, bytes),
 					    static_cast<const std::byte*>(from) + offset, bytes);
-			own_.signature[n & 1] = call.signature;
+			own_.signature[n & 1] = tagged(call.signature, n);
 		}
 		own_.arrived.store(n, std::memory_order_release);
 		call.published = true;
@@ -447,7 +456,7 @@ bool LocalCollectives::step_split_chunk(Call& call) noexcept
 			return false;
 		std::memcpy(slot, in, mine);
 		std::memcpy(slot + mine_end, in + mine_end, bytes - mine_end);
-		own_.signature[n & 1] = call.signature;
+		own_.signature[n & 1] = tagged(call.signature, n);
 		own_.arrived.store(n, std::memory_order_release);
 		call.published = true;
 	}
