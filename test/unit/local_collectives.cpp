@@ -534,28 +534,22 @@ Test(local_collectives, calls_in_another_order_fail)
 		std::vector<std::pair<uint32_t, size_t>> must_fail; // member, call
 	};
 	using C = Collective;
+	// Three calls of `coll` and a barrier; member 1 swaps the last two.
+	auto against_a_barrier = [](C coll, size_t count) {
+		std::vector<Call> calls(3, Call{coll, 0, count});
+		calls.push_back({C::barrier, 0, 0});
+		std::vector<Call> swapped = calls;
+		std::swap(swapped[2], swapped[3]);
+		return std::vector<std::vector<Call>>{calls, swapped};
+	};
 	const Scenario scenarios[] = {
 		{"an allreduce against a barrier",
 		 false,
-		 {{{C::allreduce, 0, 4},
-		   {C::allreduce, 0, 4},
-		   {C::allreduce, 0, 4},
-		   {C::barrier, 0, 0}},
-		  {{C::allreduce, 0, 4},
-		   {C::allreduce, 0, 4},
-		   {C::barrier, 0, 0},
-		   {C::allreduce, 0, 4}}},
+		 against_a_barrier(C::allreduce, 4),
 		 {{0, 2}, {1, 3}}},
 		{"an allgather in one copy against a barrier",
 		 true,
-		 {{{C::allgather, 0, 16},
-		   {C::allgather, 0, 16},
-		   {C::allgather, 0, 16},
-		   {C::barrier, 0, 0}},
-		  {{C::allgather, 0, 16},
-		   {C::allgather, 0, 16},
-		   {C::barrier, 0, 0},
-		   {C::allgather, 0, 16}}},
+		 against_a_barrier(C::allgather, 16),
 		 {{0, 2}, {1, 3}}},
 		{"a broadcast from another root",
 		 false,
