@@ -23,7 +23,8 @@ constexpr std::array<size_t, 9> kSmallCounts = {0, 1, 2, 3, 7, 13, 61, 251, 1021
 
 // Message sizes (bytes per call, or per rank block) where rcoll's default
 // selection switches: allreduce/reduce algorithms change between 6 and
-// 24 KiB, the shared-memory path's slots hold 16 KiB, broadcasts stop
+// 24 KiB, the shared-memory path splits reductions from 16 KiB and its
+// slots hold 64 KiB, broadcasts stop
 // being staged in scratch above 64 KiB (256 KiB through a kernel-TCP
 // core), a 4-member recursive-doubling allreduce above 128 KiB, broadcast
 // turns to scatter-allgather between 96 and 192 KiB. Each is hit

@@ -60,6 +60,10 @@ struct Group {
 	uint32_t size() const { return uint32_t(members.size()); }
 };
 
+// int64 elements that fill a slot: the sizes below are told from it, and the
+// single-copy size of the tests that take it from it too.
+constexpr size_t kSlot = local::Published::kSlotBytes / sizeof(int64_t);
+
 int64_t operand(size_t call, uint32_t rank, size_t i)
 {
 	return int64_t(call * 1000003 + rank * 7919 + i * 31) - 5000;
@@ -224,29 +228,28 @@ void read_in_process(Group& g, size_t min_bytes)
 
 Test(local_collectives, mixed_calls_under_random_interleavings)
 {
-	const std::vector<Call> script = {
-		{Collective::barrier, 0, 0},
-		{Collective::allreduce, 0, 1},
-		{Collective::broadcast, 1, 5},
-		{Collective::broadcast, 1, 5},
-		{Collective::allreduce, 0, 64},
-		{Collective::reduce, 2, 9},
-		{Collective::barrier, 0, 0},
-		{Collective::broadcast, 0, 2048},
-		{Collective::reduce, 0, 3},
-		{Collective::allreduce, 0, 2048},
-		{Collective::broadcast, 2, 1},
-		{Collective::barrier, 0, 0},
-		// Larger than a slot (2048 int64): in chunks, the last one short.
-		{Collective::broadcast, 1, 5000},
-		{Collective::allreduce, 0, 4097},
-		{Collective::reduce, 1, 6000},
-		{Collective::broadcast, 0, 2048 * 3},
-		{Collective::barrier, 0, 0},
-		// Allgather blocks, one of them over a slot.
-		{Collective::allgather, 0, 1},
-		{Collective::allgather, 0, 3000},
-		{Collective::allgather, 0, 7}};
+	const std::vector<Call> script = {{Collective::barrier, 0, 0},
+					  {Collective::allreduce, 0, 1},
+					  {Collective::broadcast, 1, 5},
+					  {Collective::broadcast, 1, 5},
+					  {Collective::allreduce, 0, 64},
+					  {Collective::reduce, 2, 9},
+					  {Collective::barrier, 0, 0},
+					  {Collective::broadcast, 0, kSlot},
+					  {Collective::reduce, 0, 3},
+					  {Collective::allreduce, 0, kSlot},
+					  {Collective::broadcast, 2, 1},
+					  {Collective::barrier, 0, 0},
+					  // Larger than a slot: in chunks, the last one short.
+					  {Collective::broadcast, 1, kSlot * 5 / 2},
+					  {Collective::allreduce, 0, 2 * kSlot + 1},
+					  {Collective::reduce, 1, 3 * kSlot - 1},
+					  {Collective::broadcast, 0, kSlot * 3},
+					  {Collective::barrier, 0, 0},
+					  // Allgather blocks, one of them over a slot.
+					  {Collective::allgather, 0, 1},
+					  {Collective::allgather, 0, kSlot * 3 / 2},
+					  {Collective::allgather, 0, 7}};
 	for (bool member_0_releases : {false, true})
 		for (uint32_t p : {1u, 2u, 3u, 4u, 8u}) {
 			for (unsigned seed = 1; seed <= 40; seed++) {
@@ -263,7 +266,7 @@ Test(local_collectives, mixed_calls_under_random_interleavings)
 // a root that runs ahead rewrites the line's halves in turn, with sizes
 // at and around the limit (3 int64 = 24 bytes fit, 4 do not, so line and
 // slot of one parity alternate), calls over a slot whose last chunk is
-// that small (2048 int64 fill a slot), and nothing of theirs goes in a
+// that small (kSlot int64 fill a slot), and nothing of theirs goes in a
 // slot.
 Test(local_collectives, small_payloads_beside_the_flag)
 {
@@ -278,9 +281,9 @@ Test(local_collectives, small_payloads_beside_the_flag)
 						       {Collective::allgather, 0, 1},
 						       {Collective::broadcast, 0, 2},
 						       {Collective::barrier, 0, 0},
-						       {Collective::broadcast, 1, 2049},
-						       {Collective::allgather, 0, 2050},
-						       {Collective::reduce, 1, 2051}})
+						       {Collective::broadcast, 1, kSlot + 1},
+						       {Collective::allgather, 0, kSlot + 2},
+						       {Collective::reduce, 1, kSlot + 3}})
 			script.push_back(c);
 	for (uint32_t p : {2u, 3u, 5u}) {
 		for (unsigned seed = 1; seed <= 30; seed++) {
@@ -318,19 +321,19 @@ Test(local_collectives, reductions_in_shares)
 					  {Collective::barrier, 0, 0},
 					  {Collective::allreduce, 0, 7, true},
 					  {Collective::reduce, 2, 9, true},
-					  {Collective::broadcast, 1, 5000},
-					  {Collective::allreduce, 0, 2048},
-					  {Collective::allreduce, 0, 5000, true},
-					  {Collective::reduce, 0, 6000},
-					  {Collective::allgather, 0, 3000},
-					  {Collective::reduce, 1, 4097, true},
-					  {Collective::allreduce, 0, 2049},
-					  {Collective::broadcast, 0, 9000}};
+					  {Collective::broadcast, 1, kSlot * 5 / 2},
+					  {Collective::allreduce, 0, kSlot},
+					  {Collective::allreduce, 0, kSlot * 5 / 2, true},
+					  {Collective::reduce, 0, 3 * kSlot - 1},
+					  {Collective::allgather, 0, kSlot * 3 / 2},
+					  {Collective::reduce, 1, 2 * kSlot + 1, true},
+					  {Collective::allreduce, 0, kSlot + 1},
+					  {Collective::broadcast, 0, 4 * kSlot + 1}};
 	for (uint32_t p : {2u, 3u, 4u, 5u, 8u}) {
 		for (unsigned seed = 1; seed <= 30; seed++) {
 			const std::vector<Call> calls = for_members(script, p);
 			Group g(p, size_t(1) << 20, size_t(1) << 20, 1);
-			read_in_process(g, 4096 * 8);
+			read_in_process(g, 2 * kSlot * sizeof(int64_t));
 			run(g, calls, seed * 11 + p);
 			check_results(g, calls);
 		}
@@ -344,27 +347,28 @@ Test(local_collectives, members_in_threads)
 {
 	std::vector<Call> script;
 	for (int round = 0; round < 20; round++)
-		for (const Call& c : std::vector<Call>{{Collective::allreduce, 0, 5000},
-						       {Collective::reduce, 1, 4097, true},
-						       {Collective::broadcast, 2, 5000},
-						       {Collective::allreduce, 0, 3, true},
-						       {Collective::barrier, 0, 0},
-						       {Collective::allgather, 0, 5000},
-						       {Collective::reduce, 0, 600},
-						       {Collective::allgather, 0, 100, true},
-						       {Collective::allgather, 0, 5000, true},
-						       {Collective::broadcast, 0, 9000},
-						       // Beside the flag, and a last chunk there.
-						       {Collective::broadcast, 1, 1},
-						       {Collective::broadcast, 2, 3},
-						       {Collective::allgather, 0, 2},
-						       {Collective::allreduce, 0, 1},
-						       {Collective::broadcast, 0, 2049}})
+		for (const Call& c :
+		     std::vector<Call>{{Collective::allreduce, 0, kSlot * 5 / 2},
+				       {Collective::reduce, 1, 2 * kSlot + 1, true},
+				       {Collective::broadcast, 2, kSlot * 5 / 2},
+				       {Collective::allreduce, 0, 3, true},
+				       {Collective::barrier, 0, 0},
+				       {Collective::allgather, 0, kSlot * 5 / 2},
+				       {Collective::reduce, 0, 600},
+				       {Collective::allgather, 0, 100, true},
+				       {Collective::allgather, 0, kSlot * 5 / 2, true},
+				       {Collective::broadcast, 0, 4 * kSlot + 1},
+				       // Beside the flag, and a last chunk there.
+				       {Collective::broadcast, 1, 1},
+				       {Collective::broadcast, 2, 3},
+				       {Collective::allgather, 0, 2},
+				       {Collective::allreduce, 0, 1},
+				       {Collective::broadcast, 0, kSlot + 1}})
 			script.push_back(c);
 	for (uint32_t p : {2u, 3u, 4u}) {
 		const std::vector<Call> calls = for_members(script, p);
 		Group g(p, size_t(1) << 20, size_t(1) << 20, 4096);
-		read_in_process(g, 4096 * 8);
+		read_in_process(g, 2 * kSlot * sizeof(int64_t));
 		std::vector<std::thread> threads;
 		for (uint32_t r = 0; r < p; r++)
 			threads.emplace_back([&g, &calls, r, p] {

@@ -81,7 +81,7 @@ struct Doorbell {
 // from then on): a member tests whether it may read the owner's memory
 // only after that. `stopped` says the owner failed the group.
 struct Published {
-	static constexpr size_t kSlotBytes = 16384;
+	static constexpr size_t kSlotBytes = 65536;
 	enum Verdict : uint32_t {
 		unknown = 0,
 		said = 1,
