@@ -40,10 +40,10 @@ void require_rcoll(const TestOptions& options)
 		throw NotApplicable("the case is about rcoll's own parameters");
 }
 
-// Sizes in bytes (per call, or per rank block): tiny, around 16 KiB (the
-// shared-memory path splits reductions from there), just below and above
-// the 64 KiB landing limit of the scratch and of the shared-memory path's
-// slots, several 64 KiB chunks, and an odd megabyte.
+// Sizes in bytes (per call, or per rank block) for the engine's algorithms
+// (the shared-memory path is off here): tiny, around 16 KiB, just below and
+// above the 64 KiB landing limit of the scratch, several 64 KiB chunks, and
+// an odd megabyte.
 std::vector<size_t> forced_sizes(bool quick)
 {
 	if (quick)

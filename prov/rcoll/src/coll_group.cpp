@@ -373,7 +373,7 @@ void Collectives::maybe_finish_join(CollGroup& g)
 		// read every member's memory: at 2 ranks with a CPU each it took
 		// 0.78-1.07x of Open MPI's time (which copies the same way) from
 		// 32 KiB to 16 MiB, where two copies pipelined through the slots
-		// took 1.3-1.5x as long as one from 256 KiB to 4 MiB (0.8x at
+		// (of 16 KiB then) took 1.3-1.5x as long as one from 256 KiB to 4 MiB (0.8x at
 		// 16 MiB), and 2.4-3.5x when the two CPUs pass cache lines slowly
 		// (a flag exchange of 0.24 us, not 0.05).
 		// Reductions go through the slots, two pipelined copies that beat

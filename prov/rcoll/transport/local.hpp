@@ -135,7 +135,7 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 struct ScratchFileHeader {
 	// "rcollsc" and the layout version: builds that lay the file out
 	// differently refuse each other's files.
-	static constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6304ULL;
+	static constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6305ULL;
 	uint64_t magic;
 	uint64_t nonce;
 	uint64_t owner; // the owner's endpoint key: whose file a mapper believes it is

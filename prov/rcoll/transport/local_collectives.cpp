@@ -45,8 +45,8 @@ uint32_t call_signature(const engine::Request& r, size_t bytes) noexcept
 
 // The signature as chunk n carries it, mixed with n: what a member wrote
 // for an older chunk in that half (or left there, contributing nothing to
-// chunk n) never passes for n's, since n and n - 2j differ in their product
-// with an odd number.
+// chunk n) does not pass for n's, since n and n - 2j differ in their product
+// with an odd number as long as they lie less than 2^32 chunks apart.
 uint32_t tagged(uint32_t signature, uint64_t n) noexcept
 {
 	return signature ^ uint32_t(n * 0x9E3779B1u);
