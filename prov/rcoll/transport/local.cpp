@@ -28,8 +28,7 @@ constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 size_t round_up(size_t n) { return (n + kPage - 1) & ~(kPage - 1); }
 
-using Control = ScratchFileHeader;
-constexpr size_t kScratchOffset = (sizeof(Control) + kPage - 1) & ~(kPage - 1);
+constexpr size_t kScratchOffset = (sizeof(ScratchFileHeader) + kPage - 1) & ~(kPage - 1);
 
 // Bytes of a file holding a scratch of `scratch_bytes`; 0 when that does
 // not fit (a size from a join record is not trusted).
@@ -186,18 +185,18 @@ int ScratchFile::create(size_t scratch_bytes, bool shared, uint64_t owner) noexc
 	fd_ = fd;
 	base_ = base;
 	mapped_ = len;
-	auto* control = new (base) Control;
-	control->magic = Control::kMagic;
-	if (::getrandom(&control->nonce, sizeof(control->nonce), 0) != sizeof(control->nonce))
-		control->nonce = mix(uint64_t(::getpid()), reinterpret_cast<uint64_t>(base));
-	control->owner = owner;
-	control->scratch_bytes = scratch_bytes;
-	control->ended.store(0, std::memory_order_relaxed);
-	control->doorbell.init();
-	control->published.arrived.store(0, std::memory_order_relaxed);
-	control->published.finished.store(0, std::memory_order_relaxed);
-	control->published.verdict.store(Published::unknown, std::memory_order_relaxed);
-	control->published.stopped.store(0, std::memory_order_relaxed);
+	auto* header = new (base) ScratchFileHeader;
+	header->magic = ScratchFileHeader::kMagic;
+	if (::getrandom(&header->nonce, sizeof(header->nonce), 0) != sizeof(header->nonce))
+		header->nonce = mix(uint64_t(::getpid()), reinterpret_cast<uint64_t>(base));
+	header->owner = owner;
+	header->scratch_bytes = scratch_bytes;
+	header->ended.store(0, std::memory_order_relaxed);
+	header->doorbell.init();
+	header->published.arrived.store(0, std::memory_order_relaxed);
+	header->published.finished.store(0, std::memory_order_relaxed);
+	header->published.verdict.store(Published::unknown, std::memory_order_relaxed);
+	header->published.stopped.store(0, std::memory_order_relaxed);
 	scratch_ = static_cast<std::byte*>(base) + kScratchOffset;
 	scratch_bytes_ = scratch_bytes;
 	return 0;
@@ -205,25 +204,25 @@ int ScratchFile::create(size_t scratch_bytes, bool shared, uint64_t owner) noexc
 
 uint64_t ScratchFile::nonce() const noexcept
 {
-	return base_ ? static_cast<const Control*>(base_)->nonce : 0;
+	return base_ ? static_cast<const ScratchFileHeader*>(base_)->nonce : 0;
 }
 
 Published* ScratchFile::published() const noexcept
 {
-	return base_ ? &static_cast<Control*>(base_)->published : nullptr;
+	return base_ ? &static_cast<ScratchFileHeader*>(base_)->published : nullptr;
 }
 
 void ScratchFile::mark_ended() noexcept
 {
 	if (base_)
-		static_cast<Control*>(base_)->ended.store(1, std::memory_order_release);
+		static_cast<ScratchFileHeader*>(base_)->ended.store(1, std::memory_order_release);
 }
 
 size_t ScratchFile::drain(std::span<uint32_t> out) noexcept
 {
 	if (fd_ < 0)
 		return 0; // nobody can ring it
-	Doorbell& d = static_cast<Control*>(base_)->doorbell;
+	Doorbell& d = static_cast<ScratchFileHeader*>(base_)->doorbell;
 	size_t n = 0;
 	while (n < out.size() && d.pop(tail_, out[n]))
 		n++;
@@ -274,17 +273,17 @@ int PeerMapping::attach(pid_t pid, int fd, uint64_t nonce, uint64_t owner, size_
 	::close(file);
 	if (base == MAP_FAILED)
 		return -errno;
-	auto* control = static_cast<Control*>(base);
-	if (control->magic != Control::kMagic || control->nonce != nonce ||
-	    control->owner != owner || control->scratch_bytes != scratch_bytes) {
+	auto* header = static_cast<ScratchFileHeader*>(base);
+	if (header->magic != ScratchFileHeader::kMagic || header->nonce != nonce ||
+	    header->owner != owner || header->scratch_bytes != scratch_bytes) {
 		::munmap(base, len);
 		return -EINVAL; // another file under that number: the member is not who it says
 	}
 	pid_ = pid;
 	base_ = base;
 	mapped_ = len;
-	doorbell_ = &control->doorbell;
-	published_ = &control->published;
+	doorbell_ = &header->doorbell;
+	published_ = &header->published;
 	scratch_ = static_cast<std::byte*>(base) + kScratchOffset;
 
 	remote_scratch_ = remote_scratch;
@@ -307,8 +306,8 @@ bool PeerMapping::cross_memory_allowed() noexcept
 
 bool PeerMapping::target_ended() const noexcept
 {
-	auto* control = static_cast<const Control*>(base_);
-	return control && control->ended.load(std::memory_order_acquire) != 0;
+	auto* header = static_cast<const ScratchFileHeader*>(base_);
+	return header && header->ended.load(std::memory_order_acquire) != 0;
 }
 
 namespace {

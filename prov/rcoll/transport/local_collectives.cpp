@@ -182,24 +182,24 @@ bool LocalCollectives::arrived(uint32_t member, uint64_t sequence) const noexcep
 	return members_[member]->arrived.load(std::memory_order_acquire) >= sequence;
 }
 
-// Whether `member`, which published chunk `sequence`, posted the same call:
-// a member checks each one whose chunk it reads, once it arrived there (it
-// writes that half again only after this member arrived at sequence + 1).
-bool LocalCollectives::same_call(uint32_t member, uint64_t sequence,
-				 const Call& call) const noexcept
+// Whether `member`, which published chunk `sequence`, posted the same call;
+// if not, this one fails (and with it the group). A member checks each one
+// whose chunk it reads, once it arrived there (it writes that half again only
+// after this member arrived at sequence + 1).
+bool LocalCollectives::agrees(uint32_t member, uint64_t sequence, Call& call) const noexcept
 {
-	return members_[member]->signature[sequence & 1] == tagged(call.signature, sequence);
+	if (members_[member]->signature[sequence & 1] == tagged(call.signature, sequence))
+		return true;
+	call.status = Errc::invalid_argument;
+	return false;
 }
 
-// The same for every other member (all arrived at `sequence`); if one posted
-// another call, this one fails (and with it the group).
-bool LocalCollectives::all_same_call(uint64_t sequence, Call& call) const noexcept
+// The same for every other member (all arrived at `sequence`).
+bool LocalCollectives::all_agree(uint64_t sequence, Call& call) const noexcept
 {
 	for (uint32_t m = 0; m < members_.size(); m++)
-		if (m != rank_ && !same_call(m, sequence, call)) {
-			call.status = Errc::invalid_argument;
+		if (m != rank_ && !agrees(m, sequence, call))
 			return false;
-		}
 	return true;
 }
 
@@ -267,7 +267,7 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 		if (gather) {
 			if (!all_arrived(n))
 				return false;
-			if (!all_same_call(n, call))
+			if (!all_agree(n, call))
 				return true;
 			for (uint32_t m = 0; m < members_.size(); m++) {
 				std::byte* block = out + m * call.bytes;
@@ -279,10 +279,8 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 		} else if (!read_from) {
 			if (!arrived(r.root, n))
 				return false;
-			if (!same_call(r.root, n, call)) {
-				call.status = Errc::invalid_argument;
+			if (!agrees(r.root, n, call))
 				return true;
-			}
 			err = read_published(r.root, n, out, call.bytes);
 		}
 		// A member that failed the group gave its buffers back, perhaps
@@ -378,9 +376,7 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 			return true;
 		if (!arrived(r.root, n))
 			return false;
-		if (!same_call(r.root, n, call))
-			call.status = Errc::invalid_argument;
-		else
+		if (agrees(r.root, n, call))
 			std::memcpy(out, chunk_of(r.root, n, bytes), bytes);
 		return true;
 	case Collective::reduce:
@@ -390,7 +386,7 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 	case Collective::allreduce: {
 		if (!all_arrived(n))
 			return false;
-		if (!all_same_call(n, call) || !bytes)
+		if (!all_agree(n, call) || !bytes)
 			return true;
 		// In rank order: every member computes the same bits, whatever
 		// the operation. The first step combines two parts straight into
@@ -413,7 +409,7 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 		// Every member's block, this one's included, from the slots.
 		if (!all_arrived(n))
 			return false;
-		if (!all_same_call(n, call))
+		if (!all_agree(n, call))
 			return true;
 		for (uint32_t m = 0; m < members_.size(); m++)
 			std::memcpy(static_cast<std::byte*>(r.output) + m * call.bytes + offset,
@@ -463,7 +459,7 @@ bool LocalCollectives::step_split_chunk(Call& call) noexcept
 	if (!call.own_part_done) {
 		if (!all_arrived(n))
 			return false;
-		if (!all_same_call(n, call))
+		if (!all_agree(n, call))
 			return true; // no share reduced: nobody copies it
 		auto part = [&](uint32_t m) {
 			return m == rank_ ? in + mine : slot_of(m, n) + mine;

@@ -139,8 +139,8 @@ private:
 	bool step_split_chunk(Call& call) noexcept;
 	size_t share_begin(uint32_t member, size_t count, size_t element) const noexcept;
 	bool arrived(uint32_t member, uint64_t sequence) const noexcept;
-	bool same_call(uint32_t member, uint64_t sequence, const Call& call) const noexcept;
-	bool all_same_call(uint64_t sequence, Call& call) const noexcept;
+	bool agrees(uint32_t member, uint64_t sequence, Call& call) const noexcept;
+	bool all_agree(uint64_t sequence, Call& call) const noexcept;
 	bool all_arrived(uint64_t sequence) const noexcept;
 	bool any_stopped() const noexcept;
 	const std::byte* slot_of(uint32_t member, uint64_t sequence) const noexcept;
