@@ -127,9 +127,15 @@ Errc LocalCollectives::post(const engine::Request& req) noexcept
 			call.own_part_done = false;
 			call.single_copy = single_copy;
 			// Decided from what every member is given alike, never from
-			// its buffers.
+			// its buffers. A reduce of two members in several chunks
+			// does not split: the root's one pass over each of the
+			// other's chunks, while that member copies in the next, is
+			// shorter than copying in half a chunk, reducing the other
+			// half and copying the whole chunk out.
 			call.split = reduction && members_.size() > 1 && bytes &&
-				     bytes >= limits_.split_min;
+				     bytes >= limits_.split_min &&
+				     !(req.coll == Collective::reduce && members_.size() == 2 &&
+				       chunks > 1);
 			call.own_from_input =
 				reduction && out && (in + bytes <= out || out + bytes <= in);
 			call.status = Errc::ok;

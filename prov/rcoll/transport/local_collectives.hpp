@@ -29,7 +29,8 @@
 //              p reduced shares out (reduce-scatter then allgather,
 //              Rabenseifner 2004; each member reduces 1/p of the payload)
 //   reduce     the same, the root alone reducing (in shares: the root
-//              alone copying them out)
+//              alone copying them out; two members split only
+//              a call of one chunk)
 //   allgather  everyone publishes its block; everyone copies every block
 //              (from the single-copy size: straight out of each member's
 //              input, as broadcasts from the root's buffer)
