@@ -3,7 +3,8 @@
 // provider write outside a buffer, hang past its timeout, or keep the group
 // from closing. Where every member takes the shared-memory path, each member
 // that reads another's bytes must also fail its call rather than take them
-// for its own.
+// for its own, and so must a reduce's other member where it checks the
+// root's call (a reduce of more than one chunk).
 #include "coll_cases.hpp"
 
 #include <algorithm>
@@ -20,9 +21,10 @@ using std::chrono::seconds;
 // Each call gets a fresh group: a mismatch may fail the group.
 struct Mismatch {
 	fi_collective_op coll;
-	size_t count[2]; // group ranks 0 (the root) and 1
+	size_t count[2]; // group ranks 0 and 1
 	fi_datatype type[2];
 	fi_op op[2];
+	int root[2] = {0, 0}; // the root each rank names
 };
 
 constexpr Mismatch kMismatches[] = {
@@ -44,7 +46,13 @@ constexpr Mismatch kMismatches[] = {
 	{FI_REDUCE, {1000, 500}, {FI_INT64, FI_INT64}, {FI_SUM, FI_SUM}},
 	{FI_ALLGATHER, {100, 200}, {FI_UINT8, FI_UINT8}, {FI_SUM, FI_SUM}},
 	{FI_ALLGATHER, {65536, 16384}, {FI_UINT8, FI_UINT8}, {FI_SUM, FI_SUM}},
+	// Each names the other the root: two members that read nothing.
+	{FI_REDUCE, {32769, 32769}, {FI_INT64, FI_INT64}, {FI_SUM, FI_SUM}, {1, 0}},
+	{FI_REDUCE, {300000, 300000}, {FI_INT64, FI_INT64}, {FI_SUM, FI_SUM}, {1, 0}},
 };
+
+// The shared-memory path's chunk (the manual's "chunks of 64 KiB").
+constexpr size_t kChunkBytes = size_t(64) << 10;
 
 constexpr milliseconds kCollTimeout{1000};
 // The timeout, the members' stop confirmations, and slack for a loaded host.
@@ -61,12 +69,16 @@ bool shared_memory_path()
 	       !std::getenv("RCOLL_TEST_COLL_LOCAL");
 }
 
-// Whether group rank `rank` reads the other member's bytes in `coll`.
-bool reads_others(fi_collective_op coll, int rank)
+// Whether group rank `me` checks the other member's call in `m` on the
+// shared-memory path: it reads the other's bytes, or, as a reduce's other
+// member in more than one chunk, the root's signature.
+bool checks_other(const Mismatch& m, int me)
 {
-	switch (coll) {
-	case FI_BROADCAST: return rank != 0;
-	case FI_REDUCE: return rank == 0;
+	const auto r = static_cast<size_t>(me);
+	switch (m.coll) {
+	case FI_BROADCAST: return me != m.root[r];
+	case FI_REDUCE:
+		return me == m.root[r] || m.count[r] * datatype_info(m.type[r]).size > kChunkBytes;
 	default: return true;
 	}
 }
@@ -80,19 +92,20 @@ void run_mismatched_calls(Bootstrap& boot, const TestOptions& options)
 	CollEndpoint ep({options.provider});
 	const auto world = ep.exchange_addresses(boot);
 	ProgressingBarrier sync(ep, boot, boot.size());
-	size_t failed = 0, reading = 0;
+	size_t failed = 0, checking = 0;
 	for (const Mismatch& m : kMismatches) {
 		auto group = join_shape(ep, boot, world, Shape::full);
 		const int me = group->rank();
 		const auto r = static_cast<size_t>(me);
-		const CallSpec call{m.coll, m.count[r], m.type[r], m.op[r], 0};
-		const std::string what = strfmt(
-			"%s of %zu %s %s (the other member: %zu %s %s)", collective_name(m.coll),
-			m.count[r], datatype_name(m.type[r]), op_name(m.op[r]), m.count[1 - r],
-			datatype_name(m.type[1 - r]), op_name(m.op[1 - r]));
+		const CallSpec call{m.coll, m.count[r], m.type[r], m.op[r], m.root[r]};
+		const std::string what =
+			strfmt("%s of %zu %s %s, root %d (the other member: %zu %s %s, root %d)",
+			       collective_name(m.coll), m.count[r], datatype_name(m.type[r]),
+			       op_name(m.op[r]), m.root[r], m.count[1 - r],
+			       datatype_name(m.type[1 - r]), op_name(m.op[1 - r]), m.root[1 - r]);
 		const BufferBytes bytes = buffer_bytes(call, group->size(), me);
 		const bool has_input = m.coll != FI_BROADCAST;
-		const bool has_output = m.coll != FI_REDUCE || me == 0;
+		const bool has_output = m.coll != FI_REDUCE || me == m.root[r];
 		GuardedBuffer in, out;
 		in.prepare(bytes.input);
 		out.prepare(bytes.output);
@@ -115,11 +128,11 @@ void run_mismatched_calls(Bootstrap& boot, const TestOptions& options)
 		// (A broadcast has no input: std::equal, not memcmp of a null.)
 		expect(std::equal(in_before.begin(), in_before.end(), in.span().begin()),
 		       "%s: the input changed", what.c_str());
-		if (m.coll == FI_BROADCAST && me == 0)
+		if (m.coll == FI_BROADCAST && me == m.root[r])
 			expect(std::equal(out_before.begin(), out_before.end(), out.span().begin()),
 			       "%s: the root's buffer changed", what.c_str());
-		if (reads_others(m.coll, me)) {
-			reading++;
+		if (checks_other(m, me)) {
+			checking++;
 			failed += rc != 0 || ctx.error != 0;
 			expect(!detects || rc != 0 || ctx.error != 0,
 			       "%s completed without error on the shared-memory path",
@@ -171,9 +184,9 @@ void run_mismatched_calls(Bootstrap& boot, const TestOptions& options)
 	sync.wait();
 	summary_note(boot,
 		     strfmt("%zu mismatched calls: guards and inputs intact, groups closed; "
-			    "rank 0 failed %zu of the %zu calls that read the other's "
-			    "bytes%s; calls in another order: %s",
-			    std::size(kMismatches), failed, reading,
+			    "rank 0 failed %zu of the %zu calls that check the other's "
+			    "call%s; calls in another order: %s",
+			    std::size(kMismatches), failed, checking,
 			    detects ? " (shared-memory path: must be all)" : "", outcomes.c_str()));
 }
 
@@ -184,10 +197,10 @@ void add_mismatch_cases(std::vector<CollCase>& cases)
 	cases.push_back(
 		{"mismatched-calls",
 		 "2 ranks post one broadcast, allreduce, reduce or allgather with different "
-		 "counts, datatypes or operations, each on a fresh group: no byte outside "
-		 "the buffers, inputs and the root's buffer intact, every call ends, "
+		 "counts, datatypes, operations or roots, each on a fresh group: no byte "
+		 "outside the buffers, inputs and the root's buffer intact, every call ends, "
 		 "every group closes; on the shared-memory path every member that reads "
-		 "the other's bytes fails its call",
+		 "the other's bytes, or checks the root's call, fails its call",
 		 2, seconds(300), "", run_mismatched_calls});
 }
 

@@ -524,6 +524,34 @@ Test(local_collectives, members_that_post_different_calls_fail_them)
 		}
 }
 
+// Each member posts the next call of its own script once its last one
+// ended, for `rounds` rounds of every member; returns each member's
+// statuses, in order.
+std::vector<std::vector<Errc>> run_scripts(Group& g, const std::vector<std::vector<Call>>& scripts,
+					   size_t rounds = 400)
+{
+	const auto p = uint32_t(scripts.size());
+	std::vector<std::vector<Errc>> status(p);
+	for (size_t round = 0; round < rounds; round++)
+		for (uint32_t r = 0; r < p; r++) {
+			Member& m = g.members[r];
+			const std::vector<Call>& script = scripts[r];
+			if (m.posted < script.size() && m.calls->outstanding() == 0) {
+				const Call& c = script[m.posted];
+				const Errc e = m.calls->post(request(c.coll, c.root, c.count, m,
+								     m.posted, r, p, c.in_place));
+				m.posted++;
+				if (e != Errc::ok)
+					status[r].push_back(e); // the group failed already
+			}
+			m.calls->progress();
+			engine::Completion done;
+			while (m.calls->next_completion(done))
+				status[r].push_back(done.status);
+		}
+	return status;
+}
+
 // Members that post their calls in another order, or name another root,
 // after calls they agreed on: what an older call left in a half, or what a
 // member that contributes nothing to the current chunk never wrote there,
@@ -567,24 +595,7 @@ Test(local_collectives, calls_in_another_order_fail)
 		Group g(p);
 		if (sc.single_copy)
 			read_in_process(g, 64);
-		std::vector<std::vector<Errc>> status(p);
-		for (size_t round = 0; round < 200; round++)
-			for (uint32_t r = 0; r < p; r++) {
-				Member& m = g.members[r];
-				const std::vector<Call>& script = sc.scripts[r];
-				if (m.posted < script.size() && m.calls->outstanding() == 0) {
-					const Call& c = script[m.posted];
-					const Errc e = m.calls->post(request(
-						c.coll, c.root, c.count, m, m.posted, r, p));
-					m.posted++;
-					if (e != Errc::ok)
-						status[r].push_back(e); // the group failed already
-				}
-				m.calls->progress();
-				engine::Completion done;
-				while (m.calls->next_completion(done))
-					status[r].push_back(done.status);
-			}
+		const auto status = run_scripts(g, sc.scripts);
 		for (uint32_t r = 0; r < p; r++)
 			cr_assert_eq(status[r].size(), sc.scripts[r].size(),
 				     "%s: member %u ended %zu of its %zu calls", sc.name, r,
@@ -597,6 +608,51 @@ Test(local_collectives, calls_in_another_order_fail)
 			for (size_t k = 0; k < 2; k++)
 				cr_assert_eq(status[r][k], Errc::ok,
 					     "%s: member %u's call %zu failed", sc.name, r, k);
+	}
+}
+
+// A reduce of two members in several chunks, where the others read nothing
+// (each checks the root's signature instead): roots named differently, or a
+// reduce against barriers, fail; before that check, they ended without error
+// (the root of the shifted calls with another call's bytes), or a barrier
+// after them waited for good.
+Test(local_collectives, mismatched_reduces_of_two_members_fail)
+{
+	using C = Collective;
+	struct Scenario {
+		const char* name;
+		std::vector<std::vector<Call>> scripts;
+	};
+	const Scenario scenarios[] = {
+		{"each names the other the root",
+		 {{{C::reduce, 1, 2 * kSlot}}, {{C::reduce, 0, 2 * kSlot}}}},
+		{"each names the other the root, in place",
+		 {{{C::reduce, 1, 5 * kSlot, true}}, {{C::reduce, 0, 5 * kSlot, true}}}},
+		{"each names the other the root, 3 and 2 chunks, then a barrier",
+		 {{{C::reduce, 1, 3 * kSlot}, {C::barrier, 0, 0}},
+		  {{C::reduce, 0, 2 * kSlot}, {C::barrier, 0, 0}}}},
+		{"a reduce to a member that posts barriers",
+		 {{{C::reduce, 1, 3 * kSlot}, {C::barrier, 0, 0}},
+		  {{C::barrier, 0, 0},
+		   {C::barrier, 0, 0},
+		   {C::barrier, 0, 0},
+		   {C::barrier, 0, 0}}}},
+		{"calls shifted by a small reduce to the other root",
+		 {{{C::reduce, 1, 100}, {C::reduce, 0, 2 * kSlot}},
+		  {{C::reduce, 0, 2 * kSlot}, {C::reduce, 0, 2 * kSlot}}}},
+	};
+	for (const Scenario& sc : scenarios) {
+		Group g(2, size_t(1) << 24, size_t(1) << 24, 16384);
+		const auto status = run_scripts(g, sc.scripts);
+		bool failed = false;
+		for (uint32_t r = 0; r < 2; r++) {
+			cr_assert_eq(status[r].size(), sc.scripts[r].size(),
+				     "%s: member %u ended %zu of its %zu calls", sc.name, r,
+				     status[r].size(), sc.scripts[r].size());
+			for (Errc e : status[r])
+				failed |= e != Errc::ok;
+		}
+		cr_assert(failed, "%s: every call completed without error", sc.name);
 	}
 }
 

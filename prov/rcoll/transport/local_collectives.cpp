@@ -344,19 +344,30 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 	const size_t bytes = std::min(Published::kSlotBytes, call.bytes - offset);
 	const bool root = r.root == rank_;
 	if (!call.published) {
-		// Only the root reads a reduce's slots, its own never.
+		// Only the root reads a reduce's slots, its own never; but it signs
+		// every chunk, so that the others check its call too (below).
 		const bool contributes =
 			(r.coll == Collective::reduce && !(root && call.own_from_input)) ||
 			r.coll == Collective::allreduce || r.coll == Collective::allgather ||
 			(r.coll == Collective::broadcast && root);
-		if (contributes) {
+		if (contributes || r.coll == Collective::reduce) {
 			// Line half or slot n % 2 (and signature n % 2) last held a
 			// chunk of n - 2 or before: every member must be past it,
 			// which it says by arriving at n - 1.
 			if (n > 2 && !all_arrived(n - 1))
 				return false;
+			// A reduce's other members read nothing, so each checks the
+			// root's signature of the call's chunk before this one: the
+			// root writes that half again only after this member arrived
+			// at n. (A call of one chunk goes unchecked there.)
+			if (r.coll == Collective::reduce && !root && call.next_chunk > 0) {
+				if (!arrived(r.root, n - 1))
+					return false;
+				if (!agrees(r.root, n - 1, call))
+					return true;
+			}
 			const void* from = r.coll == Collective::broadcast ? r.output : r.input;
-			if (bytes)
+			if (contributes && bytes)
 				std::memcpy(Published::chunk(own_, n, bytes),
 					    static_cast<const std::byte*>(from) + offset, bytes);
 			own_.signature[n & 1] = tagged(call.signature, n);
