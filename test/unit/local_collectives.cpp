@@ -213,7 +213,7 @@ std::vector<Call> for_members(const std::vector<Call>& script, uint32_t p)
 
 // Single-copy broadcasts from `min_bytes`: the reader stands in for
 // cross-memory attach (every member is in this process).
-void read_in_process(Group& g, size_t min_bytes)
+void read_in_process(Group& g, size_t min_bytes, size_t allreduce_min_bytes = SIZE_MAX)
 {
 	for (Member& m : g.members)
 		m.calls->enable_single_copy(
@@ -221,7 +221,7 @@ void read_in_process(Group& g, size_t min_bytes)
 				std::memcpy(target, reinterpret_cast<const void*>(address), length);
 				return 0;
 			},
-			min_bytes);
+			{min_bytes, allreduce_min_bytes});
 }
 
 } // namespace
@@ -363,12 +363,15 @@ Test(local_collectives, members_in_threads)
 				       {Collective::broadcast, 2, 3},
 				       {Collective::allgather, 0, 2},
 				       {Collective::allreduce, 0, 1},
-				       {Collective::broadcast, 0, kSlot + 1}})
+				       {Collective::broadcast, 0, kSlot + 1},
+				       // In one copy.
+				       {Collective::allreduce, 0, 4 * kSlot + 3, true},
+				       {Collective::allreduce, 1, 3 * kSlot}})
 			script.push_back(c);
 	for (uint32_t p : {2u, 3u, 4u}) {
 		const std::vector<Call> calls = for_members(script, p);
 		Group g(p, size_t(1) << 20, size_t(1) << 20, 4096);
-		read_in_process(g, 2 * kSlot * sizeof(int64_t));
+		read_in_process(g, 2 * kSlot * sizeof(int64_t), 3 * kSlot * sizeof(int64_t));
 		std::vector<std::thread> threads;
 		for (uint32_t r = 0; r < p; r++)
 			threads.emplace_back([&g, &calls, r, p] {
@@ -434,7 +437,7 @@ Test(local_collectives, single_copy_calls)
 	Group g(2);
 	for (Member& m : g.members)
 		m.calls->enable_single_copy(
-			[](uint32_t, uint64_t, void*, size_t) { return -ESRCH; }, 64);
+			[](uint32_t, uint64_t, void*, size_t) { return -ESRCH; }, {64});
 	cr_assert_eq(g.members[0].calls->post(
 			     request(Collective::broadcast, 0, 100, g.members[0], 0, 0)),
 		     Errc::ok);
@@ -446,6 +449,75 @@ Test(local_collectives, single_copy_calls)
 	cr_assert(g.members[1].calls->next_completion(c));
 	cr_assert_eq(c.status, Errc::io_error, "a failed read completed with %d", int(c.status));
 	cr_assert(g.members[1].calls->failed());
+}
+
+// Allreduces in one copy (each member reads its share of the others' inputs
+// straight out of their buffers, then their reduced shares) among the other
+// calls: shares larger and smaller than a slot, of no element, in place, with
+// pieces through the slot, under random interleavings and windows.
+Test(local_collectives, allreduces_in_one_copy)
+{
+	const size_t min = 2 * kSlot;
+	const std::vector<Call> script = {{Collective::allreduce, 0, min},
+					  {Collective::broadcast, 1, 5000},
+					  {Collective::allreduce, 0, min - 1},
+					  {Collective::allreduce, 0, 5 * kSlot + 3, true},
+					  {Collective::barrier, 0, 0},
+					  {Collective::allreduce, 0, 9 * kSlot + 1},
+					  {Collective::reduce, 1, 3 * kSlot},
+					  {Collective::allgather, 0, 5000, true},
+					  {Collective::allreduce, 0, 4 * kSlot, true},
+					  {Collective::allreduce, 0, 7}};
+	for (uint32_t p : {2u, 3u, 4u, 5u})
+		for (unsigned seed = 1; seed <= 12; seed++) {
+			const std::vector<Call> calls = for_members(script, p);
+			Group g(p, size_t(1) << 24, size_t(1) << 24, seed % 2 ? 64 : SIZE_MAX);
+			read_in_process(g, 4096 * 8, min * sizeof(int64_t));
+			run(g, calls, seed * 7 + p, seed % 4 + 1);
+			check_results(g, calls);
+		}
+	// Fewer elements than members: shares of no element.
+	Group g(5, size_t(1) << 24, size_t(1) << 24);
+	read_in_process(g, 64, 8);
+	const std::vector<Call> few = {{Collective::allreduce, 0, 1},
+				       {Collective::allreduce, 0, 3, true},
+				       {Collective::allreduce, 0, 6}};
+	run(g, few, 1);
+	check_results(g, few);
+}
+
+// A member whose input and output overlap in part fails its one-copy
+// allreduce (the others read its input while it writes its output), and the
+// others' calls fail with it rather than wait for good.
+Test(local_collectives, a_one_copy_allreduce_needs_apart_or_equal_buffers)
+{
+	Group g(2);
+	read_in_process(g, 64, 64);
+	for (uint32_t r = 0; r < 2; r++) {
+		Member& m = g.members[r];
+		engine::Request req = request(Collective::allreduce, 0, 100, m, 0, r, 2);
+		if (r == 1) {
+			m.inputs.back().resize(150);
+			req.input = m.inputs.back().data();
+			req.output = m.inputs.back().data() + 50;
+		}
+		cr_assert_eq(m.calls->post(req), Errc::ok);
+	}
+	Errc status[2] = {Errc::ok, Errc::ok};
+	for (size_t round = 0; round < 50; round++)
+		for (uint32_t r = 0; r < 2; r++) {
+			Member& m = g.members[r];
+			m.calls->progress();
+			engine::Completion c;
+			while (m.calls->next_completion(c)) {
+				m.completed++;
+				status[r] = c.status;
+			}
+		}
+	cr_assert_eq(g.members[1].completed, 1u);
+	cr_assert_eq(status[1], Errc::invalid_argument);
+	cr_assert_eq(g.members[0].completed, 1u, "member 0 still waits");
+	cr_assert_neq(status[0], Errc::ok, "member 0 completed without error");
 }
 
 // Members that post one call with different counts (inline, in slots, in
@@ -475,11 +547,16 @@ Test(local_collectives, members_that_post_different_calls_fail_them)
 		{Collective::allgather, {4096, 1024}},
 		{Collective::allreduce, {8, 8}, {}, engine::ReduceOp::max},
 		{Collective::allreduce, {8, 8}, engine::Datatype::uint64},
+		// On either side of the one-copy allreduce's size, and in one copy.
+		{Collective::allreduce, {3 * kSlot, 3 * kSlot - 1}},
+		{Collective::allreduce, {3 * kSlot - 1, 3 * kSlot}},
+		{Collective::allreduce, {4 * kSlot, 3 * kSlot}},
+		{Collective::allreduce, {3 * kSlot, 3 * kSlot}, engine::Datatype::uint64},
 	};
 	for (const Pair& pair : pairs)
 		for (bool split : {false, true}) {
-			Group g(3, size_t(1) << 20, size_t(1) << 20, split ? 64 : SIZE_MAX);
-			read_in_process(g, 4096 * 8);
+			Group g(3, size_t(1) << 24, size_t(1) << 24, split ? 64 : SIZE_MAX);
+			read_in_process(g, 4096 * 8, 3 * kSlot * 8);
 			for (uint32_t r = 0; r < 3; r++) {
 				Member& m = g.members[r];
 				engine::Request req =
@@ -824,33 +901,37 @@ Test(local_collectives, another_members_failure_fails_this_ones_calls)
 // fail its call rather than deliver what the application wrote there since.
 Test(local_collectives, a_reader_fails_when_the_member_it_reads_gives_up)
 {
-	Group g(2);
-	for (uint32_t r = 0; r < 2; r++)
-		g.members[r].calls->enable_single_copy(
-			[r, &g](uint32_t member, uint64_t address, void* target, size_t length) {
-				if (r == 0 && member == 1) {
-					// Member 1's group fails in the middle of the read: its
-					// call ends and the application reuses its input.
-					g.members[1].calls->fail(Errc::io_error);
-					std::fill(g.members[1].inputs[0].begin(),
-						  g.members[1].inputs[0].end(),
-						  int64_t(0x5a5a5a5a5a5a5a5a));
-				}
-				std::memcpy(target, reinterpret_cast<const void*>(address), length);
-				return 0;
-			},
-			64);
-	Member& reader = g.members[0];
-	Member& quitter = g.members[1];
-	cr_assert_eq(reader.calls->post(request(Collective::allgather, 0, 100, reader, 0, 0, 2)),
-		     Errc::ok);
-	cr_assert_eq(quitter.calls->post(request(Collective::allgather, 0, 100, quitter, 0, 1, 2)),
-		     Errc::ok);
-	reader.calls->progress();
-	engine::Completion c;
-	cr_assert(reader.calls->next_completion(c), "the reader's call did not end");
-	cr_assert_neq(c.status, Errc::ok,
-		      "the reader's allgather succeeded with what it read after member 1 gave up "
-		      "(block 1 [0] = %lld)",
-		      (long long)reader.outputs[0][100]);
+	for (Collective coll : {Collective::allgather, Collective::allreduce}) {
+		Group g(2);
+		for (uint32_t r = 0; r < 2; r++)
+			g.members[r].calls->enable_single_copy(
+				[r, &g](uint32_t member, uint64_t address, void* target,
+					size_t length) {
+					if (r == 0 && member == 1) {
+						// Member 1's group fails in the middle of the read: its
+						// call ends and the application reuses its input.
+						g.members[1].calls->fail(Errc::io_error);
+						std::fill(g.members[1].inputs[0].begin(),
+							  g.members[1].inputs[0].end(),
+							  int64_t(0x5a5a5a5a5a5a5a5a));
+					}
+					std::memcpy(target, reinterpret_cast<const void*>(address),
+						    length);
+					return 0;
+				},
+				{64, 64});
+		Member& reader = g.members[0];
+		Member& quitter = g.members[1];
+		cr_assert_eq(reader.calls->post(request(coll, 0, 100, reader, 0, 0, 2)), Errc::ok);
+		cr_assert_eq(quitter.calls->post(request(coll, 0, 100, quitter, 0, 1, 2)),
+			     Errc::ok);
+		reader.calls->progress();
+		engine::Completion c;
+		cr_assert(reader.calls->next_completion(c), "the reader's call %d did not end",
+			  int(coll));
+		cr_assert_neq(
+			c.status, Errc::ok,
+			"the reader's call %d succeeded with what it read after member 1 gave up",
+			int(coll));
+	}
 }

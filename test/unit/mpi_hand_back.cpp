@@ -115,6 +115,8 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 	cr_assert(allreduce.parse(rcoll::mpi::kOpenMpiHandBack[2]).empty());
 	cr_assert_not(allreduce.matches(32768, 2, false));
 	cr_assert(allreduce.matches(8, 2, false));
+	// On one host, 2 ranks: the largest allreduces are rcoll's (one copy).
+	cr_assert_not(allreduce.matches(16777216, 2, true));
 	// Between hosts, 2 ranks: broadcasts up to 128 KiB and reduces up to
 	// 16 KiB went faster in Open MPI, the smallest included; a 256 KiB
 	// broadcast and a 32 KiB reduce in rcoll.

@@ -147,7 +147,8 @@ void Collectives::settle_shm(CollGroup& g)
 			RCOLL_WARN(FI_LOG_EP_DATA,
 				   "collective group (slot %u): members posted one call with "
 				   "different arguments (count, datatype, operation, root or "
-				   "collective); failing the group\n",
+				   "collective), or a member's input and output overlap in part "
+				   "where others read them; failing the group\n",
 				   g.transport->slot());
 			begin_failure(g, FI_EINVAL);
 		} else {

@@ -764,9 +764,9 @@ uint32_t CollTransport::own_verdict()
 	return verdict;
 }
 
-std::unique_ptr<local::LocalCollectives>
-CollTransport::local_collectives(const local::LocalCollectives::Limits& limits,
-				 std::optional<size_t> single_copy_min)
+std::unique_ptr<local::LocalCollectives> CollTransport::local_collectives(
+	const local::LocalCollectives::Limits& limits,
+	std::optional<local::LocalCollectives::SingleCopyMin> single_copy_min)
 {
 	std::vector<const local::Published*> areas(members_.size());
 	for (uint32_t rank = 0; rank < members_.size(); rank++)

@@ -105,7 +105,7 @@ public:
 	// single_copy_min: see LocalCollectives::enable_single_copy (null: none).
 	std::unique_ptr<local::LocalCollectives>
 	local_collectives(const local::LocalCollectives::Limits& limits,
-			  std::optional<size_t> single_copy_min);
+			  std::optional<local::LocalCollectives::SingleCopyMin> single_copy_min);
 
 	// engine::Transport
 	std::span<std::byte> scratch() noexcept override;

@@ -100,6 +100,11 @@ const Param params[] = {
 	 "Smallest broadcast, and smallest allgather block, in bytes, that the shared-memory path "
 	 "copies once, straight out of the root's buffer (each member's block) by cross-memory "
 	 "attach (where every member may), rather than through the shared slots"},
+	{"coll_shm_single_copy_allreduce_min", &Config::coll_shm_single_copy_allreduce_min,
+	 "Smallest allreduce, in bytes, that the shared-memory path moves in one copy by "
+	 "cross-memory attach (where every member may): each member reads its share of every "
+	 "other member's input and reduces it, then reads every other member's reduced share, "
+	 "rather than both going through the shared slots"},
 	{"coll_shm_reduce_max", &Config::coll_shm_reduce_max,
 	 "Largest allreduce or reduce, and largest allgather block, in bytes, that takes the "
 	 "shared-memory path through its slots where the members crowd their CPUs (others: up to "

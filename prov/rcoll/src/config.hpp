@@ -44,6 +44,7 @@ struct Config {
 	size_t coll_shm_reduce_max = size_t(128) << 10;
 	size_t coll_shm_split_min = size_t(16) << 10;
 	size_t coll_shm_single_copy_min = size_t(32) << 10;
+	size_t coll_shm_single_copy_allreduce_min = size_t(256) << 10;
 	// The core is read at least this often while only collectives among
 	// members on this host are waited for.
 	size_t core_poll_us = 1000;

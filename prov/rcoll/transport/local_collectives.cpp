@@ -76,10 +76,10 @@ bool LocalCollectives::takes(const engine::Request& req) const noexcept
 		return false;
 	// What goes in one copy is limited like a broadcast: every member
 	// copies each byte once, whatever the size.
-	const bool one_copy =
-		req.coll == Collective::broadcast ||
-		(req.coll == Collective::allgather && reader_ &&
-		 req.count >= single_copy_min_ / size + (single_copy_min_ % size != 0));
+	const bool one_copy = req.coll == Collective::broadcast ||
+			      (req.coll == Collective::allgather && reader_ &&
+			       req.count >= single_copy_min_.broadcast / size +
+						    (single_copy_min_.broadcast % size != 0));
 	const size_t limit = one_copy ? limits_.broadcast_max : limits_.reduction_max;
 	if (req.count > limit / size)
 		return false;
@@ -101,12 +101,18 @@ Errc LocalCollectives::post(const engine::Request& req) noexcept
 	// A payload larger than a slot goes in slot-sized chunks, each with a
 	// sequence number of its own: members pipeline them through the two
 	// slots (one copies chunk j out while another copies j + 1 in).
+	// An allreduce in one copy takes two sequence numbers: one for its
+	// reduce-scatter, one for its allgather.
+	const bool copied_allreduce = req.coll == Collective::allreduce && members_.size() > 1 &&
+				      bytes && bytes >= single_copy_min_.allreduce;
 	const bool single_copy =
-		(req.coll == Collective::broadcast || req.coll == Collective::allgather) && bytes &&
-		bytes >= single_copy_min_;
-	const size_t chunks = single_copy ? 1
-					  : std::max<size_t>(1, (bytes + Published::kSlotBytes -
-								 1) / Published::kSlotBytes);
+		((req.coll == Collective::broadcast || req.coll == Collective::allgather) &&
+		 bytes && bytes >= single_copy_min_.broadcast) ||
+		copied_allreduce;
+	const size_t chunks = copied_allreduce ? 2
+			      : single_copy    ? 1
+					    : std::max<size_t>(1, (bytes + Published::kSlotBytes -
+								   1) / Published::kSlotBytes);
 	try {
 		// Every field written in place: a call built on the stack (or
 		// zeroed there) and copied in stalls on loads of what was just
@@ -138,7 +144,11 @@ Errc LocalCollectives::post(const engine::Request& req) noexcept
 				       chunks > 1);
 			call.own_from_input =
 				reduction && out && (in + bytes <= out || out + bytes <= in);
-			call.status = Errc::ok;
+			// In one copy the others read this member's input while it
+			// writes its output: the two must lie apart or be one.
+			call.status = copied_allreduce && !call.own_from_input && in != out
+					      ? Errc::invalid_argument
+					      : Errc::ok;
 		});
 	} catch (const std::bad_alloc&) {
 		return Errc::no_memory;
@@ -236,10 +246,10 @@ const std::byte* LocalCollectives::chunk_of(uint32_t member, uint64_t sequence,
 	return Published::chunk(*members_[member], sequence, bytes);
 }
 
-void LocalCollectives::enable_single_copy(MemoryReader reader, size_t min_bytes)
+void LocalCollectives::enable_single_copy(MemoryReader reader, SingleCopyMin min)
 {
 	reader_ = std::move(reader);
-	single_copy_min_ = reader_ ? min_bytes : SIZE_MAX;
+	single_copy_min_ = reader_ ? min : SingleCopyMin{};
 }
 
 // One copy per member straight out of another member's buffer: a
@@ -289,15 +299,8 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 				return true;
 			err = read_published(r.root, n, out, call.bytes);
 		}
-		// A member that failed the group gave its buffers back, perhaps
-		// while we read them: what we read may be the application's next
-		// bytes. Its flag, set before that, is seen after our reads.
-		full_fence();
-		if (!err && any_stopped())
-			err = -ECANCELED;
+		finished_reading(call, err); // a reader that failed still finishes
 		own_.finished.store(n, std::memory_order_release);
-		if (err)
-			call.status = Errc::io_error;
 		call.own_part_done = true;
 	}
 	if (read_from)
@@ -305,6 +308,135 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 			if (m != rank_ && members_[m]->finished.load(std::memory_order_acquire) < n)
 				return false;
 	return true;
+}
+
+// An allreduce in one copy (Rabenseifner 2004's reduce-scatter, then an
+// allgather, each step one copy straight between the members' buffers, as
+// Open MPI's shared memory moves large messages): under sequence n each
+// member publishes where its input and output are, reads its share of every
+// other member's input and reduces it into its own output, and says so in
+// `finished`; then it reads every other member's reduced share into its
+// output and says so in `finished` and `arrived` under n + 1. Its buffers go
+// back once every member said that. Every share is reduced by one member
+// alone, so every member gets the same bits.
+bool LocalCollectives::step_single_copy_allreduce(Call& call) noexcept
+{
+	if (call.status != Errc::ok)
+		return true; // its buffers overlap in part (post)
+	const engine::Request& r = call.req;
+	const uint64_t n = call.sequence;
+	const size_t element = engine::datatype_size(r.dtype);
+	const size_t count = call.bytes / element;
+	const auto p = uint32_t(members_.size());
+	auto* out = static_cast<std::byte*>(r.output);
+	const auto* in = static_cast<const std::byte*>(r.input);
+	auto share = [&](uint32_t m) {
+		return std::pair{share_begin(m, count, element),
+				 share_begin(m + 1, count, element)};
+	};
+	int err = 0;
+	if (!call.published) {
+		if (n > 2 && !all_arrived(n - 1))
+			return false;
+		const uint64_t header[3] = {reinterpret_cast<uint64_t>(in),
+					    reinterpret_cast<uint64_t>(out), uint64_t(call.bytes)};
+		std::memcpy(own_.slots[n & 1], header, sizeof(header));
+		publish(call, n);
+	}
+	if (!call.own_part_done) {
+		if (!all_arrived(n))
+			return false;
+		if (!all_agree(n, call))
+			return true;
+		// The first other member's part goes straight into the output
+		// where that lies apart from the input; the others' (and in
+		// place, the first's too) through this member's free slot.
+		const auto [mine, mine_end] = share(rank_);
+		std::byte* scratch = own_.slots[(n + 1) & 1];
+		const size_t piece = Published::kSlotBytes / element * element;
+		bool first = true;
+		for (uint32_t m = 0; m < p && !err && mine_end > mine; m++) {
+			uint64_t header[3];
+			if (m == rank_)
+				continue;
+			if (!header_of(m, n, call.bytes, header)) {
+				err = -EPROTO;
+			} else if (first && call.own_from_input) {
+				err = reader_(m, header[0] + mine, out + mine, mine_end - mine);
+				if (!err)
+					call.kernel(out + mine, in + mine, out + mine,
+						    (mine_end - mine) / element);
+			} else {
+				for (size_t at = mine; at < mine_end && !err; at += piece) {
+					const size_t bytes = std::min(piece, mine_end - at);
+					err = reader_(m, header[0] + at, scratch, bytes);
+					if (!err)
+						call.kernel(out + at, first ? in + at : out + at,
+							    scratch, bytes / element);
+				}
+			}
+			first = false;
+		}
+		if (!finished_reading(call, err))
+			return true; // not finished: the others wait until the group fails
+		own_.finished.store(n, std::memory_order_release);
+		call.own_part_done = true;
+	}
+	if (call.next_chunk == 0) {
+		for (uint32_t m = 0; m < p; m++)
+			if (m != rank_ && members_[m]->finished.load(std::memory_order_acquire) < n)
+				return false;
+		for (uint32_t m = 0; m < p && !err; m++) {
+			uint64_t header[3];
+			const auto [begin, end] = share(m);
+			if (m == rank_ || end == begin)
+				continue;
+			err = header_of(m, n, call.bytes, header)
+				      ? reader_(m, header[1] + begin, out + begin, end - begin)
+				      : -EPROTO;
+		}
+		if (!finished_reading(call, err))
+			return true;
+		own_.finished.store(n + 1, std::memory_order_release);
+		own_.arrived.store(n + 1, std::memory_order_release);
+		call.next_chunk = 1;
+	}
+	for (uint32_t m = 0; m < p; m++)
+		if (m != rank_ && members_[m]->finished.load(std::memory_order_acquire) < n + 1)
+			return false;
+	return true;
+}
+
+// Signs chunk `n` as this call's and says that this member arrived there.
+void LocalCollectives::publish(Call& call, uint64_t n) noexcept
+{
+	own_.signature[n & 1] = tagged(call.signature, n);
+	own_.arrived.store(n, std::memory_order_release);
+	call.published = true;
+}
+
+// Whether `member` published a header (addresses and length) of `bytes`
+// for call `n`; a member that names another length is not in this call.
+bool LocalCollectives::header_of(uint32_t member, uint64_t n, size_t bytes,
+				 uint64_t header[3]) const noexcept
+{
+	std::memcpy(header, slot_of(member, n), 3 * sizeof(uint64_t));
+	return header[2] == bytes;
+}
+
+// After a member's reads out of other members' memory: whether they all
+// succeeded, while every member still took part. A member that failed the
+// group gave its buffers back, perhaps while we read them: what we read may
+// be the application's next bytes. Its flag, set before that, is seen
+// after our reads. If not, the call fails.
+bool LocalCollectives::finished_reading(Call& call, int err) noexcept
+{
+	full_fence();
+	if (!err && any_stopped())
+		err = -ECANCELED;
+	if (err)
+		call.status = Errc::io_error;
+	return !err;
 }
 
 // Copies the `bytes` that `member` published for call `n` into `target`.
@@ -321,7 +453,8 @@ int LocalCollectives::read_published(uint32_t member, uint64_t n, void* target,
 bool LocalCollectives::step(Call& call) noexcept
 {
 	if (call.single_copy)
-		return step_single_copy(call);
+		return call.req.coll == Collective::allreduce ? step_single_copy_allreduce(call)
+							      : step_single_copy(call);
 	while (call.next_chunk < call.chunks) {
 		if (!(call.split ? step_split_chunk(call) : step_chunk(call)))
 			return false;
@@ -469,9 +602,7 @@ bool LocalCollectives::step_split_chunk(Call& call) noexcept
 			return false;
 		std::memcpy(slot, in, mine);
 		std::memcpy(slot + mine_end, in + mine_end, bytes - mine_end);
-		own_.signature[n & 1] = tagged(call.signature, n);
-		own_.arrived.store(n, std::memory_order_release);
-		call.published = true;
+		publish(call, n);
 	}
 	if (!call.own_part_done) {
 		if (!all_arrived(n))

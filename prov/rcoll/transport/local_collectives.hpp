@@ -75,13 +75,19 @@ public:
 	// `target`: 0 or -errno (cross-memory attach, process_vm_readv).
 	using MemoryReader =
 		std::function<int(uint32_t member, uint64_t address, void* target, size_t length)>;
-	// Broadcasts of at least `min_bytes`, and allgathers of blocks that
-	// large, then go in one copy by each member straight out of the root's
-	// buffer (every other member's block), as MPI's shared-memory
-	// transports do above a size. The glue enables it wherever every
+	// Broadcasts of at least `broadcast` bytes, and allgathers of blocks
+	// that large, then go in one copy by each member straight out of the
+	// root's buffer (every other member's block), as MPI's shared-memory
+	// transports do above a size; allreduces of at least `allreduce` bytes
+	// in one copy of each member's share of every other's input, and one of
+	// every other's reduced share. The glue enables it wherever every
 	// member may read every member's memory. Every member must be given
-	// the same `min_bytes`.
-	void enable_single_copy(MemoryReader reader, size_t min_bytes);
+	// the same sizes.
+	struct SingleCopyMin {
+		size_t broadcast = SIZE_MAX;
+		size_t allreduce = SIZE_MAX;
+	};
+	void enable_single_copy(MemoryReader reader, SingleCopyMin min);
 
 	// Whether `req` runs here: barrier always; broadcast, allreduce,
 	// reduce and allgather up to their size limits (allgather: one block,
@@ -134,6 +140,11 @@ private:
 		engine::Errc status = engine::Errc::ok; // how it ended
 	};
 	bool step_single_copy(Call& call) noexcept;
+	bool step_single_copy_allreduce(Call& call) noexcept;
+	bool header_of(uint32_t member, uint64_t n, size_t bytes,
+		       uint64_t header[3]) const noexcept;
+	bool finished_reading(Call& call, int err) noexcept;
+	void publish(Call& call, uint64_t n) noexcept;
 	int read_published(uint32_t member, uint64_t n, void* target, size_t bytes) noexcept;
 	bool step(Call& call) noexcept; // true: done
 	bool step_chunk(Call& call) noexcept;
@@ -153,7 +164,7 @@ private:
 	uint32_t rank_;
 	Limits limits_;
 	MemoryReader reader_;
-	size_t single_copy_min_ = SIZE_MAX;
+	SingleCopyMin single_copy_min_;
 	uint64_t next_sequence_ = 1;
 	uint64_t activity_ = 0;
 	engine::Errc failed_ = engine::Errc::ok;
