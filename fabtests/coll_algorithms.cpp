@@ -351,14 +351,16 @@ void require_cross_memory_attach()
 }
 
 // Large broadcasts of members on one host go in one copy out of the root's
-// buffer (process_vm_readv). Large reductions go through the shared slots,
-// one member copying a chunk in while another copies the previous one out,
-// which needs each member on a CPU of its own; members that crowd their
-// CPUs would yield at every chunk, and theirs go through the engine, which
-// writes into the other members' memory (process_vm_writev). Counts both
-// system calls in verified broadcasts and allreduces of 1 MiB: a read or
-// more per broadcast at the non-root, and writes in the allreduces only for
-// ranks bound to one CPU.
+// buffer (process_vm_readv), and so do large allreduces (each member reads
+// its share of the other's input, then the other's reduced share), where
+// each member has a CPU of its own. Mid-size reductions go through the
+// shared slots, one member copying a chunk in while another copies the
+// previous one out. Members that crowd their CPUs would yield at every
+// chunk, and their large reductions go through the engine, which writes
+// into the other members' memory (process_vm_writev). Counts both system
+// calls in verified broadcasts and allreduces of 1 MiB: a read or more per
+// broadcast at the non-root; in the allreduces two reads or more per member
+// apart, writes crowded; and none in allreduces of 128 KiB apart.
 void run_large_copies(Bootstrap& boot, const TestOptions& options, bool apart)
 {
 	require_rcoll(options);
@@ -367,6 +369,8 @@ void run_large_copies(Bootstrap& boot, const TestOptions& options, bool apart)
 		throw NotApplicable("the shared-memory path is off");
 	if (std::getenv("FI_RCOLL_YIELD_WHEN_IDLE"))
 		throw NotApplicable("FI_RCOLL_YIELD_WHEN_IDLE says the host is crowded");
+	if (std::getenv("FI_RCOLL_COLL_SHM_SINGLE_COPY_ALLREDUCE_MIN"))
+		throw NotApplicable("FI_RCOLL_COLL_SHM_SINGLE_COPY_ALLREDUCE_MIN is set");
 	require_cross_memory_attach();
 	const SyscallCounter reads("syscalls/sys_enter_process_vm_readv");
 	const SyscallCounter writes("syscalls/sys_enter_process_vm_writev");
@@ -384,13 +388,19 @@ void run_large_copies(Bootstrap& boot, const TestOptions& options, bool apart)
 		run_checked(ep, checked, *group, {FI_BROADCAST, 1u << 20, FI_UINT8, FI_SUM, 0},
 			    make_seed(0xB0C, uint64_t(i)));
 	const uint64_t read = reads.count() - before;
-	before = writes.count();
-	for (int i = 0; i < kCalls; ++i)
-		run_checked(ep, checked, *group, {FI_ALLREDUCE, 1u << 17, FI_INT64, FI_SUM},
-			    make_seed(0xA11, uint64_t(i)));
-	const uint64_t written = writes.count() - before;
+	// Reads and writes in kCalls allreduces of `count` int64.
+	auto allreduces = [&](uint32_t count, uint64_t seed) {
+		const uint64_t read_before = reads.count(), written_before = writes.count();
+		for (int i = 0; i < kCalls; ++i)
+			run_checked(ep, checked, *group, {FI_ALLREDUCE, count, FI_INT64, FI_SUM},
+				    make_seed(seed, uint64_t(i)));
+		return std::pair{reads.count() - read_before, writes.count() - written_before};
+	};
+	const auto [large_read, large_written] = allreduces(1u << 17, 0xA11);
+	const auto [mid_read, mid_written] =
+		apart ? allreduces(1u << 14, 0xA12) : std::pair<uint64_t, uint64_t>{};
 	const auto all_read = counts_of_all(boot, read);
-	const auto all_written = counts_of_all(boot, written);
+	const auto all_written = counts_of_all(boot, large_written);
 	uint64_t sum_written = 0;
 	std::string counts;
 	for (size_t r = 0; r < all_read.size(); ++r) {
@@ -402,20 +412,30 @@ void run_large_copies(Bootstrap& boot, const TestOptions& options, bool apart)
 	expect(boot.rank() == 0 || read >= unsigned(kCalls),
 	       "rank %d read the root's memory %llu times in %d broadcasts", boot.rank(),
 	       static_cast<unsigned long long>(read), kCalls);
-	if (apart)
-		expect(sum_written == 0,
-		       "ranks bound to CPUs of their own wrote each other's memory %llu times in "
-		       "%d allreduces (the slots carry them)",
-		       static_cast<unsigned long long>(sum_written), kCalls);
-	else
+	if (apart) {
+		expect(sum_written == 0 && large_read >= 2u * kCalls,
+		       "rank %d, bound to a CPU of its own, read the other's memory %llu times in "
+		       "%d allreduces of 1 MiB (one copy: two or more each), and the ranks wrote "
+		       "each other's %llu times",
+		       boot.rank(), static_cast<unsigned long long>(large_read), kCalls,
+		       static_cast<unsigned long long>(sum_written));
+		expect(mid_read == 0 && mid_written == 0,
+		       "rank %d read the other's memory %llu times and wrote it %llu times in %d "
+		       "allreduces of 128 KiB (the slots carry them)",
+		       boot.rank(), static_cast<unsigned long long>(mid_read),
+		       static_cast<unsigned long long>(mid_written), kCalls);
+	} else {
 		expect(sum_written >= unsigned(kCalls),
 		       "ranks bound to one CPU wrote each other's memory %llu times in %d "
 		       "allreduces",
 		       static_cast<unsigned long long>(sum_written), kCalls);
+	}
 	ProgressingBarrier(ep, boot, boot.size()).wait();
 	summary_note(boot, strfmt("process_vm_readv/writev calls by rank in %d verified broadcasts "
-				  "and %d allreduces of 1 MiB: %s",
-				  kCalls, kCalls, counts.c_str()));
+				  "and %d allreduces of 1 MiB: %s; in the 1 MiB allreduces this "
+				  "rank read %llu times",
+				  kCalls, kCalls, counts.c_str(),
+				  static_cast<unsigned long long>(large_read)));
 }
 
 // Members on one host that disagree on a broadcast's length: the one that
@@ -609,8 +629,8 @@ void add_algorithm_cases(std::vector<CollCase>& cases)
 	cases.push_back(
 		{"large-copies-apart",
 		 "2 ranks on one host bound to CPUs of their own: verified 1 MiB broadcasts "
-		 "go in one copy (process_vm_readv), allreduces through the shared slots "
-		 "(no process_vm_writev)",
+		 "and allreduces go in one copy (process_vm_readv), 128 KiB allreduces "
+		 "through the shared slots (neither call)",
 		 2, seconds(60), "", [](Bootstrap& boot, const TestOptions& options) {
 			 run_large_copies(boot, options, true);
 		 }});

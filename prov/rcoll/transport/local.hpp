@@ -105,7 +105,9 @@ struct Published {
 	// The last chunk the owner is done with: its reads of other members'
 	// memory made (single-copy broadcasts and allgathers: a buffer read
 	// from stays its owner's until every reader is done), or its share
-	// reduced into its slot (reductions in shares), and for member 0 of a
+	// reduced into its slot (reductions in shares), or for an allreduce in
+	// one copy under n and n + 1, its share reduced into its output (n) and
+	// its reads of the others' shares made (n + 1); and for member 0 of a
 	// group whose members take turns on the CPUs the barriers it saw
 	// everyone arrive at: at n or more, member 0 is past barrier n, which
 	// releases the others (the owner runs its calls in order, so the flag

@@ -27,7 +27,12 @@
 //              the m-th of p shares of every chunk into its own slot and
 //              says so in its `finished` flag, then every member copies the
 //              p reduced shares out (reduce-scatter then allgather,
-//              Rabenseifner 2004; each member reduces 1/p of the payload)
+//              Rabenseifner 2004; each member reduces 1/p of the payload);
+//              from the single-copy allreduce size the same in one copy
+//              under two numbers: each member reads its share of the
+//              others' inputs out of their buffers and reduces it into its
+//              output, says so in `finished` (n), reads the others' reduced
+//              shares out of their outputs and says so (n + 1)
 //   reduce     the same, the root alone reducing (in shares: the root
 //              alone copying them out; two members split only
 //              a call of one chunk)
