@@ -227,6 +227,16 @@ bool LocalCollectives::all_arrived(uint64_t sequence) const noexcept
 	return true;
 }
 
+// Every other member finished reading for `sequence` (one copy), or reduced
+// its share of it (in shares).
+bool LocalCollectives::all_finished(uint64_t sequence) const noexcept
+{
+	for (uint32_t m = 0; m < members_.size(); m++)
+		if (m != rank_ && members_[m]->finished.load(std::memory_order_acquire) < sequence)
+			return false;
+	return true;
+}
+
 bool LocalCollectives::any_stopped() const noexcept
 {
 	for (uint32_t m = 0; m < members_.size(); m++)
@@ -254,9 +264,9 @@ void LocalCollectives::enable_single_copy(MemoryReader reader, SingleCopyMin min
 
 // One copy per member straight out of another member's buffer: a
 // broadcast's members read the root's, an allgather's members read every
-// other member's block. A member read from publishes its buffer's address in
-// its slot and completes once every member says, in `finished`, that it is
-// done reading.
+// other member's block. A member read from exposes its buffer (expose())
+// and completes once every member says, in `finished`, that it is done
+// reading.
 bool LocalCollectives::step_single_copy(Call& call) noexcept
 {
 	const engine::Request& r = call.req;
@@ -264,18 +274,14 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 	const bool gather = r.coll == Collective::allgather;
 	const bool read_from = gather || r.root == rank_;
 	if (!call.published) {
-		if (read_from) {
-			// The slot's header: where the bytes are, and how many.
-			if (n > 2 && !all_arrived(n - 1))
-				return false;
-			const void* source = gather ? r.input : r.output;
-			const uint64_t header[2] = {reinterpret_cast<uint64_t>(source),
-						    uint64_t(call.bytes)};
-			std::memcpy(own_.slots[n & 1], header, sizeof(header));
-			own_.signature[n & 1] = tagged(call.signature, n);
+		if (!read_from) {
+			own_.arrived.store(n, std::memory_order_release);
+			call.published = true;
+		} else if (n > 2 && !all_arrived(n - 1)) {
+			return false;
+		} else {
+			expose(call, n, gather ? r.input : r.output, nullptr);
 		}
-		own_.arrived.store(n, std::memory_order_release);
-		call.published = true;
 	}
 	if (!call.own_part_done) {
 		auto* out = static_cast<std::byte*>(r.output);
@@ -290,24 +296,22 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 				if (m == rank_ && block != r.input) // in place: there already
 					std::memcpy(block, r.input, call.bytes);
 				else if (m != rank_ && !err)
-					err = read_published(m, n, block, call.bytes);
+					err = read_exposed(m, n, call.bytes, &Exposed::source, 0,
+							   block, call.bytes);
 			}
 		} else if (!read_from) {
 			if (!arrived(r.root, n))
 				return false;
 			if (!agrees(r.root, n, call))
 				return true;
-			err = read_published(r.root, n, out, call.bytes);
+			err = read_exposed(r.root, n, call.bytes, &Exposed::source, 0, out,
+					   call.bytes);
 		}
 		finished_reading(call, err); // a reader that failed still finishes
 		own_.finished.store(n, std::memory_order_release);
 		call.own_part_done = true;
 	}
-	if (read_from)
-		for (uint32_t m = 0; m < members_.size(); m++)
-			if (m != rank_ && members_[m]->finished.load(std::memory_order_acquire) < n)
-				return false;
-	return true;
+	return !read_from || all_finished(n);
 }
 
 // An allreduce in one copy (Rabenseifner 2004's reduce-scatter, then an
@@ -338,10 +342,7 @@ bool LocalCollectives::step_single_copy_allreduce(Call& call) noexcept
 	if (!call.published) {
 		if (n > 2 && !all_arrived(n - 1))
 			return false;
-		const uint64_t header[3] = {reinterpret_cast<uint64_t>(in),
-					    reinterpret_cast<uint64_t>(out), uint64_t(call.bytes)};
-		std::memcpy(own_.slots[n & 1], header, sizeof(header));
-		publish(call, n);
+		expose(call, n, in, out);
 	}
 	if (!call.own_part_done) {
 		if (!all_arrived(n))
@@ -356,20 +357,19 @@ bool LocalCollectives::step_single_copy_allreduce(Call& call) noexcept
 		const size_t piece = Published::kSlotBytes / element * element;
 		bool first = true;
 		for (uint32_t m = 0; m < p && !err && mine_end > mine; m++) {
-			uint64_t header[3];
 			if (m == rank_)
 				continue;
-			if (!header_of(m, n, call.bytes, header)) {
-				err = -EPROTO;
-			} else if (first && call.own_from_input) {
-				err = reader_(m, header[0] + mine, out + mine, mine_end - mine);
+			if (first && call.own_from_input) {
+				err = read_exposed(m, n, call.bytes, &Exposed::source, mine,
+						   out + mine, mine_end - mine);
 				if (!err)
 					call.kernel(out + mine, in + mine, out + mine,
 						    (mine_end - mine) / element);
 			} else {
 				for (size_t at = mine; at < mine_end && !err; at += piece) {
 					const size_t bytes = std::min(piece, mine_end - at);
-					err = reader_(m, header[0] + at, scratch, bytes);
+					err = read_exposed(m, n, call.bytes, &Exposed::source, at,
+							   scratch, bytes);
 					if (!err)
 						call.kernel(out + at, first ? in + at : out + at,
 							    scratch, bytes / element);
@@ -383,17 +383,13 @@ bool LocalCollectives::step_single_copy_allreduce(Call& call) noexcept
 		call.own_part_done = true;
 	}
 	if (call.next_chunk == 0) {
-		for (uint32_t m = 0; m < p; m++)
-			if (m != rank_ && members_[m]->finished.load(std::memory_order_acquire) < n)
-				return false;
+		if (!all_finished(n))
+			return false;
 		for (uint32_t m = 0; m < p && !err; m++) {
-			uint64_t header[3];
 			const auto [begin, end] = share(m);
-			if (m == rank_ || end == begin)
-				continue;
-			err = header_of(m, n, call.bytes, header)
-				      ? reader_(m, header[1] + begin, out + begin, end - begin)
-				      : -EPROTO;
+			if (m != rank_ && end > begin)
+				err = read_exposed(m, n, call.bytes, &Exposed::result, begin,
+						   out + begin, end - begin);
 		}
 		if (!finished_reading(call, err))
 			return true;
@@ -401,10 +397,7 @@ bool LocalCollectives::step_single_copy_allreduce(Call& call) noexcept
 		own_.arrived.store(n + 1, std::memory_order_release);
 		call.next_chunk = 1;
 	}
-	for (uint32_t m = 0; m < p; m++)
-		if (m != rank_ && members_[m]->finished.load(std::memory_order_acquire) < n + 1)
-			return false;
-	return true;
+	return all_finished(n + 1);
 }
 
 // Signs chunk `n` as this call's and says that this member arrived there.
@@ -415,13 +408,16 @@ void LocalCollectives::publish(Call& call, uint64_t n) noexcept
 	call.published = true;
 }
 
-// Whether `member` published a header (addresses and length) of `bytes`
-// for call `n`; a member that names another length is not in this call.
-bool LocalCollectives::header_of(uint32_t member, uint64_t n, size_t bytes,
-				 uint64_t header[3]) const noexcept
+// Publishes call `n` in one copy: where this member's buffers are, in its
+// slot, for the others to read out of.
+void LocalCollectives::expose(Call& call, uint64_t n, const void* source,
+			      const void* result) noexcept
 {
-	std::memcpy(header, slot_of(member, n), 3 * sizeof(uint64_t));
-	return header[2] == bytes;
+	const Exposed header{.source = reinterpret_cast<uint64_t>(source),
+			     .result = reinterpret_cast<uint64_t>(result),
+			     .bytes = call.bytes};
+	std::memcpy(own_.slots[n & 1], &header, sizeof(header));
+	publish(call, n);
 }
 
 // After a member's reads out of other members' memory: whether they all
@@ -439,15 +435,18 @@ bool LocalCollectives::finished_reading(Call& call, int err) noexcept
 	return !err;
 }
 
-// Copies the `bytes` that `member` published for call `n` into `target`.
-// A member that names another length is not in this call: it fails rather
-// than read what it says.
-int LocalCollectives::read_published(uint32_t member, uint64_t n, void* target,
-				     size_t bytes) noexcept
+// Copies `length` bytes at `offset` in one of the buffers that `member`
+// exposed for call `n`, of `bytes`, into `target`: 0 or -errno. A member
+// that names another length is not in this call: it fails rather than read
+// what it says.
+int LocalCollectives::read_exposed(uint32_t member, uint64_t n, size_t bytes,
+				   uint64_t Exposed::*buffer, size_t offset, void* target,
+				   size_t length) noexcept
 {
-	uint64_t header[2];
-	std::memcpy(header, slot_of(member, n), sizeof(header));
-	return header[1] != bytes ? -EPROTO : reader_(member, header[0], target, bytes);
+	Exposed header;
+	std::memcpy(&header, slot_of(member, n), sizeof(header));
+	return header.bytes != bytes ? -EPROTO
+				     : reader_(member, header.*buffer + offset, target, length);
 }
 
 bool LocalCollectives::step(Call& call) noexcept
@@ -622,9 +621,8 @@ bool LocalCollectives::step_split_chunk(Call& call) noexcept
 	}
 	if (r.coll == Collective::reduce && r.root != rank_)
 		return true;
-	for (uint32_t m = 0; m < p; m++)
-		if (m != rank_ && members_[m]->finished.load(std::memory_order_acquire) < n)
-			return false;
+	if (!all_finished(n))
+		return false;
 	auto* out = static_cast<std::byte*>(r.output) + offset;
 	for (uint32_t m = 0; m < p; m++) {
 		const size_t begin = share_begin(m, count, element);

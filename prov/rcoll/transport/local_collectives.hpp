@@ -144,13 +144,22 @@ private:
 		bool own_from_input = false;
 		engine::Errc status = engine::Errc::ok; // how it ended
 	};
+	// What a member publishes in its slot for a call in one copy: where
+	// the others read (a broadcast root's buffer, an allgather's block or
+	// a reduction's input), where a reduction's reduced shares are, and
+	// the payload's length.
+	struct Exposed {
+		uint64_t source = 0;
+		uint64_t result = 0;
+		uint64_t bytes = 0;
+	};
 	bool step_single_copy(Call& call) noexcept;
 	bool step_single_copy_allreduce(Call& call) noexcept;
-	bool header_of(uint32_t member, uint64_t n, size_t bytes,
-		       uint64_t header[3]) const noexcept;
+	void expose(Call& call, uint64_t n, const void* source, const void* result) noexcept;
+	int read_exposed(uint32_t member, uint64_t n, size_t bytes, uint64_t Exposed::*buffer,
+			 size_t offset, void* target, size_t length) noexcept;
 	bool finished_reading(Call& call, int err) noexcept;
 	void publish(Call& call, uint64_t n) noexcept;
-	int read_published(uint32_t member, uint64_t n, void* target, size_t bytes) noexcept;
 	bool step(Call& call) noexcept; // true: done
 	bool step_chunk(Call& call) noexcept;
 	bool step_split_chunk(Call& call) noexcept;
@@ -159,6 +168,7 @@ private:
 	bool agrees(uint32_t member, uint64_t sequence, Call& call) const noexcept;
 	bool all_agree(uint64_t sequence, Call& call) const noexcept;
 	bool all_arrived(uint64_t sequence) const noexcept;
+	bool all_finished(uint64_t sequence) const noexcept;
 	bool any_stopped() const noexcept;
 	const std::byte* slot_of(uint32_t member, uint64_t sequence) const noexcept;
 	const std::byte* chunk_of(uint32_t member, uint64_t sequence, size_t bytes) const noexcept;
