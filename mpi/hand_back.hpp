@@ -89,9 +89,14 @@ inline constexpr const char* kOpenMpiHandBack[] = {
 	"",
 	"",
 	""};
-// MPICH 4.0 (ch4:ofi), 2 ranks: on one host broadcasts up to mid sizes (its
-// shared-memory release/gather is fast there), mid-size allgathers and the
-// largest reduces; between hosts (rcoll's core against MPICH over
+// MPICH 4.0 (ch4:ofi), 2 ranks: on one host broadcasts up to 1 KiB and from
+// 32 KiB to 63 KiB (its shared-memory release/gather moves up to 32 KiB
+// in one cell: in-job 1.22-1.47 and 1.05-1.39; 2-24 KiB 0.72-1.13, 64 KiB-
+// 1 MiB 0.32-1.04) and allgathers of 16-96 KiB blocks (in-job 0.94-1.26;
+// 128 KiB-8 MiB 0.66-0.95). Its reduces are rcoll's at every size on one
+// host since rcoll's root combines the other member's chunks as they come
+// (in-job 0.71-0.96 from 4 MiB, where they had been handed back); between
+// hosts (rcoll's core against MPICH over
 // tcp;ofi_rxm) the barrier, the smallest calls and 2-16 KiB broadcasts.
 // 4 ranks, measured on 2 CPUs up to 2 MiB from the in-job ratios alone (a
 // job without the library takes too long there): only the 2-16 KiB
@@ -101,10 +106,10 @@ inline constexpr const char* kOpenMpiHandBack[] = {
 // barrier releases the root first.
 inline constexpr const char* kMpichHandBack[] = {
 	"net:2:*",
-	"host:2:-16k;net:2:-256;net:2:2k-16k;host:3-4:2k-16k",
+	"host:2:-1k;host:2:32k-63k;net:2:-256;net:2:2k-16k;host:3-4:2k-16k",
 	"",
-	"host:2:8m-;net:2:-256",
-	"host:2:16k-8m;net:2:-16k",
+	"net:2:-256",
+	"host:2:16k-96k;net:2:-16k",
 	"",
 	"",
 	"",

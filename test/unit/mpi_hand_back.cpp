@@ -134,18 +134,25 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 	cr_assert(reduce.matches(131072, 2, true));
 	cr_assert(reduce.matches(2097152, 2, true));
 	cr_assert_not(reduce.matches(4194304, 2, true));
-	// Under MPICH (2 ranks, one host) the barrier, the smallest allreduce
-	// and a 32 KiB broadcast went faster offloaded, the smallest broadcast
-	// in MPICH; between hosts its barrier went faster.
-	HandBack mpich_barrier, mpich_bcast, mpich_allreduce;
+	// Under MPICH (2 ranks, one host) the barrier, the smallest allreduce,
+	// 2-24 KiB and 64 KiB broadcasts and every reduce went faster
+	// offloaded; the smallest broadcasts and those of one cell of MPICH's
+	// (32 KiB) in MPICH; between hosts its barrier went faster.
+	HandBack mpich_barrier, mpich_bcast, mpich_allreduce, mpich_reduce;
 	cr_assert(mpich_barrier.parse(rcoll::mpi::kMpichHandBack[0]).empty());
 	cr_assert(mpich_bcast.parse(rcoll::mpi::kMpichHandBack[1]).empty());
 	cr_assert(mpich_allreduce.parse(rcoll::mpi::kMpichHandBack[2]).empty());
+	cr_assert(mpich_reduce.parse(rcoll::mpi::kMpichHandBack[3]).empty());
 	cr_assert_not(mpich_barrier.matches(0, 2, true));
 	cr_assert(mpich_barrier.matches(0, 2, false));
 	cr_assert(mpich_bcast.matches(8, 2, true));
-	cr_assert_not(mpich_bcast.matches(32768, 2, true));
+	cr_assert_not(mpich_bcast.matches(2048, 2, true));
+	cr_assert(mpich_bcast.matches(32768, 2, true));
+	cr_assert_not(mpich_bcast.matches(65536, 2, true));
 	cr_assert_not(mpich_allreduce.matches(8, 2, true));
+	for (uint64_t bytes : {8u, 1u << 20, 16u << 20})
+		cr_assert_not(mpich_reduce.matches(bytes, 2, true), "%llu bytes",
+			      (unsigned long long)bytes);
 	// At 3-4 ranks on 2 CPUs MPICH's 4 KiB one-host broadcasts went as fast
 	// as rcoll's or faster, its smaller ones slower since rcoll's barrier
 	// releases the root first, its other calls took milliseconds.
