@@ -382,7 +382,7 @@ bool LocalCollectives::step_single_copy_allreduce(Call& call) noexcept
 		own_.finished.store(n, std::memory_order_release);
 		call.own_part_done = true;
 	}
-	if (call.next_chunk == 0) {
+	if (call.next_chunk == 0) { // the allgather, under n + 1
 		if (!all_finished(n))
 			return false;
 		for (uint32_t m = 0; m < p && !err; m++) {

@@ -130,7 +130,10 @@ private:
 		uint64_t sequence = 0;  // of its first chunk
 		uint32_t signature = 0; // Published::signature
 		size_t bytes = 0;       // payload
-		size_t chunks = 1;      // slot-sized pieces, one sequence number each
+		// Its sequence numbers: one per slot-sized piece (an allreduce
+		// in one copy: one for its reduce-scatter, one for its
+		// allgather), and the one it is at.
+		size_t chunks = 1;
 		size_t next_chunk = 0;
 		engine::ReduceKernel kernel = nullptr;
 		bool published = false; // the next chunk is published
