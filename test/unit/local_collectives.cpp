@@ -935,3 +935,118 @@ Test(local_collectives, a_reader_fails_when_the_member_it_reads_gives_up)
 			int(coll));
 	}
 }
+
+// A member whose published header names another length than the call's
+// (a buggy or hostile process writing its own shared memory) is not read
+// from: the readers fail the call rather than copy what the header points
+// at. Broadcasts, allgathers and both steps of an allreduce in one copy.
+Test(local_collectives, a_member_whose_header_names_another_length_is_not_read)
+{
+	struct Read {
+		uint32_t reader, member;
+	};
+	auto reading = [](Group& g, std::vector<Read>& reads) {
+		for (uint32_t r = 0; r < g.size(); r++)
+			g.members[r].calls->enable_single_copy(
+				[r, &reads](uint32_t member, uint64_t address, void* target,
+					    size_t length) {
+					reads.push_back({r, member});
+					std::memcpy(target, reinterpret_cast<const void*>(address),
+						    length);
+					return 0;
+				},
+				{64, 64});
+	};
+	// The length is the header's third word (after the two addresses).
+	auto bend_length = [](Group& g, uint32_t member) {
+		uint64_t length = 0xdead00;
+		std::memcpy(g.members[member].area->slots[1] + 2 * sizeof(uint64_t), &length,
+			    sizeof(length));
+	};
+	auto statuses = [](Group& g) {
+		std::vector<Errc> status(g.size(), Errc::ok);
+		std::vector<bool> ended(g.size(), false);
+		for (int round = 0; round < 50; round++)
+			for (uint32_t r = 0; r < g.size(); r++) {
+				g.members[r].calls->progress();
+				engine::Completion c;
+				while (g.members[r].calls->next_completion(c)) {
+					ended[r] = true;
+					status[r] = c.status;
+				}
+			}
+		for (uint32_t r = 0; r < g.size(); r++)
+			cr_assert(ended[r], "member %u still waits", r);
+		return status;
+	};
+	auto reads_of = [](const std::vector<Read>& reads, uint32_t member) {
+		return std::count_if(reads.begin(), reads.end(),
+				     [member](const Read& r) { return r.member == member; });
+	};
+
+	// Broadcast: the root's header is bent before anyone reads it.
+	for (uint32_t p : {2u, 3u}) {
+		Group g(p);
+		std::vector<Read> reads;
+		reading(g, reads);
+		cr_assert_eq(g.members[0].calls->post(request(Collective::broadcast, 0, 5000,
+							      g.members[0], 0, 0, p)),
+			     Errc::ok);
+		bend_length(g, 0);
+		for (uint32_t r = 1; r < p; r++)
+			cr_assert_eq(g.members[r].calls->post(request(Collective::broadcast, 0,
+								      5000, g.members[r], 0, r, p)),
+				     Errc::ok);
+		const auto status = statuses(g);
+		cr_assert_eq(reads.size(), 0u, "%zu reads of a bent header", reads.size());
+		for (uint32_t r = 1; r < p; r++)
+			cr_assert_eq(status[r], Errc::io_error, "member %u: %d", r, int(status[r]));
+	}
+	// Allgather: member 1's header is bent; the others do not read it.
+	{
+		Group g(3);
+		std::vector<Read> reads;
+		reading(g, reads);
+		for (uint32_t r = 0; r < 3; r++) {
+			if (r == 2)
+				bend_length(g, 1);
+			cr_assert_eq(g.members[r].calls->post(request(Collective::allgather, 0, 100,
+								      g.members[r], 0, r, 3)),
+				     Errc::ok);
+		}
+		const auto status = statuses(g);
+		cr_assert_eq(reads_of(reads, 1), 0);
+		cr_assert_eq(status[0], Errc::io_error);
+		cr_assert_eq(status[2], Errc::io_error);
+	}
+	// Allreduce: bent before the reduce-scatter reads member 1's input, or
+	// after it, before the allgather reads member 2's reduced share.
+	for (const bool late : {false, true})
+		for (const bool in_place : {false, true}) {
+			Group g(3);
+			std::vector<Read> reads;
+			reading(g, reads);
+			const uint32_t bent = late ? 2 : 1;
+			for (uint32_t r = 0; r < 3; r++) {
+				if (!late && r == 2)
+					bend_length(g, bent);
+				cr_assert_eq(g.members[r].calls->post(
+						     request(Collective::allreduce, 0, 3 * kSlot,
+							     g.members[r], 0, r, 3, in_place)),
+					     Errc::ok);
+			}
+			if (late) {
+				g.members[0].calls->progress();
+				g.members[1].calls->progress();
+				bend_length(g, bent);
+				reads.clear();
+			}
+			const auto status = statuses(g);
+			cr_assert_eq(reads_of(reads, bent), 0, "member %u read (late %d)", bent,
+				     int(late));
+			for (uint32_t r = 0; r < 3; r++)
+				if (r != bent)
+					cr_assert_neq(status[r], Errc::ok, "member %u ok (late %d)",
+						      r, int(late));
+		}
+}

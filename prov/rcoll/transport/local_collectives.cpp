@@ -296,16 +296,15 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 				if (m == rank_ && block != r.input) // in place: there already
 					std::memcpy(block, r.input, call.bytes);
 				else if (m != rank_ && !err)
-					err = read_exposed(m, n, call.bytes, &Exposed::source, 0,
-							   block, call.bytes);
+					err = read_exposed(call, m, &Exposed::source, 0, block,
+							   call.bytes);
 			}
 		} else if (!read_from) {
 			if (!arrived(r.root, n))
 				return false;
 			if (!agrees(r.root, n, call))
 				return true;
-			err = read_exposed(r.root, n, call.bytes, &Exposed::source, 0, out,
-					   call.bytes);
+			err = read_exposed(call, r.root, &Exposed::source, 0, out, call.bytes);
 		}
 		finished_reading(call, err); // a reader that failed still finishes
 		own_.finished.store(n, std::memory_order_release);
@@ -344,7 +343,7 @@ bool LocalCollectives::step_single_copy_allreduce(Call& call) noexcept
 			return false;
 		expose(call, n, in, out);
 	}
-	if (!call.own_part_done) {
+	if (call.next_chunk == 0) { // the reduce-scatter, under n
 		if (!all_arrived(n))
 			return false;
 		if (!all_agree(n, call))
@@ -360,16 +359,16 @@ bool LocalCollectives::step_single_copy_allreduce(Call& call) noexcept
 			if (m == rank_)
 				continue;
 			if (first && call.own_from_input) {
-				err = read_exposed(m, n, call.bytes, &Exposed::source, mine,
-						   out + mine, mine_end - mine);
+				err = read_exposed(call, m, &Exposed::source, mine, out + mine,
+						   mine_end - mine);
 				if (!err)
 					call.kernel(out + mine, in + mine, out + mine,
 						    (mine_end - mine) / element);
 			} else {
 				for (size_t at = mine; at < mine_end && !err; at += piece) {
 					const size_t bytes = std::min(piece, mine_end - at);
-					err = read_exposed(m, n, call.bytes, &Exposed::source, at,
-							   scratch, bytes);
+					err = read_exposed(call, m, &Exposed::source, at, scratch,
+							   bytes);
 					if (!err)
 						call.kernel(out + at, first ? in + at : out + at,
 							    scratch, bytes / element);
@@ -380,22 +379,22 @@ bool LocalCollectives::step_single_copy_allreduce(Call& call) noexcept
 		if (!finished_reading(call, err))
 			return true; // not finished: the others wait until the group fails
 		own_.finished.store(n, std::memory_order_release);
-		call.own_part_done = true;
+		call.next_chunk = 1;
 	}
-	if (call.next_chunk == 0) { // the allgather, under n + 1
+	if (!call.own_part_done) { // the allgather, under n + 1
 		if (!all_finished(n))
 			return false;
 		for (uint32_t m = 0; m < p && !err; m++) {
 			const auto [begin, end] = share(m);
 			if (m != rank_ && end > begin)
-				err = read_exposed(m, n, call.bytes, &Exposed::result, begin,
-						   out + begin, end - begin);
+				err = read_exposed(call, m, &Exposed::result, begin, out + begin,
+						   end - begin);
 		}
 		if (!finished_reading(call, err))
 			return true;
 		own_.finished.store(n + 1, std::memory_order_release);
 		own_.arrived.store(n + 1, std::memory_order_release);
-		call.next_chunk = 1;
+		call.own_part_done = true;
 	}
 	return all_finished(n + 1);
 }
@@ -436,17 +435,18 @@ bool LocalCollectives::finished_reading(Call& call, int err) noexcept
 }
 
 // Copies `length` bytes at `offset` in one of the buffers that `member`
-// exposed for call `n`, of `bytes`, into `target`: 0 or -errno. A member
-// that names another length is not in this call: it fails rather than read
-// what it says.
-int LocalCollectives::read_exposed(uint32_t member, uint64_t n, size_t bytes,
-				   uint64_t Exposed::*buffer, size_t offset, void* target,
-				   size_t length) noexcept
+// exposed for `call` into `target`: 0 or -errno. A member that names another
+// length is not in this call: it fails rather than read what it says. (Read
+// again for each piece: the member rewrites it only after this one arrived
+// at the call's next number.)
+int LocalCollectives::read_exposed(const Call& call, uint32_t member, uint64_t Exposed::*buffer,
+				   size_t offset, void* target, size_t length) noexcept
 {
 	Exposed header;
-	std::memcpy(&header, slot_of(member, n), sizeof(header));
-	return header.bytes != bytes ? -EPROTO
-				     : reader_(member, header.*buffer + offset, target, length);
+	std::memcpy(&header, slot_of(member, call.sequence), sizeof(header));
+	return header.bytes != call.bytes
+		       ? -EPROTO
+		       : reader_(member, header.*buffer + offset, target, length);
 }
 
 bool LocalCollectives::step(Call& call) noexcept

@@ -130,9 +130,9 @@ private:
 		uint64_t sequence = 0;  // of its first chunk
 		uint32_t signature = 0; // Published::signature
 		size_t bytes = 0;       // payload
-		// Its sequence numbers: one per slot-sized piece (an allreduce
-		// in one copy: one for its reduce-scatter, one for its
-		// allgather), and the one it is at.
+		// Its sequence numbers: one per slot-sized piece through the
+		// slots, one in one copy (an allreduce two: its reduce-scatter's
+		// and its allgather's), and the one it is at.
 		size_t chunks = 1;
 		size_t next_chunk = 0;
 		engine::ReduceKernel kernel = nullptr;
@@ -149,7 +149,7 @@ private:
 	};
 	// What a member publishes in its slot for a call in one copy: where
 	// the others read (a broadcast root's buffer, an allgather's block or
-	// a reduction's input), where a reduction's reduced shares are, and
+	// an allreduce's input), where an allreduce's reduced shares are, and
 	// the payload's length.
 	struct Exposed {
 		uint64_t source = 0;
@@ -159,7 +159,7 @@ private:
 	bool step_single_copy(Call& call) noexcept;
 	bool step_single_copy_allreduce(Call& call) noexcept;
 	void expose(Call& call, uint64_t n, const void* source, const void* result) noexcept;
-	int read_exposed(uint32_t member, uint64_t n, size_t bytes, uint64_t Exposed::*buffer,
+	int read_exposed(const Call& call, uint32_t member, uint64_t Exposed::*buffer,
 			 size_t offset, void* target, size_t length) noexcept;
 	bool finished_reading(Call& call, int err) noexcept;
 	void publish(Call& call, uint64_t n) noexcept;
