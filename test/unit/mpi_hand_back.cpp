@@ -165,4 +165,18 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 	for (uint64_t bytes : {8u, 32768u, 2u << 20})
 		cr_assert_not(mpich_allreduce.matches(bytes, 4, false), "%llu bytes",
 			      (unsigned long long)bytes);
+	// MPICH's allgathers of 16-96 KiB blocks on one host (2 ranks), and of
+	// small blocks between hosts, went faster than rcoll's; 8 KiB and from
+	// 128 KiB rcoll's (one copy) on one host.
+	HandBack mpich_allgather;
+	cr_assert(mpich_allgather.parse(rcoll::mpi::kMpichHandBack[4]).empty());
+	for (uint64_t bytes : {16384u, 65536u, 98304u})
+		cr_assert(mpich_allgather.matches(bytes, 2, true), "%llu bytes",
+			  (unsigned long long)bytes);
+	for (uint64_t bytes : {8192u, 131072u, 8u << 20})
+		cr_assert_not(mpich_allgather.matches(bytes, 2, true), "%llu bytes",
+			      (unsigned long long)bytes);
+	cr_assert(mpich_allgather.matches(16384, 2, false));
+	cr_assert_not(mpich_allgather.matches(32768, 2, false));
+	cr_assert_not(mpich_allgather.matches(65536, 4, true)); // not measured: no rule
 }

@@ -280,7 +280,7 @@ bool LocalCollectives::step_single_copy(Call& call) noexcept
 		} else if (n > 2 && !all_arrived(n - 1)) {
 			return false;
 		} else {
-			expose(call, n, gather ? r.input : r.output, nullptr);
+			expose(call, gather ? r.input : r.output, nullptr);
 		}
 	}
 	if (!call.own_part_done) {
@@ -341,7 +341,7 @@ bool LocalCollectives::step_single_copy_allreduce(Call& call) noexcept
 	if (!call.published) {
 		if (n > 2 && !all_arrived(n - 1))
 			return false;
-		expose(call, n, in, out);
+		expose(call, in, out);
 	}
 	if (call.next_chunk == 0) { // the reduce-scatter, under n
 		if (!all_arrived(n))
@@ -407,11 +407,11 @@ void LocalCollectives::publish(Call& call, uint64_t n) noexcept
 	call.published = true;
 }
 
-// Publishes call `n` in one copy: where this member's buffers are, in its
-// slot, for the others to read out of.
-void LocalCollectives::expose(Call& call, uint64_t n, const void* source,
-			      const void* result) noexcept
+// Publishes a call in one copy: where this member's buffers are, in the
+// slot of its (first) sequence number, for the others to read out of.
+void LocalCollectives::expose(Call& call, const void* source, const void* result) noexcept
 {
+	const uint64_t n = call.sequence;
 	const Exposed header{.source = reinterpret_cast<uint64_t>(source),
 			     .result = reinterpret_cast<uint64_t>(result),
 			     .bytes = call.bytes};

@@ -158,7 +158,7 @@ private:
 	};
 	bool step_single_copy(Call& call) noexcept;
 	bool step_single_copy_allreduce(Call& call) noexcept;
-	void expose(Call& call, uint64_t n, const void* source, const void* result) noexcept;
+	void expose(Call& call, const void* source, const void* result) noexcept;
 	int read_exposed(const Call& call, uint32_t member, uint64_t Exposed::*buffer,
 			 size_t offset, void* target, size_t length) noexcept;
 	bool finished_reading(Call& call, int err) noexcept;
