@@ -28,6 +28,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -1307,15 +1308,14 @@ ScratchFileHeader* map_scratch_file_of(pid_t pid)
 	return nullptr;
 }
 
-// Besides arrivals, a member's doorbell carries marks: each member says once
-// that it maps the file, and once that it stopped writing. A mark rung again,
-// or one naming no member, says nothing new. Counted as the group moving, it
-// would let whatever can ring the doorbell (a member, or a process of the
-// same user that opens the file through /proc) keep a stuck group from ever
-// timing out. Here the hostile process rings such marks into the victim's
-// file while the honest member, alive, stays out of a barrier: the victim's
-// barrier must still end with FI_ETIMEDOUT.
-void case_repeated_marks(Bootstrap& boot, const Options& options)
+// The victim and an honest member form a group; the hostile process, which
+// can ring the victim's doorbell (as a member can, or a process of the same
+// user that opens the file through /proc), maps the victim's file and
+// `ring`s it while the honest member, alive and asleep, stays out of a
+// barrier. The victim's progress calls must stay short and its barrier must
+// still end with FI_ETIMEDOUT after its 1 s timeout.
+void ring_while_a_member_hangs(Bootstrap& boot, const Options& options,
+			       const std::function<void(ScratchFileHeader&)>& ring)
 {
 	if (options.provider != "rcoll")
 		throw NotApplicable("FI_RCOLL_COLL_TIMEOUT_MS is an rcoll parameter");
@@ -1337,47 +1337,105 @@ void case_repeated_marks(Bootstrap& boot, const Options& options)
 		expect(head->magic == ScratchFileHeader::kMagic,
 		       "the victim's scratch file has another layout (magic %#llx)",
 		       (unsigned long long)head->magic);
-		constexpr uint32_t kMark = 1u << 31, kMappedMark = kMark | 1u << 30;
-		constexpr uint32_t kNoMember = (1u << 30) - 1;
-		size_t rung = 0;
-		while (boot.signal_get(victim_done) == 0) {
-			for (uint32_t value :
-			     {kMappedMark | kHonest, kMark | kNoMember, kMappedMark | kNoMember})
-				rung += head->doorbell.push(value) ==
-					rcoll::local::Doorbell::Push::rung;
-			std::this_thread::sleep_for(std::chrono::milliseconds(20));
-		}
-		expect(rung > 0, "no mark went into the victim's doorbell");
-		boot.note(strfmt("rang %zu marks that say nothing new", rung));
+		ring(*head);
 		return;
 	}
 	const std::vector<fi_addr_t> pair{world[kVictim], world[kHonest]};
 	coll::Group group(ep, coll::av_set_inserted(ep, pair), {kVictim, kHonest}, world,
 			  boot.rank(), "victim and honest peer");
 	if (boot.rank() == kHonest) {
-		// A member that hangs: alive, it enters no collective.
+		// A member that hangs: alive, it enters no collective, and leaves
+		// the CPUs to the victim and the hostile process.
 		boot.signal_wait_at_least(
-			victim_done, 1, [] {}, seconds(60));
+			victim_done, 1,
+			[] { std::this_thread::sleep_for(std::chrono::milliseconds(10)); },
+			seconds(60));
 		return;
 	}
 	boot.signal_set(victim_pid, uint64_t(getpid()));
 	boot.signal_set(victim_joining, 1);
-	// Long enough for the hostile process to ring marks throughout.
+	// Long enough for the hostile process to ring throughout.
 	std::this_thread::sleep_for(std::chrono::milliseconds(200));
 	OpContext barrier;
 	const auto posted = Clock::now();
 	coll::post(ep, group, coll::CallSpec{FI_BARRIER}, nullptr, nullptr, barrier);
-	while (!barrier.done && Clock::now() - posted < seconds(10))
+	double longest = 0;
+	while (!barrier.done && Clock::now() - posted < seconds(10)) {
+		const auto before = Clock::now();
 		ep.progress();
+		longest = std::max(longest,
+				   std::chrono::duration<double>(Clock::now() - before).count());
+	}
 	const double after = std::chrono::duration<double>(Clock::now() - posted).count();
 	boot.signal_set(victim_done, 1);
+	expect(longest < 0.02, "one progress call took %.3f s: the ringing held it", longest);
 	expect(barrier.done,
 	       "the barrier was still pending %.1f s after posting, with a 1 s "
-	       "timeout: the marks held it off",
+	       "timeout: the ringing held it off",
 	       after);
 	expect(barrier.error == FI_ETIMEDOUT, "the barrier ended with %s, not a timeout",
 	       fi_strerror(barrier.error));
-	boot.note(strfmt("the barrier timed out %.2f s after posting", after));
+	boot.note(strfmt("the barrier timed out %.2f s after posting; longest progress call %.4f s",
+			 after, longest));
+}
+
+constexpr uint32_t kMark = 1u << 31, kMappedMark = kMark | 1u << 30;
+constexpr uint32_t kNoMember = (1u << 30) - 1;
+
+// Besides arrivals, a member's doorbell carries marks: each member says once
+// that it maps the file, and once that it stopped writing. A mark rung again,
+// or one naming no member, says nothing new. Counted as the group moving, it
+// would let whatever can ring the doorbell keep a stuck group from ever
+// timing out.
+void case_repeated_marks(Bootstrap& boot, const Options& options)
+{
+	ring_while_a_member_hangs(boot, options, [&](ScratchFileHeader& head) {
+		size_t rung = 0;
+		while (boot.signal_get(victim_done) == 0) {
+			for (uint32_t value :
+			     {kMappedMark | kHonest, kMark | kNoMember, kMappedMark | kNoMember})
+				rung += head.doorbell.push(value) ==
+					rcoll::local::Doorbell::Push::rung;
+			std::this_thread::sleep_for(std::chrono::milliseconds(20));
+		}
+		expect(rung > 0, "no mark went into the victim's doorbell");
+		boot.note(strfmt("rang %zu marks that say nothing new", rung));
+	});
+}
+
+// The same marks rung into each cell the moment the victim frees it, so the
+// ring never runs empty: one poll must not drain it for ever (it takes at
+// most about a ring's worth of values).
+void case_doorbell_flood(Bootstrap& boot, const Options& options)
+{
+	ring_while_a_member_hangs(boot, options, [&](ScratchFileHeader& head) {
+		using rcoll::local::Doorbell;
+		// The producer position of the free cell the victim will reach
+		// last: from there on, each cell in ring order as soon as it is
+		// freed (its sequence number then names the next lap's producer).
+		uint64_t next = UINT64_MAX;
+		for (uint64_t i = 0; i < Doorbell::kCells; i++) {
+			const uint64_t seq = head.doorbell.cells[i].seq.load();
+			if (seq % Doorbell::kCells == i)
+				next = std::min(next, seq);
+		}
+		expect(next != UINT64_MAX, "the victim's doorbell has no free cell");
+		size_t rung = 0, polls = 0;
+		const auto began = Clock::now();
+		for (;;) {
+			Doorbell::Cell& c = head.doorbell.cells[next % Doorbell::kCells];
+			if (c.seq.load(std::memory_order_acquire) == next) {
+				c.value = kMark | kNoMember;
+				c.seq.store(next + 1, std::memory_order_release);
+				next++;
+				rung++;
+			} else if (++polls % 4096 == 0 && (boot.signal_get(victim_done) ||
+							   Clock::now() - began > seconds(15))) {
+				break; // at most 15 s: a victim held that long gets out and says so
+			}
+		}
+		boot.note(strfmt("rang %zu marks naming no member", rung));
+	});
 }
 
 struct HostileCase {
@@ -1456,6 +1514,9 @@ const HostileCase kCases[] = {
 	 "marks rung again into a member's doorbell, or naming no member, do not count as the "
 	 "group moving: a barrier a live member stays out of still times out",
 	 seconds(60), case_repeated_marks},
+	{"doorbell-flood",
+	 "a doorbell refilled as fast as the victim drains it does not hold its progress call",
+	 seconds(60), case_doorbell_flood},
 	{"join-record-names-victim",
 	 "a member whose join record copies the victim's own host, process and memory file is "
 	 "not mapped: the victim maps no second copy of its own scratch",

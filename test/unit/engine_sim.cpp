@@ -527,18 +527,32 @@ Test(engine_sim, registration_failure_is_reported)
 	}
 }
 
-// A transport whose writes are accepted and never heard of again, until
-// fail(): from then on every poll reports an error, as FabricTransport does
-// once the glue fails a group.
-class SilentTransport final : public Transport {
+// A transport that accepts every registration and write and reports
+// nothing: the test doubles below say what they report.
+class AcceptingTransport : public Transport {
 public:
-	explicit SilentTransport(size_t scratch_bytes) : scratch_(scratch_bytes) {}
+	explicit AcceptingTransport(size_t scratch_bytes) : scratch_(scratch_bytes) {}
 	std::span<std::byte> scratch() noexcept override { return scratch_; }
 	Errc register_memory(std::span<std::byte>, Access, Registration&) noexcept override
 	{
 		return Errc::ok;
 	}
-	void deregister_memory(const Registration&) noexcept override {}
+	void deregister_memory(const Registration&) noexcept override { deregistered_++; }
+	Errc write(const WriteRequest&) noexcept override { return Errc::ok; }
+	size_t poll(std::span<TransportEvent>) noexcept override { return 0; }
+	size_t deregistered() const { return deregistered_; }
+
+private:
+	std::vector<std::byte> scratch_;
+	size_t deregistered_ = 0;
+};
+
+// Writes accepted and never heard of again, until fail(): from then on
+// every write fails and every poll reports an error, as FabricTransport does
+// once the glue fails a group.
+class SilentTransport final : public AcceptingTransport {
+public:
+	using AcceptingTransport::AcceptingTransport;
 	Errc write(const WriteRequest&) noexcept override
 	{
 		return failed_ ? Errc::io_error : Errc::ok;
@@ -554,22 +568,13 @@ public:
 	void fail() noexcept { failed_ = true; }
 
 private:
-	std::vector<std::byte> scratch_;
 	bool failed_ = false;
 };
 
-// A transport that delivers the arrivals a test hands it, and accepts every
-// write.
-class ScriptedTransport final : public Transport {
+// Delivers the arrivals a test hands it.
+class ScriptedTransport final : public AcceptingTransport {
 public:
-	explicit ScriptedTransport(size_t scratch_bytes) : scratch_(scratch_bytes) {}
-	std::span<std::byte> scratch() noexcept override { return scratch_; }
-	Errc register_memory(std::span<std::byte>, Access, Registration&) noexcept override
-	{
-		return Errc::ok;
-	}
-	void deregister_memory(const Registration&) noexcept override { deregistered_++; }
-	Errc write(const WriteRequest&) noexcept override { return Errc::ok; }
+	using AcceptingTransport::AcceptingTransport;
 	size_t poll(std::span<TransportEvent> out) noexcept override
 	{
 		size_t n = 0;
@@ -581,12 +586,9 @@ public:
 		return n;
 	}
 	void arrive(uint32_t immediate) { arrivals_.push_back(immediate); }
-	size_t deregistered() const { return deregistered_; }
 
 private:
-	std::vector<std::byte> scratch_;
 	std::vector<uint32_t> arrivals_;
-	size_t deregistered_ = 0;
 };
 
 // An arrival for a counter the group does not have (a member that lies, or
@@ -618,6 +620,46 @@ Test(engine_sim, bad_arrival_is_reported_not_acted_on)
 	cr_assert_not(group->next_completion(c), "the operation ended on a bad arrival");
 	cr_assert_eq(group->outstanding(), 1u);
 	cr_assert_eq(transport.deregistered(), 0u, "its buffers were handed back");
+}
+
+// Events that never run dry, as from a doorbell that a member rings as fast
+// as it is drained: every poll is full.
+class FloodingTransport final : public AcceptingTransport {
+public:
+	using AcceptingTransport::AcceptingTransport;
+	size_t poll(std::span<TransportEvent> out) noexcept override
+	{
+		polls_++;
+		for (TransportEvent& e : out) {
+			e = TransportEvent{};
+			e.kind = TransportEvent::Kind::arrival;
+			e.immediate = 0;
+		}
+		return out.size();
+	}
+	size_t polls() const { return polls_; }
+
+private:
+	size_t polls_ = 0;
+};
+
+// Such a flood must not hold the caller of progress(): it returns after a
+// bounded number of polls, and the next call takes the rest.
+Test(engine_sim, endless_events_do_not_hold_progress, .timeout = 20)
+{
+	GroupConfig config;
+	FloodingTransport transport(Group::scratch_bytes(2, config));
+	std::unique_ptr<Group> group;
+	cr_assert_eq(Group::create(0, 2, transport, config, group), Errc::ok);
+	Request req;
+	req.coll = Collective::barrier;
+	cr_assert_eq(group->post(req), Errc::ok);
+	for (int call = 1; call <= 3; call++) {
+		group->progress();
+		cr_assert_leq(transport.polls(), size_t(call) * 64,
+			      "progress call %d polled %zu times", call, transport.polls());
+	}
+	cr_assert_gt(transport.polls(), 3u);
 }
 
 // Operations posted behind ones that filled both scratch halves wait for a

@@ -1050,3 +1050,45 @@ Test(local_collectives, a_member_whose_header_names_another_length_is_not_read)
 						      r, int(late));
 		}
 }
+
+// Members that disagree on whether a call goes in one copy: the glue decides
+// it from every member's `verdict`, read out of each one's file at the
+// moment each member finishes its join, and a member may rewrite its own
+// verdict's reads_all bit in between (its own memory), so that honest
+// member 0 enables single copy and honest member 1 does not. A broadcast (or
+// allgather block) of 32 to 64 KiB is then one sequence number on both,
+// with the same signature: member 1 must not copy member 0's exposed header
+// out of its slot and complete the call as if it were the payload.
+Test(local_collectives, members_that_disagree_on_single_copy_do_not_take_the_header_for_data)
+{
+	for (Collective coll : {Collective::allgather, Collective::broadcast}) {
+		Group g(2);
+		g.members[0].calls->enable_single_copy(
+			[](uint32_t, uint64_t address, void* target, size_t length) {
+				std::memcpy(target, reinterpret_cast<const void*>(address), length);
+				return 0;
+			},
+			{4096 * 8});
+		const size_t count = 5000; // 40000 bytes: one copy for member 0, one slot for 1
+		for (uint32_t r = 0; r < 2; r++)
+			cr_assert_eq(g.members[r].calls->post(
+					     request(coll, 0, count, g.members[r], 0, r, 2)),
+				     Errc::ok);
+		Errc status[2] = {Errc::ok, Errc::ok};
+		bool ended[2] = {false, false};
+		for (int round = 0; round < 50; round++)
+			for (uint32_t r : {1u, 0u}) {
+				g.members[r].calls->progress();
+				engine::Completion c;
+				while (g.members[r].calls->next_completion(c)) {
+					ended[r] = true;
+					status[r] = c.status;
+				}
+			}
+		cr_assert(ended[1], "call %d: member 1 still waits", int(coll));
+		const std::string wrong = wrong_result(g.members[1], 1, 0, Call{coll, 0, count}, 2);
+		cr_assert(status[1] != Errc::ok || wrong.empty(),
+			  "call %d: member 1 completed without error with %s", int(coll),
+			  wrong.c_str());
+	}
+}

@@ -69,6 +69,11 @@ struct AlignedBuffer {
 // Spare rendezvous landing areas a group keeps between operations.
 constexpr size_t spare_landings = 2;
 
+// Full polls one progress round takes at most: a transport whose events
+// never run dry (a member that rings a doorbell as fast as it is drained)
+// must not hold the caller; what is left waits for the next round.
+constexpr size_t max_polls_per_round = 16;
+
 bool overlaps(const void* a, size_t na, const void* b, size_t nb) noexcept
 {
 	if (na == 0 || nb == 0)
@@ -734,7 +739,7 @@ void Group::progress() noexcept
 bool Group::progress_round() noexcept
 {
 	size_t handled = 0;
-	for (;;) {
+	for (size_t polls = 0; polls < max_polls_per_round; ++polls) {
 		size_t n = transport_.poll(event_buffer_);
 		for (size_t i = 0; i < n; ++i)
 			handle_event(event_buffer_[i]);

@@ -538,10 +538,14 @@ size_t CollTransport::poll(std::span<engine::TransportEvent> out) noexcept
 		out[n].arrivals = std::exchange(waiting_arrivals_[counter], 0);
 		n++;
 	}
-	// What members on this host rang: arrivals, and marks (see stop()).
-	while (n < out.size()) {
+	// What members on this host rang: arrivals, and marks (see stop()). At
+	// most a ring's worth per poll: whoever can write the doorbell could
+	// refill it as fast as it is drained, and marks fill no event.
+	for (size_t budget = local::Doorbell::kCells; n < out.size() && budget;) {
 		uint32_t rung[64];
-		size_t k = scratch_file_.drain({rung, std::min(std::size(rung), out.size() - n)});
+		size_t k = scratch_file_.drain(
+			{rung, std::min({std::size(rung), out.size() - n, budget})});
+		budget -= k;
 		for (size_t i = 0; i < k; i++) {
 			if (rung[i] & kMark) {
 				activity_ += on_rung(rung[i]);

@@ -29,14 +29,18 @@ using engine::Errc;
 
 // What must be alike on every member for one call, hashed (a 64-bit
 // finalizer, Stafford's variant 13 of MurmurHash3's): the payload's bytes,
-// and where they matter the root, the datatype and the operation. Members
-// that passed different arguments tell apart, short of a 2^-32 chance.
-uint32_t call_signature(const engine::Request& r, size_t bytes) noexcept
+// whether it goes in one copy, and where they matter the root, the datatype
+// and the operation. Members that passed different arguments tell apart,
+// short of a 2^-32 chance; so do members that disagree on the copy (each
+// read the others' verdicts at its own join, and a member may rewrite its
+// own in between), which would otherwise take a header for the payload.
+uint32_t call_signature(const engine::Request& r, size_t bytes, bool single_copy) noexcept
 {
 	const bool reduction = engine::is_reduction(r.coll);
 	const bool rooted = r.coll == Collective::broadcast || r.coll == Collective::reduce;
 	uint64_t x = uint64_t(bytes) * 0x9E3779B97F4A7C15ULL;
-	x ^= uint64_t(r.coll) << 56 | uint64_t(rooted ? r.root : 0) << 16 |
+	x ^= uint64_t(r.coll) << 56 | uint64_t(single_copy) << 48 |
+	     uint64_t(rooted ? r.root : 0) << 16 |
 	     uint64_t(reduction ? unsigned(r.dtype) : 0) << 8 | (reduction ? unsigned(r.op) : 0);
 	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
 	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
@@ -123,7 +127,7 @@ Errc LocalCollectives::post(const engine::Request& req) noexcept
 		queue_.push_back_with([&](Call& call) {
 			call.req = req;
 			call.sequence = next_sequence_;
-			call.signature = call_signature(req, bytes);
+			call.signature = call_signature(req, bytes, single_copy);
 			call.bytes = bytes;
 			call.chunks = chunks;
 			call.next_chunk = 0;
