@@ -173,8 +173,9 @@ void Endpoint::poll()
 	fi_cq_entry entries[16];
 	const ssize_t n = fi_cq_read(cq_.get(), entries, 16);
 	for (ssize_t i = 0; i < n; i++)
-		static_cast<Operation*>(entries[i].op_context)
-			->done.store(true, std::memory_order_release);
+		if (entries[i].op_context) // every completion of ours has one
+			static_cast<Operation*>(entries[i].op_context)
+				->done.store(true, std::memory_order_release);
 	if (n == -FI_EAVAIL) {
 		fi_cq_err_entry e{};
 		if (fi_cq_readerr(cq_.get(), &e, 0) == 1 && e.op_context) {

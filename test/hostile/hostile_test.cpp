@@ -1438,6 +1438,476 @@ void case_doorbell_flood(Bootstrap& boot, const Options& options)
 	});
 }
 
+// WRITE_DATA from a peer to an endpoint opened without FI_RMA (here
+// FI_MSG | FI_TAGGED, as librcoll-mpi opens FI_COLLECTIVE | FI_MSG): no
+// write can target it, so no remote-write completion may appear in its CQ
+// (it carries no op_context; an application that only posted receives takes
+// every entry for one of its own).
+void case_write_data_unasked(Bootstrap& boot, const Options& options)
+{
+	auto attack = [](Bootstrap&, const World& world, uint64_t key) {
+		RawPeer raw(world.names[kVictim], request(key));
+		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
+		proto::MsgHeader h;
+		h.opcode = proto::Opcode::WriteData;
+		h.flags = proto::kFlagRemoteCqData;
+		h.cq_data = 0x5eed;
+		h.src_conn = raw.accept().conn_id;
+		h.token = raw.accept().token;
+		int sent = 0;
+		try {
+			for (; sent < 4; sent++)
+				raw.send_message(h, {});
+		} catch (const CheckFailure&) {
+			// The victim may end the connection over it.
+		}
+		return strfmt("sent %d WRITE_DATA messages with no write", sent);
+	};
+	auto victim_action = [](Bootstrap& boot, Endpoint& ep, const World&) {
+		boot.signal_wait_at_least(hostile_done, 1, [&] { ep.progress(); });
+		const Deadline linger(std::chrono::milliseconds(300));
+		while (!linger.expired())
+			ep.progress();
+		expect(ep.unsolicited().empty(),
+		       "an endpoint without FI_RMA reported %zu completions with no op_context "
+		       "(flags %#llx) for a stranger's WRITE_DATA",
+		       ep.unsolicited().size(),
+		       ep.unsolicited().empty()
+			       ? 0ull
+			       : (unsigned long long)ep.unsolicited().front().entry.flags);
+	};
+	run_case(boot, options, 0, attack, victim_action);
+}
+
+uint64_t fnv1a(uint64_t h, const void* data, size_t len)
+{
+	auto* p = static_cast<const unsigned char*>(data);
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+// The join id of a group joined from `keys` (in the set's order, no
+// comm_key), the `ordinal`-th join of that list: as coll_group.cpp makes it.
+uint64_t join_id_of(const std::vector<uint64_t>& keys, uint32_t ordinal)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (uint64_t k : keys)
+		h = fnv1a(h, &k, sizeof(k));
+	return fnv1a(h, &ordinal, sizeof(ordinal));
+}
+
+// A connected process that is no member of a group sends a join record for
+// it (join ids are hashes of the member keys and a count, nothing secret).
+// Members drop records from non-members; the victim and the honest peer
+// join their pair and run a barrier.
+void case_join_record_from_stranger(Bootstrap& boot, const Options& options)
+{
+	if (boot.rank() == kHostile) {
+		const uint64_t key = random_u64();
+		const World world = exchange(boot, hostile_address(key));
+		RawPeer raw(world.names[kVictim], request(key));
+		expect(raw.accepted(), "the victim refused a new peer: %s", raw.refusal().c_str());
+		const std::vector<uint64_t> keys{hostile::parse_address(world.names[kVictim]).key,
+						 hostile::parse_address(world.names[kHonest]).key};
+		proto::JoinRecord rec;
+		rec.rank = 0; // the victim's rank: the stranger is not it
+		rec.size = 2;
+		std::vector<std::byte> record(proto::JoinRecord::kWireSize);
+		proto::encode_join_record(rec, record.data());
+		proto::MsgHeader h =
+			eager_header(raw.accept().conn_id, raw.accept().token, record.size());
+		h.flags = proto::kFlagTagged | proto::kFlagCollective;
+		for (uint32_t ordinal = 0; ordinal < 4; ordinal++) {
+			h.tag = join_id_of(keys, ordinal);
+			raw.send_message(h, record);
+		}
+		boot.signal_set(hostile_connected, 1);
+		boot.signal_wait_at_least(victim_done, 1, [] {});
+		boot.note("sent join records for the victim's next 4 joins with the honest peer");
+		return;
+	}
+	coll::EndpointOptions eo;
+	eo.provider = options.provider;
+	coll::CollEndpoint ep(eo);
+	const std::vector<fi_addr_t> world = ep.exchange_addresses(boot);
+	if (boot.rank() == kVictim) {
+		boot.signal_wait_at_least(hostile_connected, 1, [&] { ep.progress(); });
+		const Deadline settle(std::chrono::milliseconds(300));
+		while (!settle.expired())
+			ep.progress();
+	}
+	const std::vector<fi_addr_t> pair{world[kVictim], world[kHonest]};
+	{
+		coll::Group group(ep, coll::av_set_inserted(ep, pair), {kVictim, kHonest}, world,
+				  boot.rank(), "victim and honest peer");
+		OpContext ctx;
+		coll::post(ep, group, coll::CallSpec{FI_BARRIER}, nullptr, nullptr, ctx);
+		ep.wait_done(ctx, "barrier");
+		coll::expect_collective_completion(ctx, "barrier");
+		coll::ProgressingBarrier(ep, boot, 2, pair_barrier).wait();
+	}
+	if (boot.rank() == kVictim) {
+		boot.signal_set(victim_done, 1);
+		boot.note("joined with the honest peer and ran a barrier");
+	}
+}
+
+// Join records kept for joins not made yet are capped per peer key: a
+// stranger that reconnects under a new key after each batch (below the cap,
+// so it never fails) must not make the victim keep them all.
+void case_early_records_across_reconnects(Bootstrap& boot, const Options& options)
+{
+	constexpr int kConnections = 400;
+	constexpr size_t kPerConnection = 1000; // below FI_RCOLL_COLL_EARLY_MAX (1024)
+	auto attack = [](Bootstrap&, const World& world, uint64_t) {
+		proto::JoinRecord join;
+		join.rank = 1;
+		join.size = 2;
+		std::vector<std::byte> record(proto::JoinRecord::kWireSize);
+		proto::encode_join_record(join, record.data());
+		size_t sent = 0, refused = 0;
+		for (int c = 0; c < kConnections; c++) {
+			std::unique_ptr<RawPeer> raw;
+			for (;;) {
+				raw = std::make_unique<RawPeer>(world.names[kVictim],
+								request(random_u64()));
+				if (raw->accepted())
+					break;
+				refused++;
+				expect(refused < 200, "the victim refused %zu reconnects", refused);
+				std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			}
+			proto::MsgHeader h = eager_header(raw->accept().conn_id,
+							  raw->accept().token, record.size());
+			h.flags = proto::kFlagTagged | proto::kFlagCollective;
+			h.tag = random_u64();
+			for (size_t i = 0; i < kPerConnection; i++)
+				raw->send_message(h, record);
+			sent += kPerConnection;
+		}
+		return strfmt("%zu join records over %d connections under new keys (%zu refused)",
+			      sent, kConnections, refused);
+	};
+	auto victim_action = [](Bootstrap& boot, Endpoint& ep, const World&) {
+		const size_t before = resident_bytes();
+		boot.signal_wait_at_least(hostile_done, 1, [&] { ep.progress(); });
+		const Deadline drain(std::chrono::milliseconds(500));
+		while (!drain.expired())
+			ep.progress();
+		const size_t grown = resident_bytes() - std::min(before, resident_bytes());
+		expect(grown < (size_t(16) << 20),
+		       "the victim grew by %zu MiB keeping join records of peers that are gone",
+		       grown >> 20);
+		boot.note(strfmt("grew by %zu KiB", grown >> 10));
+	};
+	run_case(boot, options, 0, attack, victim_action, FI_COLLECTIVE);
+}
+
+// Another process claims the victim's OWN endpoint key. The victim talks to
+// itself (its own address in its AV). The claimer must not learn the token
+// of the victim's connection to itself: with it, a message from any
+// connection passes for one the victim sent itself. Nor may the claim tear
+// down the victim's own connection.
+void case_claim_own_key(Bootstrap& boot, const Options& options)
+{
+	constexpr uint64_t kSelfTag = 0x5e1f, kForgedTag = 0xf0;
+	auto attack = [](Bootstrap& boot, const World& world, uint64_t) {
+		boot.signal_wait_at_least(victim_ready, 1, [] {});
+		const uint64_t victim_key = hostile::parse_address(world.names[kVictim]).key;
+		RawPeer claim(world.names[kVictim], request(victim_key));
+		boot.signal_set(hostile_connected, 1);
+		if (!claim.accepted())
+			return strfmt("a request claiming the victim's own key was refused: %s",
+				      claim.refusal().c_str());
+		const uint32_t self_id = claim.accept().conn_id;
+		const uint64_t self_token = claim.accept().token;
+		boot.signal_wait_at_least(pair_barrier, 1, [] {});
+		RawPeer other(world.names[kVictim], request(random_u64()));
+		expect(other.accepted(), "the victim refused a new peer: %s",
+		       other.refusal().c_str());
+		const std::string s = "forged as the victim itself";
+		proto::MsgHeader h = eager_header(self_id, self_token, s.size());
+		h.tag = kForgedTag;
+		other.send_message(h, text(s));
+		return strfmt("claimed the victim's key (accepted: conn %u), then sent a message "
+			      "with that connection's token from another connection",
+			      self_id);
+	};
+	auto victim_action = [](Bootstrap& boot, Endpoint& ep, const World& world) {
+		const fi_addr_t self = ep.insert_address(world.names[kVictim]);
+		RegisteredBuffer buffer(ep, 2 * kSlot);
+		auto roundtrip = [&](int i) {
+			OpContext rx, tx;
+			FT_POST(ep, fi_trecv(ep.ep(), buffer.data(), kSlot, buffer.desc(),
+					     FI_ADDR_UNSPEC, kSelfTag, 0, &rx));
+			const std::string s = strfmt("self #%d", i);
+			std::memcpy(buffer.data() + kSlot, s.data(), s.size());
+			FT_POST(ep, fi_tsend(ep.ep(), buffer.data() + kSlot, s.size(),
+					     buffer.desc(), self, kSelfTag, &tx));
+			const Deadline limit(seconds(3));
+			while (!(rx.done && tx.done) && !limit.expired())
+				ep.progress();
+			if (!rx.done) {
+				fi_cancel(&ep.ep()->fid, &rx);
+				const Deadline cancel(seconds(1));
+				while (!rx.done && !cancel.expired())
+					ep.progress();
+			}
+			while (!tx.done)
+				ep.progress();
+			return rx.done && !rx.error && tx.done && !tx.error;
+		};
+		expect(roundtrip(0), "a message to itself failed before any attack");
+		boot.signal_set(victim_ready, 1);
+		boot.signal_wait_at_least(hostile_connected, 1, [&] { ep.progress(); });
+		const Deadline settle(std::chrono::milliseconds(300));
+		while (!settle.expired())
+			ep.progress();
+		int failed = 0;
+		for (int i = 1; !roundtrip(i); i++)
+			expect(++failed < 5, "5 messages to itself failed after the claim");
+		boot.signal_set(pair_barrier, 1);
+		boot.signal_wait_at_least(hostile_done, 1, [&] { ep.progress(); });
+		OpContext forged;
+		FT_POST(ep, fi_trecv(ep.ep(), buffer.data(), kSlot, buffer.desc(), FI_ADDR_UNSPEC,
+				     kForgedTag, 0, &forged));
+		const Deadline wait(std::chrono::milliseconds(500));
+		while (!forged.done && !wait.expired())
+			ep.progress();
+		expect(!forged.done || forged.source != self,
+		       "another process's message was reported as the victim's own (fi_addr %llu)",
+		       (unsigned long long)forged.source);
+		expect(failed == 0,
+		       "%d of the victim's messages to itself failed after another process "
+		       "claimed its key",
+		       failed);
+		if (!forged.done)
+			fi_cancel(&ep.ep()->fid, &forged);
+		while (!forged.done)
+			ep.progress();
+	};
+	run_case(boot, options, 0, attack, victim_action);
+}
+
+// A process claims the honest peer's key before the honest peer connects
+// (documented: it is taken for that endpoint meanwhile), then goes away.
+// Once the honest peer has connected, the token the squatter was handed
+// must no longer pass: a message carrying it, from any connection, is not
+// the honest peer's.
+void case_squatted_token(Bootstrap& boot, const Options& options)
+{
+	if (boot.rank() == kHostile) {
+		const uint64_t key = random_u64();
+		const World world = exchange(boot, hostile_address(key));
+		const uint64_t honest_key = hostile::parse_address(world.names[kHonest]).key;
+		uint32_t id = 0;
+		uint64_t token = 0;
+		{
+			RawPeer squat(world.names[kVictim], request(honest_key));
+			expect(squat.accepted(), "the victim refused the squatter: %s",
+			       squat.refusal().c_str());
+			id = squat.accept().conn_id;
+			token = squat.accept().token;
+		} // closed
+		boot.signal_set(hostile_connected, 1);
+		boot.signal_wait_at_least(first_sent, 1, [] {});
+		RawPeer other(world.names[kVictim], request(key));
+		expect(other.accepted(), "the victim refused a new peer: %s",
+		       other.refusal().c_str());
+		const std::string s = "squatter, with the honest peer's token";
+		other.send_message(eager_header(id, token, s.size()), text(s));
+		boot.signal_set(hostile_done, 1);
+		boot.signal_wait_at_least(victim_done, 1, [] {});
+		boot.note("squatted the honest key, left, and forged with its token once the "
+			  "honest peer connected");
+		return;
+	}
+	EndpointConfig config{options.provider};
+	config.caps = FI_MSG | FI_TAGGED | FI_SOURCE;
+	Endpoint ep(config);
+	const World world = exchange(boot, ep.local_address());
+	if (boot.rank() == kHonest) {
+		boot.signal_wait_at_least(hostile_connected, 1, [&] { ep.progress(); });
+		std::this_thread::sleep_for(std::chrono::milliseconds(500));
+		return run_honest(boot, ep, world);
+	}
+	boot.note(run_victim(boot, ep, world, 0));
+}
+
+// A member on another host (the hostile peer, rank 2 of {victim, honest,
+// hostile}) writes into the victim's scratch, where the victim reads the
+// keys members ship for rendezvous writes, a "key" naming an address in the
+// honest member's process (a buffer it never exposed), and signals the key's
+// counter. The honest member runs on the victim's host, so the victim's
+// write into its call buffer is a process_vm_writev to the key's address:
+// it must not land outside what the honest member exposed.
+void case_member_key_redirects_cma(Bootstrap& boot, const Options& options)
+{
+	constexpr size_t kBytes = size_t(1) << 20; // above broadcast_eager_bytes (256 KiB on tcp)
+	constexpr uint32_t kCounterBase = 17;      // MonotoneCounters{3}.total(): the first op's
+	constexpr uint64_t kKeySlots = 2 * proto::kScratchKeyBytes; // key_slots_offset
+	if (boot.rank() == kHostile) {
+		const uint64_t key = random_u64();
+		const World world = exchange(boot, hostile_address(key));
+		RawPeer rv(world.names[kVictim], request(key));
+		RawPeer rb(world.names[kHonest], request(key));
+		expect(rv.accepted() && rb.accepted(), "refused");
+		boot.signal_set(hostile_connected, 1);
+		proto::MsgHeader hv, hb;
+		std::vector<std::byte> record = victim_join_record(boot, rv, hv);
+		auto next_record = [&](RawPeer& raw, proto::MsgHeader& h) {
+			std::vector<std::byte> m;
+			do {
+				m = raw.receive();
+				proto::ParsedMessage parsed;
+				proto::Limits limits{4096, raw.accept().conn_id + 1,
+						     uint64_t(1) << 40};
+				expect(proto::validate_message(m.data(), m.size(), limits,
+							       parsed) == proto::WireStatus::Ok,
+				       "an invalid message");
+				h = parsed.header;
+			} while (!(h.flags & proto::kFlagCollective));
+			h.src_conn = raw.accept().conn_id;
+			h.token = raw.accept().token;
+		};
+		next_record(rb, hb);
+		proto::JoinRecord victim;
+		proto::StopNotice unused;
+		expect(proto::decode_coll_record(record, victim, unused) == proto::CollRecord::join,
+		       "the victim's join record does not decode");
+		proto::JoinRecord mine = victim;
+		mine.rank = 2;
+		mine.slot = 0;
+		mine.host = 0; // another host
+		mine.nonce = 0;
+		mine.pid = 0;
+		mine.fd = -1;
+		const uint64_t own[3] = {reinterpret_cast<uint64_t>(rv.local().data()),
+					 rv.local_key(), kBytes};
+		std::memcpy(mine.scratch.data(), own, sizeof(own));
+		proto::encode_join_record(mine, record.data());
+		rv.send_message(hv, record);
+		rb.send_message(hb, record);
+		// The victim, root of a 1 MiB broadcast, waits for its children's
+		// keys in slots 0 (honest, virtual rank 1) and 1 (us).
+		boot.signal_wait_at_least(victim_stuck, 1, [] {});
+		const uint64_t canary = boot.signal_get(target_address);
+		const uint64_t forged[6] = {canary,
+					    0x1234,
+					    ~uint64_t(0) >> 1,
+					    reinterpret_cast<uint64_t>(rv.local().data()),
+					    rv.local_key(),
+					    kBytes};
+		proto::MsgHeader a;
+		a.opcode = proto::Opcode::Arrival;
+		a.src_conn = rv.accept().conn_id;
+		a.token = rv.accept().token;
+		a.size = sizeof(forged);
+		std::vector<std::byte> body(proto::ArrivalBody::kWireSize + sizeof(forged));
+		proto::encode_body(proto::ArrivalBody{victim.slot, kCounterBase, 2, kKeySlots},
+				   body.data());
+		std::memcpy(body.data() + proto::ArrivalBody::kWireSize, forged, sizeof(forged));
+		rv.send_message(a, body);
+		a.size = 0;
+		proto::encode_body(proto::ArrivalBody{victim.slot, kCounterBase + 1, 2, 0},
+				   body.data());
+		rv.send_message(a, std::span(body).first(proto::ArrivalBody::kWireSize));
+		boot.signal_set(hostile_done, 1);
+		boot.signal_wait_at_least(victim_done, 1, [] {});
+		boot.note("shipped, as the honest member's key, one naming an unexposed buffer "
+			  "in the honest member's process");
+		return;
+	}
+	coll::EndpointOptions eo;
+	eo.provider = options.provider;
+	auto* ep = new coll::CollEndpoint(eo); // left open: the group cannot close cleanly
+	const std::vector<fi_addr_t> world = ep->exchange_addresses(boot);
+	boot.signal_wait_at_least(hostile_connected, 1, [&] { ep->progress(); });
+	const std::vector<fi_addr_t> all{world[kVictim], world[kHonest], world[kHostile]};
+	auto* group =
+		new coll::Group(*ep, coll::av_set_inserted(*ep, all), {kVictim, kHonest, kHostile},
+				world, boot.rank(), "trio", coll::Group::Deferred{});
+	if (boot.rank() == kVictim)
+		boot.signal_set(victim_joining, 1);
+	group->wait_joined(*ep);
+	if (boot.rank() == kHonest) {
+		std::vector<uint8_t> canary(kBytes, 0x3c); // never registered, never exposed
+		boot.signal_set(target_address, reinterpret_cast<uint64_t>(canary.data()));
+		boot.signal_wait_at_least(victim_done, 1, [&] { ep->progress(); });
+		size_t changed = 0;
+		for (uint8_t c : canary)
+			changed += c != 0x3c;
+		expect(changed == 0,
+		       "%zu bytes of a buffer the honest member never exposed were written (a "
+		       "member on another host chose the address)",
+		       changed);
+		boot.note("its unexposed buffer is intact");
+		return;
+	}
+	boot.signal_wait_at_least(target_address, 1, [&] { ep->progress(); });
+	std::vector<uint8_t> data(kBytes, 0xa5);
+	auto* ctx = new OpContext;
+	FT_CHECK(int(fi_broadcast(ep->ep(), data.data(), kBytes, nullptr, group->coll_addr(),
+				  world[kVictim], FI_UINT8, 0, ctx)));
+	ep->track(*ctx);
+	for (const Deadline d(std::chrono::milliseconds(200)); !d.expired();)
+		ep->progress();
+	boot.signal_set(victim_stuck, 1);
+	boot.signal_wait_at_least(hostile_done, 1, [&] { ep->progress(); });
+	for (const Deadline d(std::chrono::milliseconds(1000)); !d.expired();)
+		ep->progress();
+	boot.signal_set(victim_done, 1);
+	boot.note("ran the broadcast while the member shipped its forged key");
+	_exit(0); // the broadcast buffer stays ours; skip the teardown of a wedged group
+}
+
+// FI_RCOLL_UNEXPECTED_MAX caps one peer's unreceived messages; strangers
+// that each fill their budget under a new key and leave add up to
+// FI_RCOLL_UNKNOWN_PEERS_MAX times that (256 GiB by default). Here 8 MiB per
+// peer and 16 strangers: the victim must not hold 16 budgets.
+void case_unexpected_across_strangers(Bootstrap& boot, const Options& options)
+{
+	constexpr size_t kBudget = size_t(8) << 20;
+	constexpr int kStrangers = 16;
+	if (boot.rank() == kVictim)
+		setenv("FI_RCOLL_UNEXPECTED_MAX", std::to_string(kBudget).c_str(), 1);
+	auto attack = [](Bootstrap&, const World& world, uint64_t) {
+		size_t total = 0;
+		int cut_off = 0;
+		for (int s = 0; s < kStrangers; s++) {
+			RawPeer raw(world.names[kVictim], request(random_u64()));
+			if (!raw.accepted())
+				continue; // refused: the victim may still be ending the last one
+			const size_t size = raw.accept().eager_limit;
+			std::vector<std::byte> payload(size, std::byte{0x77});
+			proto::MsgHeader h =
+				eager_header(raw.accept().conn_id, raw.accept().token, size);
+			h.tag = 99; // nobody receives it
+			try {
+				for (size_t sent = 0; sent + size + 4096 < kBudget; sent += size) {
+					raw.send_message(h, payload);
+					total += size;
+				}
+			} catch (const CheckFailure&) {
+				cut_off++; // the victim ended the connection: over the budget
+			}
+		}
+		return strfmt("%d strangers sent %zu MiB of unreceived messages; %d were cut off",
+			      kStrangers, total >> 20, cut_off);
+	};
+	auto victim_action = [](Bootstrap& boot, Endpoint& ep, const World&) {
+		const size_t before = resident_bytes();
+		boot.signal_wait_at_least(hostile_done, 1, [&] { ep.progress(); });
+		const size_t grown = resident_bytes() - std::min(before, resident_bytes());
+		expect(grown < 4 * kBudget,
+		       "the victim holds %zu MiB of unreceived messages from peers that left "
+		       "(FI_RCOLL_UNEXPECTED_MAX %zu MiB per peer)",
+		       grown >> 20, kBudget >> 20);
+	};
+	run_case(boot, options, 0, attack, victim_action);
+}
+
 struct HostileCase {
 	const char* name;
 	const char* checks;
@@ -1521,6 +1991,31 @@ const HostileCase kCases[] = {
 	 "a member whose join record copies the victim's own host, process and memory file is "
 	 "not mapped: the victim maps no second copy of its own scratch",
 	 seconds(60), case_join_record_names_victim},
+	{"write-data-unasked",
+	 "WRITE_DATA to an endpoint without FI_RMA reports no remote-write completion", seconds(60),
+	 case_write_data_unasked},
+	{"join-record-from-stranger",
+	 "join records from a process that is no member of the group do not fail its join",
+	 seconds(60), case_join_record_from_stranger},
+	{"early-records-across-reconnects",
+	 "join records for unmade joins from peers that reconnect under new keys stay bounded",
+	 seconds(180), case_early_records_across_reconnects},
+	{"claim-own-key",
+	 "a process claiming the victim's own key learns no token that passes for the victim's "
+	 "and does not break the victim's connection to itself",
+	 seconds(60), case_claim_own_key},
+	{"squatted-token",
+	 "the token handed to a process that squatted a peer's key does not pass once that peer "
+	 "connected",
+	 seconds(60), case_squatted_token},
+	{"unexpected-across-strangers",
+	 "strangers that each leave FI_RCOLL_UNEXPECTED_MAX of unreceived messages under a new "
+	 "key do not add up without bound",
+	 seconds(120), case_unexpected_across_strangers},
+	{"member-key-redirects-cma",
+	 "a key a remote member writes into the victim's key slot cannot aim the victim's "
+	 "cross-memory write outside what a member on its host exposed",
+	 seconds(60), case_member_key_redirects_cma},
 };
 
 } // namespace

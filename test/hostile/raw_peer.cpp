@@ -84,8 +84,8 @@ RawPeer::RawPeer(std::span<const uint8_t> rcoll_address, const proto::Handshake&
 	FT_CHECK(fi_mr_reg(domain, recv_buf_.data(), recv_buf_.size(), FI_RECV, 0, 1, 0, &mr,
 			   nullptr));
 	recv_mr_.reset(mr);
-	FT_CHECK(fi_mr_reg(domain, local_.data(), local_.size(), FI_READ | FI_WRITE | FI_SEND, 0, 2,
-			   0, &mr, nullptr));
+	FT_CHECK(fi_mr_reg(domain, local_.data(), local_.size(),
+			   FI_READ | FI_WRITE | FI_SEND | FI_REMOTE_WRITE, 0, 2, 0, &mr, nullptr));
 	local_mr_.reset(mr);
 	post_receive();
 

@@ -47,6 +47,8 @@ public:
 	int write_immediate(uint32_t data);
 	// The local buffer of read() and write().
 	std::span<std::byte> local() { return {local_.data(), local_.size()}; }
+	// Its key (it takes remote writes too).
+	uint64_t local_key() const { return fi_mr_key(local_mr_.get()); }
 	// A header (src_conn and token as given) and a body.
 	void send_message(const rcoll::proto::MsgHeader& header, std::span<const std::byte> body);
 	// The same message `count` times, injected back to back (small

@@ -13,6 +13,14 @@ inline constexpr uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_COLLECTIVE 
 				    FI_SOURCE | FI_MULTI_RECV;
 inline constexpr uint64_t kDomainCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 inline constexpr uint64_t kCaps = kTxCaps | kRxCaps | kDomainCaps;
+
+// Whether an endpoint of these capabilities is a target of remote writes:
+// FI_RMA with FI_REMOTE_WRITE, or with none of the four that narrow it.
+constexpr bool takes_remote_writes(uint64_t caps)
+{
+	constexpr uint64_t narrowing = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	return (caps & FI_RMA) && (!(caps & narrowing) || (caps & FI_REMOTE_WRITE));
+}
 // What rcoll asks of applications: registered memory with provider keys and
 // virtual addresses, exactly what the strictest core (verbs) needs for RMA.
 inline constexpr int kAppMrMode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;

@@ -94,6 +94,8 @@ public:
 	void on_peer_failed(Peer& peer);
 	// Operations or writes still in flight in some group.
 	bool busy() const;
+	// A stranger's record goes to another key: what it kept early goes.
+	void forget_early(uint64_t peer_key);
 	// Some group has operations in flight, and all of them run among
 	// members on this host (no core write in flight, no member reached
 	// through the core); no group is joining or failing.

@@ -318,6 +318,12 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	return 0;
 }
 
+void Collectives::forget_early(uint64_t peer_key)
+{
+	std::erase_if(early_, [&](const auto& e) { return e.second.peer_key == peer_key; });
+	early_per_peer_.erase(peer_key);
+}
+
 std::vector<Collectives::Early> Collectives::take_early(uint64_t join_id)
 {
 	auto [first, last] = early_.equal_range(join_id);
@@ -469,6 +475,12 @@ void Collectives::accept_record(CollGroup& g, uint64_t peer_key, const proto::Jo
 		if (g.state == CollGroup::State::joining)
 			begin_failure(g, FI_EINVAL);
 	};
+	if (std::find(g.member_keys.begin(), g.member_keys.end(), peer_key) ==
+	    g.member_keys.end()) {
+		RCOLL_WARN(FI_LOG_EP_CTRL,
+			   "dropping a join record from a peer that is no member\n");
+		return;
+	}
 	if (rec.size != g.size || rec.rank >= g.size || g.member_keys[rec.rank] != peer_key)
 		return refuse("member list differs");
 	if (rec.slot >= CollTransport::kMaxSlots)

@@ -415,6 +415,22 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 	local::PeerMapping& peer = *m.mapping;
 	if (w.target_key && (!config().coll_cma || !peer.cross_memory_allowed()))
 		return std::nullopt;
+	// No core checks the key of a cross-memory write: it must be one the
+	// member shipped, as its own scratch (which members on other hosts
+	// cannot write) keeps it, not whatever some member wrote into our slot.
+	if (w.target_key) {
+		const size_t scratch_bytes = scratch_file_.scratch().size();
+		if (scratch_bytes < engine::memory_key_bytes ||
+		    w.shipped_key_offset > scratch_bytes - engine::memory_key_bytes ||
+		    std::memcmp(peer.scratch() + w.shipped_key_offset, w.target_key->bytes.data(),
+				engine::memory_key_bytes) != 0) {
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "collective group (slot %u): a key for member %u that it did "
+				   "not ship\n",
+				   slot_, w.peer);
+			return Errc::invalid_argument;
+		}
+	}
 	auto imm = w.has_immediate ? std::optional<uint32_t>(w.immediate) : std::nullopt;
 	if (imm && *imm >= kMaxCounters)
 		return Errc::invalid_argument;

@@ -37,7 +37,8 @@ const Param params[] = {
 	 "poll (last-byte polling)"},
 	{"unexpected_max", &Config::unexpected_max,
 	 "Bytes of one peer's messages that may wait for a receive (eager payloads plus a fixed "
-	 "cost per message); a peer that sends more fails (0: no limit)"},
+	 "cost per message; peers not in the address vector share one budget); a peer that "
+	 "sends more fails (0: no limit)"},
 	{"backlog_max", &Config::backlog_max,
 	 "Messages to one peer that may wait in its send backlog (queued, or held by the core "
 	 "because the peer reads no faster); beyond it sends to that peer return -FI_EAGAIN"},

@@ -85,6 +85,8 @@ Peer* Endpoint::admit_stranger(uint64_t key)
 			continue;
 		}
 		if (reusable(*p)) {
+			if (coll)
+				coll->forget_early(p->key);
 			peers.recycle(*p, key);
 			p->stranger = true;
 			return p.get();
@@ -209,6 +211,8 @@ void Endpoint::handle_cm_event(uint32_t event, const fi_eq_cm_entry& entry, size
 				"are connected");
 		Peer& peer = *known;
 		const bool self = hs.endpoint_key == address.key;
+		if (self && hs.token != peer.rx_token)
+			return reject("it claims this endpoint's own key");
 		const bool ours_live = peer.active && peer.conn &&
 				       (peer.state == Peer::State::connecting ||
 					peer.state == Peer::State::connected);

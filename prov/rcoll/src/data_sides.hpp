@@ -21,6 +21,10 @@ struct ReceiveSide {
 	std::unique_ptr<ReceiveBuffers> buffers;
 	proto::MatchQueue msg_queue, tagged_queue;
 	std::vector<std::unique_ptr<Unexpected>> spare_unexpected;
+	// What peers outside the address vector have waiting, together: they
+	// share one FI_RCOLL_UNEXPECTED_MAX, or any number of them, each under a
+	// new key, would multiply it.
+	size_t strangers_unexpected_bytes = 0;
 	Slab<RecvOp> recvs;
 	std::vector<uint32_t> polling; // receives in POLL_LAST_BYTE mode
 

@@ -143,10 +143,11 @@ struct Unexpected {
 	proto::UnexpectedMessage match;
 	Peer* peer = nullptr;
 	proto::MsgHeader header{};
-	std::vector<std::byte> payload; // eager data
-	proto::RtsBody rts{};           // rendezvous request (header.opcode == Rts)
-	uint32_t peer_failures = 0;     // peer->failures when it arrived
-	size_t charged = 0;             // counted in peer->unexpected_bytes
+	std::vector<std::byte> payload;    // eager data
+	proto::RtsBody rts{};              // rendezvous request (header.opcode == Rts)
+	uint32_t peer_failures = 0;        // peer->failures when it arrived
+	size_t charged = 0;                // counted in peer->unexpected_bytes
+	bool charged_to_strangers = false; // ... and in the strangers' budget
 };
 
 // One application RMA operation.

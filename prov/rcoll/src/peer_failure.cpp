@@ -5,6 +5,7 @@
 #include "coll.hpp"
 #include "config.hpp"
 #include "ep.hpp"
+#include "secret.hpp"
 
 #include <utility>
 #include <vector>
@@ -141,6 +142,7 @@ void Endpoint::fail_peer(Peer& peer, int err)
 		   fi_strerror(-err));
 	peer.state = Peer::State::failed;
 	peer.failures++;
+	peer.rx_token = unguessable_u64(); // what the far end was told dies with it
 	count_peers_on_host();
 	if (peer.conn)
 		graveyard.push_back(std::move(peer.conn));

@@ -208,6 +208,15 @@ void Endpoint::on_receive(BufferRecord* r, size_t len)
 	case Opcode::Cts: on_cts(*peer, std::get<proto::CtsBody>(m.body)); break;
 	case Opcode::Fin: on_fin(*peer, std::get<proto::FinBody>(m.body)); break;
 	case Opcode::WriteData:
+		// Only a target of remote writes has such completions; elsewhere
+		// one would carry no context of the application's.
+		if (!takes_remote_writes(caps)) {
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "WRITE_DATA at an endpoint that takes no remote writes: "
+				   "failing its sender\n");
+			schedule_failure(*peer, -FI_EOTHER);
+			break;
+		}
 		// The fi_writedata before this message has landed (same connection,
 		// in order): the target's completion carries the data.
 		app.report_rx({.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA,

@@ -232,7 +232,10 @@ void Endpoint::drop_unexpected(Unexpected* u)
 	constexpr size_t kSpares = 64;
 	if (u->peer) {
 		u->peer->unexpected_bytes -= u->charged;
+		if (u->charged_to_strangers)
+			rx.strangers_unexpected_bytes -= u->charged;
 		u->charged = 0;
+		u->charged_to_strangers = false;
 	}
 	if (rx.spare_unexpected.size() >= kSpares) {
 		delete u;
@@ -252,6 +255,7 @@ Unexpected* Endpoint::new_unexpected()
 	u->header = proto::MsgHeader{};
 	u->rts = proto::RtsBody{};
 	u->charged = 0;
+	u->charged_to_strangers = false;
 	return u;
 }
 
@@ -409,16 +413,21 @@ void Endpoint::deliver(Peer& peer, const proto::ParsedMessage& m)
 		(m.header.flags & proto::kFlagTagged) ? rx.tagged_queue : rx.msg_queue;
 	proto::PostedReceive* posted = queue.deliver(u->match);
 	if (!posted) {
-		// Kept until a receive takes it, within the peer's budget: a peer
-		// that sends more than the application receives fails rather than
-		// exhaust this process's memory.
+		// Kept until a receive takes it, within the peer's budget (peers
+		// outside the address vector share one): a peer that sends more
+		// than the application receives fails rather than exhaust this
+		// process's memory.
 		const size_t charge = sizeof(Unexpected) + m.payload.size();
 		const size_t limit = config().unexpected_max;
-		if (limit && peer.unexpected_bytes + charge > limit) {
+		const size_t held =
+			peer.stranger ? rx.strangers_unexpected_bytes : peer.unexpected_bytes;
+		if (limit && held + charge > limit) {
 			RCOLL_WARN(FI_LOG_EP_DATA,
-				   "peer %016llx has %zu bytes of messages waiting for a receive, "
+				   "%s %016llx has %zu bytes of messages waiting for a receive, "
 				   "FI_RCOLL_UNEXPECTED_MAX is %zu: failing it\n",
-				   (unsigned long long)peer.key, peer.unexpected_bytes, limit);
+				   peer.stranger ? "peers outside the address vector, with"
+						 : "peer",
+				   (unsigned long long)peer.key, held, limit);
 			queue.claim(u->match);
 			drop_unexpected(u);
 			schedule_failure(peer, -FI_ENOSPC);
@@ -428,7 +437,10 @@ void Endpoint::deliver(Peer& peer, const proto::ParsedMessage& m)
 		u->peer_failures = peer.failures;
 		u->header = m.header;
 		u->charged = charge;
+		u->charged_to_strangers = peer.stranger;
 		peer.unexpected_bytes += charge;
+		if (peer.stranger)
+			rx.strangers_unexpected_bytes += charge;
 		if (m.header.opcode == Opcode::Eager)
 			u->payload.assign(m.payload.begin(), m.payload.end());
 		else
