@@ -529,9 +529,6 @@ Errc Group::execute_write(Operation& op, const Step& st) noexcept
 			observer_->on_local_read(slot, memory_key_bytes);
 		w.target_key = &key;
 		w.offset = st.dst_off;
-		// The key of its output, or of its landing area (acquire()).
-		w.shipped_key_offset = op.scratch_offset + ScheduleLayout::own_keys_offset +
-				       (st.dest == Dest::output ? memory_key_bytes : 0);
 	} else if (st.dest == Dest::landing) {
 		w.offset = op.scratch_offset + layout.landing_offset() + st.dst_off;
 	} else {

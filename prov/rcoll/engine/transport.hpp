@@ -62,11 +62,6 @@ struct WriteRequest {
 	// peer shipped. `offset` is relative to the start of that buffer.
 	const MemoryKey* target_key = nullptr;
 	uint64_t offset = 0;
-	// With a target_key: where in its own scratch the peer keeps that key
-	// (it puts its keys there before shipping them). The key was read from
-	// this rank's scratch, which every member may write: a transport that
-	// can read the peer's scratch checks the key against this copy.
-	uint64_t shipped_key_offset = 0;
 	bool has_immediate = false;
 	uint32_t immediate = 0; // < 2^28
 	uint64_t cookie = 0;    // returned with the local completion

@@ -214,14 +214,28 @@ Errc CollTransport::register_memory(std::span<std::byte> buffer, engine::Access 
 	b.bytes = buffer;
 	b.core_access = core_access;
 	b.in_use = true;
-	// Members write into it with the key it ships: registered now.
-	if ((core_access & FI_REMOTE_WRITE) && ensure_registered(b)) {
-		out.handle = handle;
-		deregister_memory(out);
-		return Errc::no_resources;
-	}
 	out.handle = handle;
-	out.key = encode({reinterpret_cast<uint64_t>(buffer.data()), b.core.key(), buffer.size()});
+	const RemoteBuffer r{reinterpret_cast<uint64_t>(buffer.data()), 0, buffer.size()};
+	if (core_access & FI_REMOTE_WRITE) {
+		// Members write into it with the key it ships: registered now, and
+		// listed for the members on this host.
+		if (ensure_registered(b)) {
+			deregister_memory(out);
+			return Errc::no_resources;
+		}
+		if (scratch_file_.shared() && !buffer.empty()) {
+			b.exposed = scratch_file_.expose(r.addr, b.core.key(), r.len);
+			if (b.exposed < 0) {
+				RCOLL_WARN(
+					FI_LOG_EP_DATA,
+					"collective group (slot %u): %zu buffers exposed at once\n",
+					slot_, local::ExposedBuffers::kEntries);
+				deregister_memory(out);
+				return Errc::no_resources;
+			}
+		}
+	}
+	out.key = encode({r.addr, b.core.key(), r.len});
 	return Errc::ok;
 }
 
@@ -229,6 +243,7 @@ void CollTransport::deregister_memory(const engine::Registration& r) noexcept
 {
 	if (r.handle >= call_buffers_.size() || !call_buffers_[r.handle].in_use)
 		return;
+	scratch_file_.withdraw(call_buffers_[r.handle].exposed);
 	call_buffers_[r.handle] = CallBuffer();
 	try {
 		free_call_buffers_.push_back(r.handle);
@@ -415,18 +430,15 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 	local::PeerMapping& peer = *m.mapping;
 	if (w.target_key && (!config().coll_cma || !peer.cross_memory_allowed()))
 		return std::nullopt;
-	// No core checks the key of a cross-memory write: it must be one the
-	// member shipped, as its own scratch (which members on other hosts
-	// cannot write) keeps it, not whatever some member wrote into our slot.
-	if (w.target_key) {
-		const size_t scratch_bytes = scratch_file_.scratch().size();
-		if (scratch_bytes < engine::memory_key_bytes ||
-		    w.shipped_key_offset > scratch_bytes - engine::memory_key_bytes ||
-		    std::memcmp(peer.scratch() + w.shipped_key_offset, w.target_key->bytes.data(),
-				engine::memory_key_bytes) != 0) {
+	// No core checks the key of a cross-memory write, and any member, from
+	// any host, may have written the slot it was read from: it must name a
+	// buffer the member lists as exposed (ExposedBuffers).
+	if (w.target_key && w.length) {
+		const RemoteBuffer r = decode(*w.target_key);
+		if (!peer.exposes(r.addr, r.key, r.len)) {
 			RCOLL_WARN(FI_LOG_EP_DATA,
-				   "collective group (slot %u): a key for member %u that it did "
-				   "not ship\n",
+				   "collective group (slot %u): a key for member %u that names no "
+				   "buffer it exposed\n",
 				   slot_, w.peer);
 			return Errc::invalid_argument;
 		}

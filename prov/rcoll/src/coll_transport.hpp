@@ -226,6 +226,7 @@ private:
 		uint64_t core_access = 0;
 		CoreRegistration core;
 		bool in_use = false;
+		int exposed = -1; // its entry in ExposedBuffers
 	};
 	std::vector<CallBuffer> call_buffers_;
 	std::vector<uint64_t> free_call_buffers_;

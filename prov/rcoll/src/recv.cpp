@@ -419,6 +419,10 @@ void Endpoint::deliver(Peer& peer, const proto::ParsedMessage& m)
 		// process's memory.
 		const size_t charge = sizeof(Unexpected) + m.payload.size();
 		const size_t limit = config().unexpected_max;
+		// A stranger the application named since it connected has a
+		// budget of its own.
+		if (peer.stranger && app.av && app.av->find(peer.key) != FI_ADDR_NOTAVAIL)
+			peer.stranger = false;
 		const size_t held =
 			peer.stranger ? rx.strangers_unexpected_bytes : peer.unexpected_bytes;
 		if (limit && held + charge > limit) {

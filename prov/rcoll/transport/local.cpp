@@ -212,6 +212,30 @@ Published* ScratchFile::published() const noexcept
 	return base_ ? &static_cast<ScratchFileHeader*>(base_)->published : nullptr;
 }
 
+int ScratchFile::expose(uint64_t addr, uint64_t key, uint64_t len) noexcept
+{
+	if (fd_ < 0 || addr == 0)
+		return -EINVAL;
+	ExposedBuffers& table = static_cast<ScratchFileHeader*>(base_)->exposed;
+	for (size_t i = 0; i < ExposedBuffers::kEntries; i++) {
+		ExposedBuffers::Entry& e = table.entries[i];
+		if (e.addr.load(std::memory_order_relaxed) != 0)
+			continue;
+		e.key = key;
+		e.len = len;
+		e.addr.store(addr, std::memory_order_release); // live from here
+		return int(i);
+	}
+	return -ENOSPC;
+}
+
+void ScratchFile::withdraw(int entry) noexcept
+{
+	if (fd_ >= 0 && entry >= 0 && size_t(entry) < ExposedBuffers::kEntries)
+		static_cast<ScratchFileHeader*>(base_)->exposed.entries[entry].addr.store(
+			0, std::memory_order_release);
+}
+
 void ScratchFile::mark_ended() noexcept
 {
 	if (base_)
@@ -284,10 +308,21 @@ int PeerMapping::attach(pid_t pid, int fd, uint64_t nonce, uint64_t owner, size_
 	mapped_ = len;
 	doorbell_ = &header->doorbell;
 	published_ = &header->published;
+	exposed_ = &header->exposed;
 	scratch_ = static_cast<std::byte*>(base) + kScratchOffset;
 
 	remote_scratch_ = remote_scratch;
 	return 0;
+}
+
+bool PeerMapping::exposes(uint64_t addr, uint64_t key, uint64_t len) const noexcept
+{
+	if (!exposed_ || addr == 0)
+		return false;
+	for (const ExposedBuffers::Entry& e : exposed_->entries)
+		if (e.addr.load(std::memory_order_acquire) == addr && e.key == key && e.len == len)
+			return true;
+	return false;
 }
 
 bool PeerMapping::cross_memory_allowed() noexcept

@@ -131,13 +131,31 @@ static_assert(sizeof(std::atomic<uint64_t>) + 2 * Published::kLineBytes +
 	      "the small payloads and the signatures share the flag's cache line");
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
+// The buffers of its own (call buffers, landing areas) that the owner lets
+// the group's members write into, each as the key it ships describes it. A
+// member on the same host writes into one by cross-memory attach, which no
+// core checks, so it takes a shipped key only if it is listed here: the key
+// slot it read the key from lies in its scratch, where any member writes,
+// from any host; this table does not (no RDMA registration covers it). An
+// entry is live while its address is not 0; the owner fills it before it
+// ships the key and empties it when it deregisters the buffer.
+struct ExposedBuffers {
+	static constexpr size_t kEntries = 256;
+	struct Entry {
+		std::atomic<uint64_t> addr;
+		uint64_t key;
+		uint64_t len;
+	};
+	Entry entries[kEntries];
+};
+
 // The start of every scratch file: what an attaching member checks before it
 // trusts the rest, then the doorbell and what the owner publishes. The
 // scratch follows, page-aligned.
 struct ScratchFileHeader {
 	// "rcollsc" and the layout version: builds that lay the file out
 	// differently refuse each other's files.
-	static constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6305ULL;
+	static constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6306ULL;
 	uint64_t magic;
 	uint64_t nonce;
 	uint64_t owner; // the owner's endpoint key: whose file a mapper believes it is
@@ -145,6 +163,7 @@ struct ScratchFileHeader {
 	std::atomic<uint32_t> ended; // ScratchFile::mark_ended
 	Doorbell doorbell;
 	Published published;
+	ExposedBuffers exposed;
 };
 
 // This process's scratch for one group. Offered to local members, it lives
@@ -177,6 +196,10 @@ public:
 	void mark_ended() noexcept;
 	// What this member publishes to the others (null before create()).
 	Published* published() const noexcept;
+	// Lists a buffer members may write into, as its key describes it: the
+	// entry's index, or -ENOSPC with the table full (-EINVAL: no file).
+	int expose(uint64_t addr, uint64_t key, uint64_t len) noexcept;
+	void withdraw(int entry) noexcept;
 
 private:
 	int fd_ = -1;
@@ -221,6 +244,8 @@ public:
 	bool has_room() const noexcept { return doorbell_ && doorbell_->has_room(); }
 	// What the owner publishes (read only here: the owner is its one writer).
 	const Published* published() const noexcept { return published_; }
+	// The owner lists exactly this buffer as one members may write into.
+	bool exposes(uint64_t addr, uint64_t key, uint64_t len) const noexcept;
 	// The owner marked its file ended (ScratchFile::mark_ended).
 	bool target_ended() const noexcept;
 	Doorbell::Push ring(uint32_t value) noexcept
@@ -234,6 +259,7 @@ private:
 	size_t mapped_ = 0;
 	Doorbell* doorbell_ = nullptr;
 	const Published* published_ = nullptr;
+	const ExposedBuffers* exposed_ = nullptr;
 	std::byte* scratch_ = nullptr;
 	enum class Writes : uint8_t {
 		untested,
