@@ -1805,8 +1805,8 @@ enum class OwnCopy { untouched, arrival, rdma };
 
 void member_key_redirects_cma(Bootstrap& boot, const Options& options, OwnCopy own_copy)
 {
-	constexpr size_t kBytes = size_t(1) << 20;
-	constexpr uint32_t kCounterBase = 17;
+	constexpr size_t kBytes = size_t(1) << 20; // above broadcast_eager_bytes (256 KiB on tcp)
+	constexpr uint32_t kCounterBase = 17;      // MonotoneCounters{3}.total(): the first op's
 	constexpr uint64_t kKeySlots = 2 * proto::kScratchKeyBytes; // key_slots_offset
 	constexpr uint64_t kOwnOutputKey = proto::kScratchKeyBytes; // own_keys_offset + 24
 	if (boot.rank() == kHostile) {
@@ -1913,7 +1913,7 @@ void member_key_redirects_cma(Bootstrap& boot, const Options& options, OwnCopy o
 	}
 	coll::EndpointOptions eo;
 	eo.provider = options.provider;
-	auto* ep = new coll::CollEndpoint(eo);
+	auto* ep = new coll::CollEndpoint(eo); // left open: the group cannot close cleanly
 	const std::vector<fi_addr_t> world = ep->exchange_addresses(boot);
 	boot.signal_wait_at_least(hostile_connected, 1, [&] { ep->progress(); });
 	const std::vector<fi_addr_t> all{world[kVictim], world[kHonest], world[kHostile]};
@@ -1924,7 +1924,7 @@ void member_key_redirects_cma(Bootstrap& boot, const Options& options, OwnCopy o
 		boot.signal_set(victim_joining, 1);
 	group->wait_joined(*ep);
 	if (boot.rank() == kHonest) {
-		std::vector<uint8_t> canary(kBytes, 0x3c);
+		std::vector<uint8_t> canary(kBytes, 0x3c); // never registered, never exposed
 		boot.signal_set(target_address, reinterpret_cast<uint64_t>(canary.data()));
 		boot.signal_wait_at_least(victim_done, 1, [&] { ep->progress(); });
 		size_t changed = 0;
@@ -1951,7 +1951,7 @@ void member_key_redirects_cma(Bootstrap& boot, const Options& options, OwnCopy o
 		ep->progress();
 	boot.signal_set(victim_done, 1);
 	boot.note("ran the broadcast while the member shipped its forged key");
-	_exit(0);
+	_exit(0); // the broadcast buffer stays ours; skip the teardown of a wedged group
 }
 
 void case_member_key_redirects_cma(Bootstrap& boot, const Options& options)

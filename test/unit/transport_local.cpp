@@ -418,6 +418,40 @@ Test(transport_local, ended_file_is_seen_by_writers)
 	cr_assert_not(unattached.target_ended());
 }
 
+// What a member lists as exposed is what a writer on its host may copy into:
+// exactly each buffer as its key describes it, while it is listed, at most
+// kEntries at once, and nothing without a memory file.
+Test(transport_local, exposed_buffers_match_exactly_while_listed)
+{
+	constexpr size_t kScratch = 4096;
+	using rcoll::local::ExposedBuffers;
+	ScratchFile region;
+	cr_assert_eq(region.create(kScratch, true, kOwner), 0);
+	PeerMapping peer;
+	cr_assert_eq(peer.attach(::getpid(), region.fd(), region.nonce(), kOwner, kScratch,
+				 scratch_address(region)),
+		     0);
+	const int entry = region.expose(0x10000, 77, 4096);
+	cr_assert_geq(entry, 0);
+	cr_assert(peer.exposes(0x10000, 77, 4096));
+	cr_assert_not(peer.exposes(0x10000, 78, 4096), "another key");
+	cr_assert_not(peer.exposes(0x10000, 77, 4097), "a longer buffer");
+	cr_assert_not(peer.exposes(0x10001, 77, 4096), "another address");
+	cr_assert_lt(region.expose(0, 77, 4096), 0, "address 0 marks a free entry");
+	cr_assert_not(peer.exposes(0, 0, 0));
+	region.withdraw(entry);
+	cr_assert_not(peer.exposes(0x10000, 77, 4096), "withdrawn");
+	for (size_t i = 0; i < ExposedBuffers::kEntries; i++)
+		cr_assert_geq(region.expose(0x20000 + i * 64, i, 64), 0, "entry %zu", i);
+	cr_assert_eq(region.expose(0x90000, 1, 64), -ENOSPC);
+	cr_assert(peer.exposes(0x20000 + 5 * 64, 5, 64));
+	ScratchFile private_region;
+	cr_assert_eq(private_region.create(kScratch, false, kOwner), 0);
+	cr_assert_eq(private_region.expose(0x10000, 77, 4096), -EINVAL);
+	PeerMapping unattached;
+	cr_assert_not(unattached.exposes(0x10000, 77, 4096));
+}
+
 Test(transport_local, sealed_file_keeps_its_size)
 {
 	ScratchFile region;

@@ -430,19 +430,6 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 	local::PeerMapping& peer = *m.mapping;
 	if (w.target_key && (!config().coll_cma || !peer.cross_memory_allowed()))
 		return std::nullopt;
-	// No core checks the key of a cross-memory write, and any member, from
-	// any host, may have written the slot it was read from: it must name a
-	// buffer the member lists as exposed (ExposedBuffers).
-	if (w.target_key && w.length) {
-		const RemoteBuffer r = decode(*w.target_key);
-		if (!peer.exposes(r.addr, r.key, r.len)) {
-			RCOLL_WARN(FI_LOG_EP_DATA,
-				   "collective group (slot %u): a key for member %u that names no "
-				   "buffer it exposed\n",
-				   slot_, w.peer);
-			return Errc::invalid_argument;
-		}
-	}
 	auto imm = w.has_immediate ? std::optional<uint32_t>(w.immediate) : std::nullopt;
 	if (imm && *imm >= kMaxCounters)
 		return Errc::invalid_argument;
@@ -464,6 +451,19 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 	// is the file's) keeps a reused pid from receiving the bytes. Both
 	// leave a window of a few instructions before the copy.
 	int err = peer.target_ended() ? -ECANCELED : 0;
+	// No core checks the key of a cross-memory write, and any member, from
+	// any host, may have written the slot it was read from: it must name a
+	// buffer the member lists as exposed (ExposedBuffers).
+	if (!err && w.length && w.target_key) {
+		const RemoteBuffer r = decode(*w.target_key);
+		if (!peer.exposes(r.addr, r.key, r.len)) {
+			RCOLL_WARN(FI_LOG_EP_DATA,
+				   "collective group (slot %u): a key for member %u that names no "
+				   "buffer it exposed\n",
+				   slot_, w.peer);
+			err = -EPERM;
+		}
+	}
 	if (!err && w.length && !w.target_key)
 		std::memcpy(peer.scratch() + w.offset, w.source, w.length);
 	else if (!err && w.length)

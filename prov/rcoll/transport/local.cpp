@@ -221,8 +221,8 @@ int ScratchFile::expose(uint64_t addr, uint64_t key, uint64_t len) noexcept
 		ExposedBuffers::Entry& e = table.entries[i];
 		if (e.addr.load(std::memory_order_relaxed) != 0)
 			continue;
-		e.key = key;
-		e.len = len;
+		e.key.store(key, std::memory_order_relaxed);
+		e.len.store(len, std::memory_order_relaxed);
 		e.addr.store(addr, std::memory_order_release); // live from here
 		return int(i);
 	}
@@ -319,9 +319,18 @@ bool PeerMapping::exposes(uint64_t addr, uint64_t key, uint64_t len) const noexc
 {
 	if (!exposed_ || addr == 0)
 		return false;
-	for (const ExposedBuffers::Entry& e : exposed_->entries)
-		if (e.addr.load(std::memory_order_acquire) == addr && e.key == key && e.len == len)
+	// The address read again after the rest: an entry withdrawn and filled
+	// anew in between does not pass with one buffer's address and
+	// another's key and length.
+	for (const ExposedBuffers::Entry& e : exposed_->entries) {
+		if (e.addr.load(std::memory_order_acquire) != addr)
+			continue;
+		const bool same = e.key.load(std::memory_order_relaxed) == key &&
+				  e.len.load(std::memory_order_relaxed) == len;
+		std::atomic_thread_fence(std::memory_order_acquire);
+		if (same && e.addr.load(std::memory_order_relaxed) == addr)
 			return true;
+	}
 	return false;
 }
 

@@ -143,8 +143,8 @@ struct ExposedBuffers {
 	static constexpr size_t kEntries = 256;
 	struct Entry {
 		std::atomic<uint64_t> addr;
-		uint64_t key;
-		uint64_t len;
+		std::atomic<uint64_t> key;
+		std::atomic<uint64_t> len;
 	};
 	Entry entries[kEntries];
 };
