@@ -215,20 +215,29 @@ void RawPeer::send_bytes(std::span<const std::byte> bytes)
 		throw CheckFailure(std::string("raw send failed: ") + fi_strerror(sent.err));
 }
 
-void RawPeer::send_message(const proto::MsgHeader& header, std::span<const std::byte> body)
+namespace {
+
+// A message as it goes on the wire: the header, then the body.
+std::vector<std::byte> framed(const proto::MsgHeader& header, std::span<const std::byte> body)
 {
 	std::vector<std::byte> bytes(proto::kHeaderSize + body.size());
 	proto::encode_header(header, bytes.data());
-	std::memcpy(bytes.data() + proto::kHeaderSize, body.data(), body.size());
-	send_bytes(bytes);
+	if (!body.empty()) // an empty body may have no data pointer
+		std::memcpy(bytes.data() + proto::kHeaderSize, body.data(), body.size());
+	return bytes;
+}
+
+} // namespace
+
+void RawPeer::send_message(const proto::MsgHeader& header, std::span<const std::byte> body)
+{
+	send_bytes(framed(header, body));
 }
 
 size_t RawPeer::inject_messages(const proto::MsgHeader& header, std::span<const std::byte> body,
 				size_t count)
 {
-	std::vector<std::byte> bytes(proto::kHeaderSize + body.size());
-	proto::encode_header(header, bytes.data());
-	std::memcpy(bytes.data() + proto::kHeaderSize, body.data(), body.size());
+	const std::vector<std::byte> bytes = framed(header, body);
 	for (size_t i = 0; i < count; i++) {
 		ssize_t ret;
 		while ((ret = fi_inject(ep_.get(), bytes.data(), bytes.size(), 0)) == -FI_EAGAIN) {
