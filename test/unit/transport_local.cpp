@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <chrono>
@@ -20,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "transport/local.hpp"
@@ -100,6 +102,17 @@ std::unique_ptr<Doorbell> make_doorbell()
 uint64_t scratch_address(const ScratchFile& region)
 {
 	return reinterpret_cast<uint64_t>(region.scratch().data());
+}
+
+// A shared region of kSmallScratch bytes, and this process's own mapping
+// of it as a member on its host would have it.
+constexpr size_t kSmallScratch = 4096;
+void create_and_attach(ScratchFile& region, PeerMapping& peer)
+{
+	cr_assert_eq(region.create(kSmallScratch, true, kOwner), 0);
+	cr_assert_eq(peer.attach(::getpid(), region.fd(), region.nonce(), kOwner, kSmallScratch,
+				 scratch_address(region)),
+		     0);
 }
 
 } // namespace
@@ -404,13 +417,9 @@ Test(transport_local, file_that_cannot_be_sealed_is_refused)
 
 Test(transport_local, ended_file_is_seen_by_writers)
 {
-	constexpr size_t kScratch = 4096;
 	ScratchFile region;
-	cr_assert_eq(region.create(kScratch, true, kOwner), 0);
 	PeerMapping peer;
-	cr_assert_eq(peer.attach(::getpid(), region.fd(), region.nonce(), kOwner, kScratch,
-				 scratch_address(region)),
-		     0);
+	create_and_attach(region, peer);
 	cr_assert_not(peer.target_ended());
 	region.mark_ended();
 	cr_assert(peer.target_ended(), "a writer must see that the owner ended its operations");
@@ -423,33 +432,65 @@ Test(transport_local, ended_file_is_seen_by_writers)
 // kEntries at once, and nothing without a memory file.
 Test(transport_local, exposed_buffers_match_exactly_while_listed)
 {
-	constexpr size_t kScratch = 4096;
 	using rcoll::local::ExposedBuffers;
 	ScratchFile region;
-	cr_assert_eq(region.create(kScratch, true, kOwner), 0);
 	PeerMapping peer;
-	cr_assert_eq(peer.attach(::getpid(), region.fd(), region.nonce(), kOwner, kScratch,
-				 scratch_address(region)),
-		     0);
+	create_and_attach(region, peer);
 	const int entry = region.expose(0x10000, 77, 4096);
 	cr_assert_geq(entry, 0);
-	cr_assert(peer.exposes(0x10000, 77, 4096));
-	cr_assert_not(peer.exposes(0x10000, 78, 4096), "another key");
-	cr_assert_not(peer.exposes(0x10000, 77, 4097), "a longer buffer");
-	cr_assert_not(peer.exposes(0x10001, 77, 4096), "another address");
+	cr_assert(peer.hold_exposed(0x10000, 77, 4096));
+	cr_assert_not(peer.hold_exposed(0x10000, 78, 4096), "another key");
+	cr_assert_not(peer.hold_exposed(0x10000, 77, 4097), "a longer buffer");
+	cr_assert_not(peer.hold_exposed(0x10001, 77, 4096), "another address");
 	cr_assert_lt(region.expose(0, 77, 4096), 0, "address 0 marks a free entry");
-	cr_assert_not(peer.exposes(0, 0, 0));
+	cr_assert_not(peer.hold_exposed(0, 0, 0));
 	region.withdraw(entry);
-	cr_assert_not(peer.exposes(0x10000, 77, 4096), "withdrawn");
+	cr_assert_not(peer.hold_exposed(0x10000, 77, 4096), "withdrawn");
 	for (size_t i = 0; i < ExposedBuffers::kEntries; i++)
 		cr_assert_geq(region.expose(0x20000 + i * 64, i, 64), 0, "entry %zu", i);
 	cr_assert_eq(region.expose(0x90000, 1, 64), -ENOSPC);
-	cr_assert(peer.exposes(0x20000 + 5 * 64, 5, 64));
+	cr_assert(peer.hold_exposed(0x20000 + 5 * 64, 5, 64));
 	ScratchFile private_region;
-	cr_assert_eq(private_region.create(kScratch, false, kOwner), 0);
+	cr_assert_eq(private_region.create(kSmallScratch, false, kOwner), 0);
 	cr_assert_eq(private_region.expose(0x10000, 77, 4096), -EINVAL);
 	PeerMapping unattached;
-	cr_assert_not(unattached.exposes(0x10000, 77, 4096));
+	cr_assert_not(unattached.hold_exposed(0x10000, 77, 4096));
+}
+
+// Checking an entry and copying into its buffer are two steps: the owner's
+// withdraw must not return (giving the buffer back to the application) while
+// a writer that checked it still copies.
+Test(transport_local, withdraw_waits_for_the_writer_that_holds_the_buffer)
+{
+	ScratchFile region;
+	PeerMapping peer;
+	create_and_attach(region, peer);
+	const int entry = region.expose(0x10000, 77, 4096);
+	cr_assert_geq(entry, 0);
+	auto hold = peer.hold_exposed(0x10000, 77, 4096);
+	cr_assert(hold);
+	std::atomic<bool> copy_done{false};
+	std::thread writer([&] {
+		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+		copy_done.store(true);
+		hold = {};
+	});
+	cr_assert(region.withdraw(entry));
+	cr_assert(copy_done.load(), "withdraw returned while a writer held the buffer");
+	writer.join();
+	cr_assert_not(peer.hold_exposed(0x10000, 77, 4096), "withdrawn");
+
+	// A writer that never lets go (it died holding it): withdraw gives up,
+	// and the entry is not filled anew until the hold ends.
+	const int again = region.expose(0x10000, 77, 4096);
+	auto stuck = peer.hold_exposed(0x10000, 77, 4096);
+	cr_assert(stuck);
+	cr_assert_not(region.withdraw(again, std::chrono::milliseconds(10)));
+	for (size_t i = 0; i + 1 < rcoll::local::ExposedBuffers::kEntries; i++)
+		cr_assert_neq(region.expose(0x20000 + i * 64, i, 64), again, "entry %zu", i);
+	cr_assert_eq(region.expose(0x90000, 1, 64), -ENOSPC, "the held entry is not reused");
+	stuck = {};
+	cr_assert_eq(region.expose(0x90000, 1, 64), again, "reused once the hold ended");
 }
 
 Test(transport_local, sealed_file_keeps_its_size)

@@ -243,7 +243,11 @@ void CollTransport::deregister_memory(const engine::Registration& r) noexcept
 {
 	if (r.handle >= call_buffers_.size() || !call_buffers_[r.handle].in_use)
 		return;
-	scratch_file_.withdraw(call_buffers_[r.handle].exposed);
+	if (!scratch_file_.withdraw(call_buffers_[r.handle].exposed))
+		RCOLL_WARN(FI_LOG_EP_DATA,
+			   "collective group (slot %u): a member on this host still holds a "
+			   "buffer for writing after a second\n",
+			   slot_);
 	call_buffers_[r.handle] = CallBuffer();
 	try {
 		free_call_buffers_.push_back(r.handle);
@@ -453,10 +457,13 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 	int err = peer.target_ended() ? -ECANCELED : 0;
 	// No core checks the key of a cross-memory write, and any member, from
 	// any host, may have written the slot it was read from: it must name a
-	// buffer the member lists as exposed (ExposedBuffers).
+	// buffer the member lists as exposed (ExposedBuffers), held until the
+	// copy is done.
+	local::ExposedHold hold;
 	if (!err && w.length && w.target_key) {
 		const RemoteBuffer r = decode(*w.target_key);
-		if (!peer.exposes(r.addr, r.key, r.len)) {
+		hold = peer.hold_exposed(r.addr, r.key, r.len);
+		if (!hold) {
 			RCOLL_WARN(FI_LOG_EP_DATA,
 				   "collective group (slot %u): a key for member %u that names no "
 				   "buffer it exposed\n",

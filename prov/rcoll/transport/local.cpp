@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/prctl.h>
@@ -219,7 +220,9 @@ int ScratchFile::expose(uint64_t addr, uint64_t key, uint64_t len) noexcept
 	ExposedBuffers& table = static_cast<ScratchFileHeader*>(base_)->exposed;
 	for (size_t i = 0; i < ExposedBuffers::kEntries; i++) {
 		ExposedBuffers::Entry& e = table.entries[i];
-		if (e.addr.load(std::memory_order_relaxed) != 0)
+		// Still held by a writer withdraw gave up on: not reused.
+		if (e.addr.load(std::memory_order_relaxed) != 0 ||
+		    e.writers.load(std::memory_order_relaxed) != 0)
 			continue;
 		e.key.store(key, std::memory_order_relaxed);
 		e.len.store(len, std::memory_order_relaxed);
@@ -229,11 +232,23 @@ int ScratchFile::expose(uint64_t addr, uint64_t key, uint64_t len) noexcept
 	return -ENOSPC;
 }
 
-void ScratchFile::withdraw(int entry) noexcept
+bool ScratchFile::withdraw(int entry, std::chrono::milliseconds limit) noexcept
 {
-	if (fd_ >= 0 && entry >= 0 && size_t(entry) < ExposedBuffers::kEntries)
-		static_cast<ScratchFileHeader*>(base_)->exposed.entries[entry].addr.store(
-			0, std::memory_order_release);
+	if (fd_ < 0 || entry < 0 || size_t(entry) >= ExposedBuffers::kEntries)
+		return true;
+	ExposedBuffers::Entry& e = static_cast<ScratchFileHeader*>(base_)->exposed.entries[entry];
+	// Sequentially consistent with the writer's hold (take, then look at
+	// the address): either it sees the entry withdrawn, or we see its hold.
+	e.addr.store(0);
+	const auto deadline = std::chrono::steady_clock::now() + limit;
+	for (unsigned spins = 0; e.writers.load() != 0; spins++) {
+		if (spins < 64)
+			continue;
+		if (std::chrono::steady_clock::now() > deadline)
+			return false;
+		::sched_yield(); // a copy of at most one chunk: its writer may be off the CPU
+	}
+	return true;
 }
 
 void ScratchFile::mark_ended() noexcept
@@ -315,23 +330,25 @@ int PeerMapping::attach(pid_t pid, int fd, uint64_t nonce, uint64_t owner, size_
 	return 0;
 }
 
-bool PeerMapping::exposes(uint64_t addr, uint64_t key, uint64_t len) const noexcept
+ExposedHold PeerMapping::hold_exposed(uint64_t addr, uint64_t key, uint64_t len) noexcept
 {
 	if (!exposed_ || addr == 0)
-		return false;
-	// The address read again after the rest: an entry withdrawn and filled
-	// anew in between does not pass with one buffer's address and
-	// another's key and length.
-	for (const ExposedBuffers::Entry& e : exposed_->entries) {
-		if (e.addr.load(std::memory_order_acquire) != addr)
+		return {};
+	for (ExposedBuffers::Entry& e : exposed_->entries) {
+		if (e.addr.load(std::memory_order_relaxed) != addr)
 			continue;
-		const bool same = e.key.load(std::memory_order_relaxed) == key &&
-				  e.len.load(std::memory_order_relaxed) == len;
-		std::atomic_thread_fence(std::memory_order_acquire);
-		if (same && e.addr.load(std::memory_order_relaxed) == addr)
-			return true;
+		// Held first, then looked at, both sequentially consistent with
+		// withdraw (address cleared, then holds counted): either it waits
+		// for this hold, or the address read here is no longer ours. While
+		// held, the entry is not filled anew (expose skips held entries),
+		// so the key and length read after the address are its own.
+		e.writers.fetch_add(1);
+		ExposedHold hold(&e);
+		if (e.addr.load() == addr && e.key.load(std::memory_order_relaxed) == key &&
+		    e.len.load(std::memory_order_relaxed) == len)
+			return hold;
 	}
-	return false;
+	return {};
 }
 
 bool PeerMapping::cross_memory_allowed() noexcept

@@ -17,9 +17,11 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 
 namespace rcoll::local {
 
@@ -138,15 +140,46 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 // slot it read the key from lies in its scratch, where any member writes,
 // from any host; this table does not (no RDMA registration covers it). An
 // entry is live while its address is not 0; the owner fills it before it
-// ships the key and empties it when it deregisters the buffer.
+// ships the key and empties it when it deregisters the buffer. A writer
+// holds the entry while it copies (`writers`), and the owner's withdraw
+// waits for the holds to end: checking and copying are two steps, and the
+// buffer must not go back to the application between them.
 struct ExposedBuffers {
 	static constexpr size_t kEntries = 256;
 	struct Entry {
 		std::atomic<uint64_t> addr;
 		std::atomic<uint64_t> key;
 		std::atomic<uint64_t> len;
+		std::atomic<uint64_t> writers;
 	};
 	Entry entries[kEntries];
+};
+
+// A writer's hold on one exposed buffer (PeerMapping::hold_exposed): while it
+// lasts, the owner cannot withdraw the buffer. Empty: the buffer is not
+// exposed, and nothing may be copied into it.
+class ExposedHold {
+public:
+	ExposedHold() = default;
+	explicit ExposedHold(ExposedBuffers::Entry* entry) noexcept : entry_(entry) {}
+	ExposedHold(ExposedHold&& other) noexcept : entry_(std::exchange(other.entry_, nullptr)) {}
+	ExposedHold& operator=(ExposedHold&& other) noexcept
+	{
+		release();
+		entry_ = std::exchange(other.entry_, nullptr);
+		return *this;
+	}
+	~ExposedHold() { release(); }
+	explicit operator bool() const noexcept { return entry_ != nullptr; }
+
+private:
+	void release() noexcept
+	{
+		if (entry_)
+			entry_->writers.fetch_sub(1, std::memory_order_release);
+		entry_ = nullptr;
+	}
+	ExposedBuffers::Entry* entry_ = nullptr;
 };
 
 // The start of every scratch file: what an attaching member checks before it
@@ -155,7 +188,7 @@ struct ExposedBuffers {
 struct ScratchFileHeader {
 	// "rcollsc" and the layout version: builds that lay the file out
 	// differently refuse each other's files.
-	static constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6306ULL;
+	static constexpr uint64_t kMagic = 0x7263'6f6c'6c73'6307ULL;
 	uint64_t magic;
 	uint64_t nonce;
 	uint64_t owner; // the owner's endpoint key: whose file a mapper believes it is
@@ -199,7 +232,11 @@ public:
 	// Lists a buffer members may write into, as its key describes it: the
 	// entry's index, or -ENOSPC with the table full (-EINVAL: no file).
 	int expose(uint64_t addr, uint64_t key, uint64_t len) noexcept;
-	void withdraw(int entry) noexcept;
+	// Unlists it, and returns once no writer holds it any more, or after
+	// `limit` (a writer that died holding it): false then, and the entry is
+	// not reused while the hold lasts.
+	bool withdraw(int entry,
+		      std::chrono::milliseconds limit = std::chrono::seconds(1)) noexcept;
 
 private:
 	int fd_ = -1;
@@ -244,8 +281,10 @@ public:
 	bool has_room() const noexcept { return doorbell_ && doorbell_->has_room(); }
 	// What the owner publishes (read only here: the owner is its one writer).
 	const Published* published() const noexcept { return published_; }
-	// The owner lists exactly this buffer as one members may write into.
-	bool exposes(uint64_t addr, uint64_t key, uint64_t len) const noexcept;
+	// The owner lists exactly this buffer as one members may write into:
+	// the entry, held until the hold ends (copy only while holding it), or
+	// an empty hold.
+	ExposedHold hold_exposed(uint64_t addr, uint64_t key, uint64_t len) noexcept;
 	// The owner marked its file ended (ScratchFile::mark_ended).
 	bool target_ended() const noexcept;
 	Doorbell::Push ring(uint32_t value) noexcept
@@ -259,7 +298,7 @@ private:
 	size_t mapped_ = 0;
 	Doorbell* doorbell_ = nullptr;
 	const Published* published_ = nullptr;
-	const ExposedBuffers* exposed_ = nullptr;
+	ExposedBuffers* exposed_ = nullptr;
 	std::byte* scratch_ = nullptr;
 	enum class Writes : uint8_t {
 		untested,
