@@ -175,13 +175,19 @@ private:
 	void abandon_join(uint64_t join_id, uint32_t rank, const std::vector<Peer*>& peers);
 
 	Endpoint& ep_;
-	std::vector<std::unique_ptr<CollGroup>> slots_;       // index: slot in arrivals
-	std::unordered_map<uint64_t, uint32_t> ordinals_;     // joins per member list
-	std::unordered_multimap<uint64_t, Early> early_;      // ahead of our fi_join
-	std::unordered_map<uint64_t, size_t> early_per_peer_; // of them, by sender key
-	std::unordered_set<uint64_t> abandoned_;              // joins failed in fi_join
-	engine::GroupConfig config_;                          // groups with members on other hosts
-	engine::GroupConfig local_config_; // groups all on this host, in each other's memory
+	std::vector<std::unique_ptr<CollGroup>> slots_;   // index: slot in arrivals
+	std::unordered_map<uint64_t, uint32_t> ordinals_; // joins per member list
+	std::unordered_multimap<uint64_t, Early> early_;  // by join id, ahead of our fi_join
+	// Of them, by sender key: how many, and for which joins. Forgetting a
+	// peer visits only its own.
+	struct EarlyBySender {
+		size_t total = 0;
+		std::unordered_set<uint64_t> joins;
+	};
+	std::unordered_map<uint64_t, EarlyBySender> early_senders_;
+	std::unordered_set<uint64_t> abandoned_; // joins failed in fi_join
+	engine::GroupConfig config_;             // groups with members on other hosts
+	engine::GroupConfig local_config_;       // groups all on this host, in each other's memory
 };
 
 int query_collective(fid_domain* domain, fi_collective_op coll, fi_collective_attr* attr,

@@ -320,8 +320,15 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 
 void Collectives::forget_early(uint64_t peer_key)
 {
-	std::erase_if(early_, [&](const auto& e) { return e.second.peer_key == peer_key; });
-	early_per_peer_.erase(peer_key);
+	auto sender = early_senders_.find(peer_key);
+	if (sender == early_senders_.end())
+		return;
+	for (const uint64_t join_id : sender->second.joins) {
+		auto [it, last] = early_.equal_range(join_id);
+		while (it != last)
+			it = it->second.peer_key == peer_key ? early_.erase(it) : std::next(it);
+	}
+	early_senders_.erase(sender);
 }
 
 std::vector<Collectives::Early> Collectives::take_early(uint64_t join_id)
@@ -329,7 +336,12 @@ std::vector<Collectives::Early> Collectives::take_early(uint64_t join_id)
 	auto [first, last] = early_.equal_range(join_id);
 	std::vector<Early> taken;
 	for (auto it = first; it != last; ++it) {
-		early_per_peer_[it->second.peer_key]--;
+		if (auto sender = early_senders_.find(it->second.peer_key);
+		    sender != early_senders_.end()) {
+			sender->second.joins.erase(join_id);
+			if (--sender->second.total == 0)
+				early_senders_.erase(sender);
+		}
 		taken.push_back(std::move(it->second));
 	}
 	early_.erase(join_id);
@@ -453,17 +465,18 @@ void Collectives::on_join_message(Peer& peer, const proto::MsgHeader& h,
 // join this endpoint may still make.
 void Collectives::keep_early(Peer& peer, uint64_t join_id, Early e)
 {
-	size_t& held = early_per_peer_[peer.key];
-	if (held >= config().coll_early_max) {
+	EarlyBySender& sender = early_senders_[peer.key];
+	if (sender.total >= config().coll_early_max) {
 		RCOLL_WARN(FI_LOG_EP_CTRL,
 			   "peer %016llx sent %zu join records or stop notices for joins this "
 			   "endpoint has not made (FI_RCOLL_COLL_EARLY_MAX): failing it\n",
-			   (unsigned long long)peer.key, held + 1);
+			   (unsigned long long)peer.key, sender.total + 1);
 		ep_.schedule_failure(peer, -FI_ENOSPC);
 		return;
 	}
-	held++;
 	early_.emplace(join_id, std::move(e));
+	sender.total++;
+	sender.joins.insert(join_id);
 }
 
 // A member's join record: checked against what we know of the group before
