@@ -44,6 +44,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <memory>
 #include <new>
 #include <optional>
@@ -1052,6 +1053,9 @@ void print_table(fi_collective_op coll, const std::vector<Point>& points, const 
 	std::printf("%-9s %5s | %9s %8s %9s %8s | %9s %8s %9s %8s | %11s %8s  %s\n", "size",
 		    "ranks", "rcoll", "sys/call", kOmpiSm, "rcoll/sm", kCore, "sys/call", kOmpiTcp,
 		    "core/tcp", kRxm, "core/rxm", "notes");
+	// The notes column shortens each failure; every distinct one is
+	// printed whole below the table.
+	std::set<std::string> failures;
 	for (size_t k = 0; k < points.size(); ++k) {
 		if (points[k].coll != coll)
 			continue;
@@ -1077,9 +1081,12 @@ void print_table(fi_collective_op coll, const std::vector<Point>& points, const 
 			};
 			std::string notes;
 			for (int i = 0; i < 5; ++i)
-				if (m[i]->status[k] != Status::ok && !m[i]->detail[k].empty())
+				if (m[i]->status[k] != Status::ok && !m[i]->detail[k].empty()) {
 					notes += strfmt("%s%s: %.100s", notes.empty() ? "" : "; ",
 							labels[i], m[i]->detail[k].c_str());
+					failures.insert(strfmt("%s, %d ranks: %s", labels[i], p,
+							       m[i]->detail[k].c_str()));
+				}
 			std::printf("%-9s %5d | %9s %8s %9s %8s | %9s %8s %9s %8s | %11s %8s  %s\n",
 				    coll == FI_BARRIER ? "-" : size_text(points[k].bytes).c_str(),
 				    p, time(0).c_str(), calls(0).c_str(), time(1).c_str(),
@@ -1088,6 +1095,10 @@ void print_table(fi_collective_op coll, const std::vector<Point>& points, const 
 				    ratio(2, 4).c_str(), notes.c_str());
 		}
 	}
+	if (!failures.empty())
+		std::printf("\nIn full:\n");
+	for (const std::string& failure : failures)
+		std::printf("  %s\n", failure.c_str());
 }
 
 void print_how_to_read(const Options& options)
