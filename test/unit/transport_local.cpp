@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -491,6 +492,41 @@ Test(transport_local, withdraw_waits_for_the_writer_that_holds_the_buffer)
 	cr_assert_eq(region.expose(0x90000, 1, 64), -ENOSPC, "the held entry is not reused");
 	stuck = {};
 	cr_assert_eq(region.expose(0x90000, 1, 64), again, "reused once the hold ended");
+}
+
+// A writer holds an entry for one piece of its copy at a time, so the
+// owner's withdraw waits for one piece, not for a whole message (a copy of a
+// gigabyte outlasts withdraw's limit), and the copy stops there: nothing
+// lands in the buffer once withdraw returned.
+Test(transport_local, withdraw_stops_a_long_copy_after_one_piece)
+{
+	constexpr size_t kBytes = size_t(256) << 20;
+	ScratchFile region;
+	PeerMapping peer;
+	create_and_attach(region, peer);
+	cr_assert(peer.cross_memory_allowed());
+	auto* target = static_cast<unsigned char*>(::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE,
+							  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	cr_assert_neq(static_cast<void*>(target), MAP_FAILED);
+	const std::vector<unsigned char> source(kBytes, 1);
+	const uint64_t addr = reinterpret_cast<uint64_t>(target);
+	const int entry = region.expose(addr, 77, kBytes);
+	cr_assert_geq(entry, 0);
+	std::atomic<int> result{1};
+	std::thread writer([&] {
+		result.store(peer.write_exposed(addr, 77, kBytes, 0, source.data(), kBytes));
+	});
+	auto landed = [&] { return size_t(std::count(target, target + kBytes, 1)); };
+	while (*reinterpret_cast<volatile unsigned char*>(target) == 0)
+		std::this_thread::yield();
+	cr_assert(region.withdraw(entry), "withdraw waited past its limit for a live writer");
+	const size_t at_withdraw = landed();
+	writer.join();
+	cr_assert_eq(result.load(), -EPERM, "the copy went on after withdraw (returned %d)",
+		     result.load());
+	cr_assert_lt(at_withdraw, kBytes, "withdraw waited for the whole copy");
+	cr_assert_eq(landed(), at_withdraw, "bytes landed after withdraw returned");
+	::munmap(target, kBytes);
 }
 
 Test(transport_local, sealed_file_keeps_its_size)

@@ -334,7 +334,7 @@ Errc CollTransport::post_write(const engine::WriteRequest& w) noexcept
 	if (w.offset > limit || w.length > limit - w.offset)
 		return Errc::invalid_argument;
 	if (members_[w.peer].mapping)
-		if (auto done = write_local(w, members_[w.peer], addr))
+		if (auto done = write_local(w, members_[w.peer]))
 			return *done;
 	if (w.has_immediate && w.immediate >= kMaxCounters)
 		return Errc::invalid_argument;
@@ -428,8 +428,7 @@ Errc CollTransport::send_arrival(const engine::WriteRequest& w, const Member& m,
 // is rung with the immediate, so the arrival is seen only after the data is
 // in place. Done when it returns: the source may be reused at once. nullopt:
 // this write must go through the core (no cross-memory attach).
-std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Member& m,
-					       uint64_t addr) noexcept
+std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Member& m) noexcept
 {
 	local::PeerMapping& peer = *m.mapping;
 	if (w.target_key && (!config().coll_cma || !peer.cross_memory_allowed()))
@@ -457,25 +456,21 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 	int err = peer.target_ended() ? -ECANCELED : 0;
 	// No core checks the key of a cross-memory write, and any member, from
 	// any host, may have written the slot it was read from: it must name a
-	// buffer the member lists as exposed (ExposedBuffers), held until the
-	// copy is done.
-	local::ExposedHold hold;
-	if (!err && w.length && w.target_key) {
+	// buffer the member lists as exposed (ExposedBuffers), and held piece by
+	// piece while it is copied.
+	if (!err && w.length && !w.target_key) {
+		std::memcpy(peer.scratch() + w.offset, w.source, w.length);
+	} else if (!err && w.length) {
 		const RemoteBuffer r = decode(*w.target_key);
-		hold = peer.hold_exposed(r.addr, r.key, r.len);
-		if (!hold) {
+		err = m.process->exited() ? -ESRCH
+					  : peer.write_exposed(r.addr, r.key, r.len, w.offset,
+							       w.source, w.length);
+		if (err == -EPERM)
 			RCOLL_WARN(FI_LOG_EP_DATA,
 				   "collective group (slot %u): a key for member %u that names no "
-				   "buffer it exposed\n",
+				   "buffer it exposes (or no longer)\n",
 				   slot_, w.peer);
-			err = -EPERM;
-		}
 	}
-	if (!err && w.length && !w.target_key)
-		std::memcpy(peer.scratch() + w.offset, w.source, w.length);
-	else if (!err && w.length)
-		err = m.process->exited() ? -ESRCH
-					  : peer.write_memory(addr + w.offset, w.source, w.length);
 	// -EAGAIN: another writer took the last cell since has_room().
 	if (!err && imm)
 		err = ring_error(peer.ring(*imm));

@@ -194,8 +194,7 @@ private:
 	engine::Errc refused(ssize_t ret) noexcept;
 	int source_desc(const engine::WriteRequest& w, void*& desc) noexcept;
 	static int watch_process(Peer& peer, pid_t pid);
-	std::optional<engine::Errc> write_local(const engine::WriteRequest& w, Member& m,
-						uint64_t addr) noexcept;
+	std::optional<engine::Errc> write_local(const engine::WriteRequest& w, Member& m) noexcept;
 	bool queue_completion(uint64_t cookie) noexcept;
 	static int ring_error(local::Doorbell::Push result) noexcept;
 	bool on_rung(uint32_t value); // whether the mark told something new

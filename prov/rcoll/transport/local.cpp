@@ -15,6 +15,7 @@
 #define SYS_pidfd_open 434 // the same number on every architecture
 #endif
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -246,7 +247,7 @@ bool ScratchFile::withdraw(int entry, std::chrono::milliseconds limit) noexcept
 			continue;
 		if (std::chrono::steady_clock::now() > deadline)
 			return false;
-		::sched_yield(); // a copy of at most one chunk: its writer may be off the CPU
+		::sched_yield(); // one piece of a copy: its writer may be off the CPU
 	}
 	return true;
 }
@@ -401,6 +402,22 @@ int PeerMapping::write_memory(uint64_t remote_address, const void* source, size_
 {
 	return cross_memory(pid_, true, remote_address,
 			    const_cast<char*>(static_cast<const char*>(source)), length);
+}
+
+int PeerMapping::write_exposed(uint64_t addr, uint64_t key, uint64_t len, size_t offset,
+			       const void* source, size_t length) noexcept
+{
+	const auto* from = static_cast<const std::byte*>(source);
+	for (size_t done = 0; done < length;) {
+		const ExposedHold hold = hold_exposed(addr, key, len);
+		if (!hold)
+			return -EPERM;
+		const size_t piece = std::min(length - done, kExposedPieceBytes);
+		if (int err = write_memory(addr + offset + done, from + done, piece))
+			return err;
+		done += piece;
+	}
+	return 0;
 }
 
 int PeerMapping::read_memory(uint64_t remote_address, void* target, size_t length) noexcept

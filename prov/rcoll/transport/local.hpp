@@ -232,9 +232,10 @@ public:
 	// Lists a buffer members may write into, as its key describes it: the
 	// entry's index, or -ENOSPC with the table full (-EINVAL: no file).
 	int expose(uint64_t addr, uint64_t key, uint64_t len) noexcept;
-	// Unlists it, and returns once no writer holds it any more, or after
-	// `limit` (a writer that died holding it): false then, and the entry is
-	// not reused while the hold lasts.
+	// Unlists it, and returns once no writer holds it any more (a writer
+	// holds it for one piece of its copy: PeerMapping::write_exposed), or
+	// after `limit` (a writer that died or was stopped holding it): false
+	// then, and the entry is not reused while the hold lasts.
 	bool withdraw(int entry,
 		      std::chrono::milliseconds limit = std::chrono::seconds(1)) noexcept;
 
@@ -285,6 +286,14 @@ public:
 	// the entry, held until the hold ends (copy only while holding it), or
 	// an empty hold.
 	ExposedHold hold_exposed(uint64_t addr, uint64_t key, uint64_t len) noexcept;
+	// Copies into the buffer that the owner exposed as (addr, key, len), at
+	// `offset`, in pieces of kExposedPieceBytes, each under a hold of its
+	// own: the owner's withdraw waits for one piece at most, and the copy
+	// stops there. 0, -EPERM (not exposed, or withdrawn meanwhile) or
+	// -errno. The caller checks the bounds and that the process lives.
+	static constexpr size_t kExposedPieceBytes = size_t(1) << 20;
+	int write_exposed(uint64_t addr, uint64_t key, uint64_t len, size_t offset,
+			  const void* source, size_t length) noexcept;
 	// The owner marked its file ended (ScratchFile::mark_ended).
 	bool target_ended() const noexcept;
 	Doorbell::Push ring(uint32_t value) noexcept
