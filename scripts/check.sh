@@ -4,7 +4,8 @@
 # runs the whole test suite (`make check`: Criterion unit tests, multi-process
 # runs on loopback and in network namespaces, libfabric's fabtests, Open MPI
 # and MPICH over rcoll), then the unit and multi-process suites again under
-# ASan and UBSan (scripts/sanitize.sh), builds the Debian packages and RPMs
+# ASan and UBSan (scripts/sanitize.sh) and valgrind (scripts/valgrind.sh),
+# builds the Debian packages and RPMs
 # and, as root, installs, uses and purges the Debian packages (make
 # check-packages), builds libfabric 1.17 with rcoll's drop-in (make
 # check-dropin), fuzzes every parser a peer reaches for a bounded time
@@ -52,6 +53,8 @@ status=$?
 phase "glue mutants" "$top/test/glue/mutants.sh" || status=1
 # The same code under ASan and UBSan, in its own tree.
 phase "sanitizers (ASan+UBSan, TSan)" "$top/scripts/sanitize.sh" || status=1
+# Unit tests and point-to-point and collective cases under valgrind's memcheck.
+phase "valgrind (memcheck)" "$top/scripts/valgrind.sh" || status=1
 # rcoll's drop-in built inside libfabric 1.17's own tree (dl and built in).
 phase "libfabric drop-in (dl, yes)" make check-dropin || status=1
 # The network-namespace suite with packet loss and a rate limit between hosts.

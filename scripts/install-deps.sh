@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing rcoll needs on Debian 12: a C++20
 # compiler, the Autotools, libfabric 1.17 with its headers, Criterion for
-# the unit tests, Open MPI for the MPI tests, clang for fuzzing and
+# the unit tests and valgrind, Open MPI for the MPI tests, clang for fuzzing and
 # clang-format for the layout check, and what builds the Debian packages and
 # RPMs (debhelper, rpm; MPICH's wrappers for its librcoll-mpi). Open MPI stays
 # the default MPI (mpicxx, mpirun) with MPICH beside it: Debian's alternatives
@@ -12,7 +12,7 @@ set -euo pipefail
 packages=(
 	g++ make autoconf automake libtool pkg-config
 	libfabric-dev libfabric-bin
-	libcriterion-dev
+	libcriterion-dev valgrind
 	openmpi-bin libopenmpi-dev
 	iproute2 procps
 	clang clang-format nftables
