@@ -43,9 +43,12 @@ run() {
 		failed=$((failed + 1))
 		printf 'FAIL %-28s %4d s  exit %d, %d processes with memcheck errors (%s)\n' \
 			"$name" $((SECONDS - start)) $rc "$errors" "$logs/$name.*"
-		grep -h -A 12 'ERROR SUMMARY: [1-9]' "$logs/$name".[0-9]* 2>/dev/null | head -n 5
-		grep -h -m 1 -B 2 -A 12 '^==[0-9]*== [A-Z][a-z]* ' "$logs/$name".[0-9]* 2>/dev/null |
-			head -n 30
+		# The first report of the first process with errors: what follows
+		# memcheck's banner (which ends with the command line).
+		local first
+		first=$(grep -l 'ERROR SUMMARY: [1-9]' "$logs/$name".[0-9]* 2>/dev/null | head -n 1)
+		[ -n "$first" ] && sed -n '/== Command: /,/== HEAP SUMMARY:/p' "$first" |
+			sed '1,2d' | head -n 30
 		tail -n 5 "$logs/$name.out"
 	fi
 }
