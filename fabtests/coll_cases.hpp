@@ -39,6 +39,7 @@ void add_stress_cases(std::vector<CollCase>& cases);    // coll_stress.cpp
 void add_error_cases(std::vector<CollCase>& cases);     // coll_errors.cpp
 void add_failure_cases(std::vector<CollCase>& cases);   // coll_failure.cpp
 void add_mismatch_cases(std::vector<CollCase>& cases);  // coll_mismatch.cpp
+void add_finishing_cases(std::vector<CollCase>& cases); // coll_finishing.cpp
 
 // ---------------------------------------------------------------- verified calls
 
@@ -112,6 +113,10 @@ std::unique_ptr<Group> join_shape(CollEndpoint& ep, Bootstrap& boot,
 // The line printed with the case's result: rank 0's text (the other ranks
 // clear their progress notes, which only matter when a rank dies).
 void summary_note(Bootstrap& boot, const std::string& text);
+
+// Every member of rcoll's groups takes the shared-memory path (run-coll.sh's
+// default pass: no setting turns it off, no member is made to look remote).
+bool shared_memory_path();
 
 // A reduction operation valid for `type`, picked by `index` (rotates through
 // every valid one).

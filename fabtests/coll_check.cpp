@@ -1,7 +1,9 @@
 // The verified-call machinery shared by the rcoll_coll_test cases.
 #include "coll_cases.hpp"
 
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 namespace fabtests::coll {
@@ -209,6 +211,16 @@ std::unique_ptr<Group> join_shape(CollEndpoint& ep, Bootstrap& boot,
 	const std::string label = strfmt("%s group of %zu", shape_name(shape), members.size());
 	return std::make_unique<Group>(ep, make_shape_set(ep, shape, world, boot.rank()),
 				       std::move(members), world, boot.rank(), label);
+}
+
+bool shared_memory_path()
+{
+	auto on = [](const char* name) {
+		const char* v = std::getenv(name);
+		return !v || std::string_view(v) != "0";
+	};
+	return on("FI_RCOLL_COLL_LOCAL") && on("FI_RCOLL_COLL_SHM") &&
+	       !std::getenv("RCOLL_TEST_COLL_LOCAL");
 }
 
 void summary_note(Bootstrap& boot, const std::string& text)

@@ -58,17 +58,6 @@ constexpr milliseconds kCollTimeout{1000};
 // The timeout, the members' stop confirmations, and slack for a loaded host.
 constexpr seconds kBound{20};
 
-// Every member takes the shared-memory path (run-coll.sh's default pass).
-bool shared_memory_path()
-{
-	auto on = [](const char* name) {
-		const char* v = std::getenv(name);
-		return !v || std::string_view(v) != "0";
-	};
-	return on("FI_RCOLL_COLL_LOCAL") && on("FI_RCOLL_COLL_SHM") &&
-	       !std::getenv("RCOLL_TEST_COLL_LOCAL");
-}
-
 // Whether group rank `me` checks the other member's call in `m` on the
 // shared-memory path: it reads the other's bytes, or, as a reduce's other
 // member in more than one chunk, the root's signature.

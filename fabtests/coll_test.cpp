@@ -23,6 +23,7 @@ std::vector<CollCase> all_cases()
 	add_error_cases(cases);
 	add_failure_cases(cases);
 	add_mismatch_cases(cases);
+	add_finishing_cases(cases);
 	return cases;
 }
 

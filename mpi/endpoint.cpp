@@ -80,6 +80,12 @@ std::string Endpoint::open()
 	if ((rc = fi_ep_bind(ep, &av->fid, 0)) || (rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV)) ||
 	    (rc = fi_ep_bind(ep, &eq->fid, 0)) || (rc = fi_enable(ep)))
 		return fabric_error("binding and enabling the endpoint", rc);
+	fi_rcoll_finishing_coll_ops* finishing = nullptr;
+	blocking_ = fi_open_ops(&ep->fid, FI_RCOLL_FINISHING_COLL_OPS, 0,
+				reinterpret_cast<void**>(&finishing), nullptr) == 0 &&
+				    finishing->size >= sizeof(*finishing)
+			    ? &finishing->coll
+			    : ep->collective;
 	return "";
 }
 

@@ -323,7 +323,7 @@ int rank_in(MPI_Comm comm)
 int finish(Tally& tally, MPI_Comm comm, long rc, Operation& op, const char* what)
 {
 	State& s = state();
-	if (rc == 0 && s.endpoint.wait(op))
+	if (rc == FI_RCOLL_FINISHED || (rc == 0 && s.endpoint.wait(op)))
 		return MPI_SUCCESS;
 	tally.outcome = kFailed;
 	const std::string text = rc ? fi_strerror(int(-rc)) : op.error_text;
@@ -509,7 +509,7 @@ RCOLL_MPI_ENTRY int MPI_Barrier(MPI_Comm comm)
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Barrier(comm) : r.error;
 	Operation op;
-	const long rc = fi_barrier(state().endpoint.ep(), r.group->coll_addr, &op.context);
+	const long rc = state().endpoint.blocking().barrier(state().endpoint.ep(), r.group->coll_addr, &op.context);
 	return finish(tally, comm, rc, op, "MPI_Barrier");
 }
 
@@ -526,7 +526,7 @@ RCOLL_MPI_ENTRY int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int ro
 	void* data = is_root ? const_cast<void*>(staging.gather(buffer, count, type, *l))
 			     : staging.result(buffer, *l);
 	Operation op;
-	const long rc = fi_broadcast(state().endpoint.ep(), data, bytes_of(*l), nullptr,
+	const long rc = state().endpoint.blocking().broadcast(state().endpoint.ep(), data, bytes_of(*l), nullptr,
 				     r.group->coll_addr, address_of(*r.group, root), FI_UINT8, 0,
 				     &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Bcast");
@@ -550,7 +550,7 @@ RCOLL_MPI_ENTRY int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count,
 		staging.gather(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count, type, *l);
 	void* result = staging.result(recvbuf, *l);
 	Operation op;
-	const long rc = fi_allreduce(state().endpoint.ep(), input, l->elements, nullptr, result,
+	const long rc = state().endpoint.blocking().allreduce(state().endpoint.ep(), input, l->elements, nullptr, result,
 				     nullptr, r.group->coll_addr, l->dtype, *op_code, 0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Allreduce");
 	if (err == MPI_SUCCESS)
@@ -574,7 +574,7 @@ RCOLL_MPI_ENTRY int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MP
 		staging.gather(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count, type, *l);
 	void* result = is_root ? staging.result(recvbuf, *l) : nullptr;
 	Operation op;
-	const long rc = fi_reduce(state().endpoint.ep(), input, l->elements, nullptr, result,
+	const long rc = state().endpoint.blocking().reduce(state().endpoint.ep(), input, l->elements, nullptr, result,
 				  nullptr, r.group->coll_addr, address_of(*r.group, root), l->dtype,
 				  *op_code, 0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Reduce");
@@ -616,7 +616,7 @@ RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Dataty
 	}
 	void* result = staging.result(recvbuf, *all);
 	Operation op;
-	const long rc = fi_allgather(state().endpoint.ep(), input, bytes_of(*block), nullptr,
+	const long rc = state().endpoint.blocking().allgather(state().endpoint.ep(), input, bytes_of(*block), nullptr,
 				     result, nullptr, r.group->coll_addr, FI_UINT8, 0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Allgather");
 	if (err == MPI_SUCCESS)

@@ -23,6 +23,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_collective.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_ext_rcoll.h>
 
 #include <atomic>
 #include <cstddef>
@@ -122,6 +123,10 @@ public:
 	// in flight: nothing can be completed or freed), ends the job.
 	void abort_if_broken();
 	fid_ep* ep() const { return ep_.get(); }
+	// The collectives a blocking call posts with: rcoll's finishing ones
+	// (fi_ext_rcoll.h), which may end the call before they return
+	// (FI_RCOLL_FINISHED), or else the endpoint's own.
+	const fi_ops_collective& blocking() const { return *blocking_; }
 	// Closes everything; groups must be gone.
 	void close();
 
@@ -135,6 +140,7 @@ private:
 	FidPtr<fid_cq> cq_;
 	FidPtr<fid_eq> eq_;
 	FidPtr<fid_ep> ep_;
+	const fi_ops_collective* blocking_ = nullptr;
 	std::vector<fi_addr_t> world_; // by world rank
 	std::vector<uint64_t> hosts_;  // by world rank: a hash of its processor name
 	std::mutex lock_;

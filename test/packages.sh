@@ -12,8 +12,8 @@
 set -euo pipefail
 tarball=$(realpath "${1:?usage: packages.sh rcoll-VERSION.tar.gz}")
 jobs=${RCOLL_PACKAGES_JOBS:-2}
-debs=(librcoll-fi1 rcoll-tests librcoll-mpi-common librcoll-mpi-openmpi librcoll-mpi-mpich)
-rpms=(rcoll rcoll-tests rcoll-mpi-common rcoll-mpi-openmpi rcoll-mpi-mpich)
+debs=(librcoll-fi1 librcoll-fi-dev rcoll-tests librcoll-mpi-common librcoll-mpi-openmpi librcoll-mpi-mpich)
+rpms=(rcoll rcoll-devel rcoll-tests rcoll-mpi-common rcoll-mpi-openmpi rcoll-mpi-mpich)
 
 passed=0
 failed=0

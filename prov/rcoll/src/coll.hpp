@@ -11,6 +11,8 @@
 #include "transport/local_collectives.hpp"
 #include "wait.hpp"
 
+#include <rdma/fi_ext_rcoll.h>
+
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -80,8 +82,10 @@ public:
 	int join(const fi_collective_addr* addr, uint64_t flags, fid_mc** mc, void* context);
 	// `req` (its root set here) by reference: a copy on the stack, just
 	// written field by field, stalls the loads that copy it.
-	ssize_t post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Request& req,
-		     uint64_t flags);
+	// With `finish_here`, a node-local call posted alone may run to its end
+	// in the call: FI_RCOLL_FINISHED then (fi_ext_rcoll.h).
+	ssize_t post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Request& req, uint64_t flags,
+		     bool finish_here = false);
 	int close(CollGroup& g);
 
 	// From the endpoint.
@@ -122,6 +126,7 @@ private:
 	template <class Runner>
 	void report_completions(const CollGroup& g, Runner& runner);
 	void settle_shm(CollGroup& g);
+	std::optional<ssize_t> finish_alone(CollGroup& g);
 	CollGroup* group_at(fi_addr_t coll_addr);
 	// A join record, decoded (on_join_message drops what does not decode).
 	void accept_record(CollGroup& g, uint64_t peer_key, const proto::JoinRecord& record);
@@ -194,5 +199,7 @@ int query_collective(fid_domain* domain, fi_collective_op coll, fi_collective_at
 		     uint64_t flags);
 
 extern fi_ops_collective collective_ops;
+// FI_RCOLL_FINISHING_COLL_OPS (fi_ext_rcoll.h): fi_open_ops on an endpoint.
+extern fi_rcoll_finishing_coll_ops finishing_collective_ops;
 
 } // namespace rcoll

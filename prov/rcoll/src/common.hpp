@@ -92,13 +92,15 @@ inline constexpr Fn enosys = Unsupported<Fn>::call;
 // Most objects answer fi_control/ops_open/tostr/ops_set with -FI_ENOSYS.
 template <int (*Close)(fid*),
 	  int (*Bind)(fid*, fid*, uint64_t) = enosys<int (*)(fid*, fid*, uint64_t)>,
-	  int (*Control)(fid*, int, void*) = enosys<int (*)(fid*, int, void*)>>
+	  int (*Control)(fid*, int, void*) = enosys<int (*)(fid*, int, void*)>,
+	  int (*OpsOpen)(fid*, const char*, uint64_t, void**, void*) =
+		  enosys<decltype(fi_ops::ops_open)>>
 inline fi_ops fid_ops_table = {
 	.size = sizeof(fi_ops),
 	.close = Close,
 	.bind = Bind,
 	.control = Control,
-	.ops_open = enosys<decltype(fi_ops::ops_open)>,
+	.ops_open = OpsOpen,
 	.tostr = enosys<decltype(fi_ops::tostr)>,
 	.ops_set = enosys<decltype(fi_ops::ops_set)>,
 };

@@ -139,6 +139,22 @@ int bind_ep(fid* f, fid* bfid, uint64_t flags)
 	});
 }
 
+// rcoll's extensions (fi_ext_rcoll.h).
+int ops_open_ep(fid* f, const char* name, uint64_t flags, void** ops, void*)
+{
+	return guarded([&] {
+		Endpoint* ep = owner_of<Endpoint>(f);
+		if (!name || !ops || flags)
+			return -FI_EINVAL;
+		if (std::strcmp(name, FI_RCOLL_FINISHING_COLL_OPS) != 0)
+			return -FI_ENOSYS;
+		if (!(ep->caps & FI_COLLECTIVE))
+			return -FI_EOPNOTSUPP;
+		*ops = &finishing_collective_ops;
+		return 0;
+	});
+}
+
 int control_ep(fid* f, int command, void* arg)
 {
 	return guarded([&] {
@@ -479,7 +495,7 @@ int Endpoint::open(Domain* domain, fi_info* info, fid_ep** out, void* context)
 	ep->shell.owner = ep.get();
 	ep->shell.fid.fid.fclass = FI_CLASS_EP;
 	ep->shell.fid.fid.context = context;
-	ep->shell.fid.fid.ops = &fid_ops_table<close_ep, bind_ep, control_ep>;
+	ep->shell.fid.fid.ops = &fid_ops_table<close_ep, bind_ep, control_ep, ops_open_ep>;
 	ep->shell.fid.ops = &ep_ops;
 	ep->shell.fid.cm = &cm_ops;
 	ep->shell.fid.msg = &msg_ops;
