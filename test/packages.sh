@@ -101,6 +101,11 @@ if [ -n "$(find "$work" -maxdepth 1 -name "librcoll-fi1_${deb_version}_*.deb")" 
 	contents=$(dpkg-deb -c "$work"/librcoll-fi1_"${deb_version}"_*.deb)
 	check "librcoll-fi1 ships the provider as $provider" grep -q " \.$provider\$" <<<"$contents"
 fi
+if [ -n "$(find "$work" -maxdepth 1 -name "librcoll-fi-dev_${deb_version}_*.deb")" ]; then
+	contents=$(dpkg-deb -c "$work"/librcoll-fi-dev_"${deb_version}"_*.deb)
+	check "librcoll-fi-dev ships rdma/fi_ext_rcoll.h" \
+		grep -q " \./usr/include/rdma/fi_ext_rcoll\.h\$" <<<"$contents"
+fi
 
 # --- installed, used, purged (root) ---------------------------------------
 if [ "$root" -eq 0 ]; then
@@ -118,6 +123,11 @@ else
 	check "the provider is installed as $provider" test -f "$provider"
 	check "fi_rcoll(7) and librcoll-mpi(7) are installed" \
 		test -f /usr/share/man/man7/fi_rcoll.7.gz -a -f /usr/share/man/man7/librcoll-mpi.7.gz
+
+	# librcoll-fi-dev's header compiles as a client includes it.
+	check "rdma/fi_ext_rcoll.h compiles in a C client" sh -c \
+		"printf '#include <rdma/fi_ext_rcoll.h>\\nint main(void) { struct fi_rcoll_finishing_coll_ops o; return (int) sizeof(o) == 0 || FI_RCOLL_FINISHED != 1; }\\n' |
+			cc -Wall -Werror -x c -o /dev/null -"
 
 	# libfabric finds the provider by itself: no FI_PROVIDER_PATH.
 	if env -u FI_PROVIDER_PATH FI_PROVIDER=rcoll fi_info >"$work/fi_info.log" 2>&1 &&
@@ -247,6 +257,7 @@ else
 		f=$(find "$work/rpm/RPMS" -name "$p-$version-*.rpm" 2>/dev/null | head -n 1 || true)
 		case $p in
 		rcoll) want=$rpm_libdir/libfabric/librcoll-fi.so ;;
+		rcoll-devel) want=/usr/include/rdma/fi_ext_rcoll.h ;;
 		rcoll-tests) want=/usr/bin/rcoll_coll_bench ;;
 		rcoll-mpi-common) want=$rpm_mandir/man7/librcoll-mpi.7 ;;
 		rcoll-mpi-openmpi) want=$rpm_libdir/openmpi/lib/librcoll-mpi.so ;;
