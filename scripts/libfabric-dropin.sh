@@ -49,7 +49,9 @@ done
 install -m 644 "$dropin/configure.m4" "$lf/prov/rcoll/configure.m4"
 install -m 644 "$dropin/Makefile.include" "$lf/prov/rcoll/Makefile.include"
 install -D -m 644 "$top/man/fi_rcoll.7" "$lf/man/man7/fi_rcoll.7"
-echo "libfabric-dropin.sh: copied prov/rcoll ($(wc -w <<<"$files") files) and man/man7/fi_rcoll.7"
+install -D -m 644 "$top/include/rdma/fi_ext_rcoll.h" "$lf/include/rdma/fi_ext_rcoll.h"
+echo "libfabric-dropin.sh: copied prov/rcoll ($(wc -w <<<"$files") files)," \
+	"man/man7/fi_rcoll.7 and include/rdma/fi_ext_rcoll.h"
 
 # insert_line FILE LINE AWK-CONDITION WHERE: adds LINE before or after
 # (WHERE) the last line matching AWK-CONDITION, unless FILE holds it already.

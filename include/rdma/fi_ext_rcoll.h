@@ -17,8 +17,9 @@ extern "C" {
  * take the arguments of the endpoint's collectives (fi_barrier, fi_broadcast,
  * fi_allreduce, ...). A call among members on one host that can run to its
  * end while the caller would only wait for it anyway (every member is on
- * this host, no earlier call of the group is in flight) runs to its end in
- * the call, for up to FI_RCOLL_SPIN_US: it then returns FI_RCOLL_FINISHED,
+ * this host, no earlier call of the group is in flight) is driven in the
+ * call, for up to FI_RCOLL_SPIN_US (at most 50 us); if it ends there, it
+ * returns FI_RCOLL_FINISHED,
  * reports no completion, and its buffers are the caller's again. Otherwise
  * it behaves as the standard call: 0 (posted; its completion comes through
  * the completion queue), or a negative error code. A blocking collective

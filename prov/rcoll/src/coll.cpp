@@ -6,6 +6,7 @@
 #include "av.hpp"
 #include "ep.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <new>
@@ -63,10 +64,10 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 	}
 	// The failure clock starts when the group goes from idle to busy, at
 	// its first check (check_timeout): no clock read here.
-	if (!group_busy(*g))
+	const bool alone = !group_busy(*g);
+	if (alone)
 		g->last_activity = {};
 	if (g->shm && g->shm->takes(req)) {
-		const bool alone = !g->shm->any_outstanding();
 		engine::Errc e = g->shm->post(req);
 		if (e != engine::Errc::ok)
 			return g->failure ? -g->failure : -ssize_t(int(e));
@@ -89,21 +90,23 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 	return 0;
 }
 
-// A node-local call just posted with nothing before it in its group, whose
-// caller only waits for it (FI_RCOLL_FINISHING_COLL_OPS): driven here for up
-// to FI_RCOLL_SPIN_US (not at all while the host is crowded), as the caller's
-// polls would drive it, minus the completion's round trip through the queue
-// and the rest of progress. Its completion, the group's only one, is taken
-// here: the call's outcome, or nullopt if it has not ended (it is then
-// reported as any other).
+// A node-local call just posted with nothing else of its group in flight,
+// whose caller only waits for it (FI_RCOLL_FINISHING_COLL_OPS): driven here,
+// as the caller's polls would drive it, minus the completion's round trip
+// through the queue and the rest of progress. It holds the domain lock, and
+// nothing else of the endpoint moves meanwhile: for up to FI_RCOLL_SPIN_US,
+// at most kFinishSpinMax (not at all while the host is crowded). Its
+// completion, the group's only one, is taken here: the call's outcome, or
+// nullopt if it has not ended (it is then reported as any other).
 std::optional<ssize_t> Collectives::finish_alone(CollGroup& g)
 {
 	using namespace std::chrono;
+	constexpr auto kFinishSpinMax = microseconds(50);
 	// Progress rounds between clock reads: most calls end within the first
 	// (a few hundred nanoseconds), before the clock is ever read.
-	constexpr unsigned kClockEvery = 256;
+	constexpr unsigned kClockEvery = 64;
 	if (!g.shm->has_completion()) {
-		const auto budget = microseconds(spin_budget_us());
+		const auto budget = std::min(microseconds(spin_budget_us()), kFinishSpinMax);
 		if (budget.count() == 0)
 			return std::nullopt;
 		steady_clock::time_point until{};
