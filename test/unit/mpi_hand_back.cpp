@@ -98,13 +98,15 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 			cr_assert(why.empty(), "%s default refused: %s",
 				  rcoll::mpi::kHandBackVariables[k], why.c_str());
 		}
-	// Measured (see hand_back.hpp): on one host a 64-byte broadcast of 2
-	// ranks and a 32 KiB one of 4 went faster in Open MPI, 512 B to 16 MiB
-	// ones of 2 and 8-byte ones of 3 and 4 in rcoll (its barrier releases
-	// the root first); between hosts a 32 KiB allreduce of 2 in rcoll.
-	HandBack bcast, allreduce;
+	// Measured (see hand_back.hpp): on one host a 32 KiB broadcast of 4
+	// ranks went faster in Open MPI; 8 B to 16 MiB ones of 2 (since blocking
+	// calls end inside rcoll's call) and 8-byte ones of 3 and 4 in rcoll (its
+	// barrier releases the root first); between hosts a 32 KiB allreduce of
+	// 2 in rcoll.
+	HandBack bcast, allreduce, barrier;
 	cr_assert(bcast.parse(rcoll::mpi::kOpenMpiHandBack[1]).empty());
-	cr_assert(bcast.matches(64, 2, true));
+	cr_assert_not(bcast.matches(8, 2, true));
+	cr_assert_not(bcast.matches(64, 2, true));
 	cr_assert(bcast.matches(32768, 4, true));
 	cr_assert_not(bcast.matches(8, 3, true));
 	cr_assert_not(bcast.matches(8, 4, true));
@@ -115,6 +117,14 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 	cr_assert(allreduce.parse(rcoll::mpi::kOpenMpiHandBack[2]).empty());
 	cr_assert_not(allreduce.matches(32768, 2, false));
 	cr_assert(allreduce.matches(8, 2, false));
+	// On one host, 2 ranks: the smallest allreduces and the barrier are
+	// rcoll's since blocking calls end inside its call; between hosts the
+	// barrier is Open MPI's.
+	cr_assert_not(allreduce.matches(8, 2, true));
+	cr_assert_not(allreduce.matches(256, 2, true));
+	cr_assert(barrier.parse(rcoll::mpi::kOpenMpiHandBack[0]).empty());
+	cr_assert_not(barrier.matches(0, 2, true));
+	cr_assert(barrier.matches(0, 2, false));
 	// On one host, 2 ranks: the largest allreduces are rcoll's (one copy).
 	cr_assert_not(allreduce.matches(16777216, 2, true));
 	// Between hosts, 2 ranks: broadcasts up to 128 KiB and reduces up to
