@@ -22,7 +22,7 @@ export RCOLL_TEST_QUICK=1
 tests="test/unit/proto_wire test/unit/proto_fifo test/unit/proto_match test/unit/proto_pool
 	test/unit/proto_rendezvous test/unit/transport_local test/unit/engine_patterns
 	test/unit/engine_kernels test/unit/engine_schedule test/unit/engine_selection
-	test/unit/engine_sim test/unit/secret test/unit/local_collectives test/glue/glue_test test/mp/run-p2p.sh test/mp/run-hostile.sh test/mp/run-coll.sh"
+	test/unit/engine_sim test/unit/secret test/unit/domain_lock test/unit/local_collectives test/glue/glue_test test/mp/run-p2p.sh test/mp/run-hostile.sh test/mp/run-coll.sh"
 make -j2 check TESTS="$(echo $tests)" >"$build/sanitize-check.log" 2>&1
 status=$?
 reports=$(grep -laE 'ERROR: (Address|Leak)Sanitizer|runtime error:' test/unit/*.log test/glue/*.log test/mp/*.log 2>/dev/null)
@@ -66,7 +66,8 @@ tsan_run 0 rcoll_p2p_test threads eq-read-while-closing pingpong-thread-domain
 # and a progress thread on the dying side may finish them first.)
 tsan_run 1 rcoll_p2p_test threads pingpong-tagged pingpong-thread-domain stream-msg unexpected-flood rma-read rma-write \
 	wildcard-source peer-closed eq-read-while-closing
-tsan_run 1 rcoll_coll_test sweep-4 two-groups-in-flight rank-killed join-eq-only
+tsan_run 1 rcoll_coll_test sweep-4 two-groups-in-flight rank-killed join-eq-only finishing-threads
+tsan_run 0 rcoll_coll_test finishing-threads finishing-mismatch
 tsan_pass=$(grep -cE '^PASS ' "$tsan/tsan-runs.log")
 tsan_fail=$(grep -cE '^FAIL ' "$tsan/tsan-runs.log")
 tsan_reports=$(grep -cE 'WARNING: ThreadSanitizer' "$tsan/tsan-runs.log")

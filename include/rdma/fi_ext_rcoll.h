@@ -18,12 +18,13 @@ extern "C" {
  * fi_allreduce, ...). A call among members on one host that can run to its
  * end while the caller would only wait for it anyway (every member is on
  * this host, no earlier call of the group is in flight) is driven in the
- * call, for up to FI_RCOLL_SPIN_US (at most 50 us); if it ends there, it
- * returns FI_RCOLL_FINISHED,
- * reports no completion, and its buffers are the caller's again. Otherwise
- * it behaves as the standard call: 0 (posted; its completion comes through
- * the completion queue), or a negative error code. A blocking collective
- * (an MPI's) saves the completion's round trip through the queue.
+ * call, for up to FI_RCOLL_SPIN_US (at most 50 us, less once another thread
+ * waits for the endpoint's domain); if it ends there successfully, it
+ * returns FI_RCOLL_FINISHED, reports no completion, and its buffers are the
+ * caller's again. Otherwise it behaves as the standard call:
+ * 0 (posted; its completion, an error one if it failed, comes through the
+ * completion queue), or a negative error code (not posted). A blocking
+ * collective (an MPI's) saves the completion's round trip through the queue.
  */
 #define FI_RCOLL_FINISHING_COLL_OPS "rcoll_finishing_coll_ops_v1"
 #define FI_RCOLL_FINISHED 1

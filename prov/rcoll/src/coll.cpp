@@ -71,9 +71,8 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 		engine::Errc e = g->shm->post(req);
 		if (e != engine::Errc::ok)
 			return g->failure ? -g->failure : -ssize_t(int(e));
-		if (finish_here && alone)
-			if (const std::optional<ssize_t> ended = finish_alone(*g))
-				return *ended;
+		if (finish_here && alone && finish_alone(*g))
+			return FI_RCOLL_FINISHED;
 		report_accepted([&] { settle_shm(*g); });
 		return 0;
 	}
@@ -95,10 +94,12 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 // as the caller's polls would drive it, minus the completion's round trip
 // through the queue and the rest of progress. It holds the domain lock, and
 // nothing else of the endpoint moves meanwhile: for up to FI_RCOLL_SPIN_US,
-// at most kFinishSpinMax (not at all while the host is crowded). Its
-// completion, the group's only one, is taken here: the call's outcome, or
-// nullopt if it has not ended (it is then reported as any other).
-std::optional<ssize_t> Collectives::finish_alone(CollGroup& g)
+// at most kFinishSpinMax (not at all while the host is crowded), and only
+// while no other thread waits for the domain (DomainLock). Whether it
+// ended well here; its completion, the group's only one, is then taken. One
+// that failed completes through the queue as any other, with its error and
+// the group's failure, so that a failure has one path whichever call saw it.
+bool Collectives::finish_alone(CollGroup& g)
 {
 	using namespace std::chrono;
 	constexpr auto kFinishSpinMax = microseconds(50);
@@ -108,7 +109,7 @@ std::optional<ssize_t> Collectives::finish_alone(CollGroup& g)
 	if (!g.shm->has_completion()) {
 		const auto budget = std::min(microseconds(spin_budget_us()), kFinishSpinMax);
 		if (budget.count() == 0)
-			return std::nullopt;
+			return false;
 		steady_clock::time_point until{};
 		for (unsigned round = 1; !g.shm->has_completion(); round++) {
 			if (round % kClockEvery == 0) {
@@ -116,17 +117,20 @@ std::optional<ssize_t> Collectives::finish_alone(CollGroup& g)
 				if (round == kClockEvery)
 					until = now + budget;
 				else if (now >= until)
-					return std::nullopt;
+					return false;
 			}
+			// Another thread waits for the domain: its call may be
+			// the one this call's peer waits for.
+			if (ep_.domain->lock.contended())
+				return false;
 			g.shm->progress();
 		}
 	}
+	if (g.shm->first_completion().status != engine::Errc::ok)
+		return false;
 	engine::Completion c;
 	g.shm->next_completion(c);
-	if (c.status == engine::Errc::ok)
-		return FI_RCOLL_FINISHED;
-	report_accepted([&] { settle_shm(g); }); // fails the group, saying why
-	return -ssize_t(g.failure ? g.failure : int(c.status));
+	return true;
 }
 
 void Collectives::progress()
@@ -459,7 +463,7 @@ constexpr fi_ops_collective collective_table = {
 } // namespace
 
 fi_ops_collective collective_ops = collective_table<false>;
-fi_rcoll_finishing_coll_ops finishing_collective_ops = {
+const fi_rcoll_finishing_coll_ops finishing_collective_ops = {
 	.size = sizeof(fi_rcoll_finishing_coll_ops),
 	.coll = collective_table<true>,
 };

@@ -126,7 +126,7 @@ private:
 	template <class Runner>
 	void report_completions(const CollGroup& g, Runner& runner);
 	void settle_shm(CollGroup& g);
-	std::optional<ssize_t> finish_alone(CollGroup& g);
+	bool finish_alone(CollGroup& g);
 	CollGroup* group_at(fi_addr_t coll_addr);
 	// A join record, decoded (on_join_message drops what does not decode).
 	void accept_record(CollGroup& g, uint64_t peer_key, const proto::JoinRecord& record);
@@ -200,6 +200,8 @@ int query_collective(fid_domain* domain, fi_collective_op coll, fi_collective_at
 
 extern fi_ops_collective collective_ops;
 // FI_RCOLL_FINISHING_COLL_OPS (fi_ext_rcoll.h): fi_open_ops on an endpoint.
-extern fi_rcoll_finishing_coll_ops finishing_collective_ops;
+// Read-only: fi_open_ops hands every caller the one table, which a write
+// would change for all of them (it faults instead).
+extern const fi_rcoll_finishing_coll_ops finishing_collective_ops;
 
 } // namespace rcoll

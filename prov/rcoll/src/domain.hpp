@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common.hpp"
+#include "domain_lock.hpp"
 
 #include <atomic>
 #include <mutex>
@@ -22,7 +23,7 @@ struct Domain {
 	FidPtr<fid_domain> core;
 	// The core registers with the keys rcoll draws (see register_with_core).
 	bool core_takes_keys = false;
-	std::mutex lock; // every operation on objects of this domain holds it
+	DomainLock lock; // every operation on objects of this domain holds it
 	std::atomic<int> children{0};
 	std::vector<Endpoint*> endpoints; // under lock; walked by the progress thread
 

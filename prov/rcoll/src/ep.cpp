@@ -150,7 +150,7 @@ int ops_open_ep(fid* f, const char* name, uint64_t flags, void** ops, void*)
 			return -FI_ENOSYS;
 		if (!(ep->caps & FI_COLLECTIVE))
 			return -FI_EOPNOTSUPP;
-		*ops = &finishing_collective_ops;
+		*ops = const_cast<fi_rcoll_finishing_coll_ops*>(&finishing_collective_ops);
 		return 0;
 	});
 }

@@ -59,7 +59,7 @@ size_t spin_budget_us() { return CrowdedHost::held() ? 0 : config().spin_us; }
 // The core CQ has no wait object (see Endpoint::open): after spinning for
 // spin_us, sleep in slices that grow from a yield to a millisecond, with
 // the lock released so other threads (and the progress thread) get in.
-int wait_with_progress(std::unique_lock<std::mutex>& held, const std::vector<Endpoint*>& eps,
+int wait_with_progress(std::unique_lock<DomainLock>& held, const std::vector<Endpoint*>& eps,
 		       const std::function<bool()>& ready, int timeout_ms)
 {
 	using namespace std::chrono;

@@ -2,6 +2,8 @@
 // then sleep in growing slices (ranks may outnumber cores).
 #pragma once
 
+#include "domain_lock.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -56,7 +58,7 @@ size_t spin_budget_us();
 // Progresses `eps` until `ready()` holds or `timeout_ms` passes (< 0: no
 // limit). `held` is the caller's lock on the domain; it is released while
 // blocked. Returns 0, or -FI_EAGAIN on timeout.
-int wait_with_progress(std::unique_lock<std::mutex>& held, const std::vector<Endpoint*>& eps,
+int wait_with_progress(std::unique_lock<DomainLock>& held, const std::vector<Endpoint*>& eps,
 		       const std::function<bool()>& ready, int timeout_ms);
 
 // An application polling an empty CQ or counter (fi_cq_read in a loop, as

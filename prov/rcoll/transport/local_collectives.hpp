@@ -106,6 +106,8 @@ public:
 	size_t progress() noexcept;
 	bool next_completion(engine::Completion& out) noexcept;
 	bool has_completion() const noexcept { return !done_.empty(); }
+	// The oldest completion not yet taken; has_completion() first.
+	const engine::Completion& first_completion() const noexcept { return done_.front(); }
 	size_t outstanding() const noexcept { return queue_.size() + done_.size(); }
 	bool any_outstanding() const noexcept { return !queue_.empty() || !done_.empty(); }
 	// Ends every queued call with `err` (the group failed) and tells the
