@@ -144,14 +144,14 @@ RCOLL_MPI_ENTRY int MPI_Dist_graph_create(MPI_Comm comm, int n, const int source
 					  const int weights[], MPI_Info info, int reorder,
 					  MPI_Comm* newcomm)
 {
-	return derive(PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights,
-					     info, reorder, newcomm),
+	return derive(PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info,
+					     reorder, newcomm),
 		      comm, newcomm);
 }
 
-RCOLL_MPI_ENTRY int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree,
-						   const int sources[], const int sourceweights[],
-						   int outdegree, const int destinations[],
+RCOLL_MPI_ENTRY int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
+						   const int sourceweights[], int outdegree,
+						   const int destinations[],
 						   const int destweights[], MPI_Info info,
 						   int reorder, MPI_Comm* newcomm)
 {

@@ -77,7 +77,8 @@ std::string Endpoint::open()
 	if ((rc = fi_endpoint(domain, info.get(), &ep, nullptr)))
 		return fabric_error("fi_endpoint", rc);
 	ep_.reset(ep);
-	if ((rc = fi_ep_bind(ep, &av->fid, 0)) || (rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV)) ||
+	if ((rc = fi_ep_bind(ep, &av->fid, 0)) ||
+	    (rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV)) ||
 	    (rc = fi_ep_bind(ep, &eq->fid, 0)) || (rc = fi_enable(ep)))
 		return fabric_error("binding and enabling the endpoint", rc);
 	fi_rcoll_finishing_coll_ops* finishing = nullptr;
@@ -109,8 +110,8 @@ std::string Endpoint::exchange_names()
 		       MPI_COMM_WORLD);
 	world_.assign(size_t(size), FI_ADDR_NOTAVAIL);
 	for (int r = 0; r < size && error.empty(); r++) {
-		const long rc = fi_av_insert(av_.get(), names.data() + size_t(r) * size_t(longest), 1,
-					     &world_[size_t(r)], 0, nullptr);
+		const long rc = fi_av_insert(av_.get(), names.data() + size_t(r) * size_t(longest),
+					     1, &world_[size_t(r)], 0, nullptr);
 		if (rc != 1)
 			error = fabric_error("fi_av_insert", rc < 0 ? rc : -FI_EINVAL);
 	}
@@ -144,7 +145,8 @@ bool Endpoint::on_one_host(MPI_Comm comm) const
 {
 	const std::vector<int> members = world_ranks_of(comm);
 	for (int w : members)
-		if (w < 0 || size_t(w) >= hosts_.size() || hosts_[size_t(w)] != hosts_[size_t(members[0])])
+		if (w < 0 || size_t(w) >= hosts_.size() ||
+		    hosts_[size_t(w)] != hosts_[size_t(members[0])])
 			return false;
 	return true;
 }

@@ -20,9 +20,12 @@ bool parse_number(std::string_view s, uint64_t& out)
 	unsigned shift = 0;
 	if (!s.empty()) {
 		switch (s.back()) {
-		case 'k': case 'K': shift = 10; break;
-		case 'm': case 'M': shift = 20; break;
-		case 'g': case 'G': shift = 30; break;
+		case 'k':
+		case 'K': shift = 10; break;
+		case 'm':
+		case 'M': shift = 20; break;
+		case 'g':
+		case 'G': shift = 30; break;
 		}
 		if (shift)
 			s.remove_suffix(1);
@@ -53,8 +56,8 @@ bool parse_range(std::string_view s, uint64_t& min, uint64_t& max)
 		return false;
 	min = 0;
 	max = UINT64_MAX;
-	return (low.empty() || parse_number(low, min)) && (high.empty() || parse_number(high, max)) &&
-	       min <= max;
+	return (low.empty() || parse_number(low, min)) &&
+	       (high.empty() || parse_number(high, max)) && min <= max;
 }
 
 std::string parse_rule(std::string_view text, HandBackRule& rule)
@@ -71,13 +74,15 @@ std::string parse_rule(std::string_view text, HandBackRule& rule)
 		return "more than three fields";
 	size_t next = 0;
 	if (fields.size() > 1 && (fields[0] == "host" || fields[0] == "net")) {
-		rule.where = fields[0] == "host" ? HandBackRule::Where::host : HandBackRule::Where::net;
+		rule.where =
+			fields[0] == "host" ? HandBackRule::Where::host : HandBackRule::Where::net;
 		next = 1;
 	} else if (fields.size() == 3) {
 		return "where the members run is \"host\" or \"net\", not \"" +
 		       std::string(fields[0]) + "\"";
 	}
-	if (fields.size() - next == 2 && !parse_range(fields[next++], rule.ranks_min, rule.ranks_max))
+	if (fields.size() - next == 2 &&
+	    !parse_range(fields[next++], rule.ranks_min, rule.ranks_max))
 		return "communicator sizes \"" + std::string(fields[next - 1]) +
 		       "\" are not N, N-, N-M, -M or *";
 	if (!parse_range(fields[next], rule.bytes_min, rule.bytes_max))

@@ -41,9 +41,9 @@ constexpr const auto& kHandBackDefaults = kMpichHandBack;
 #else
 constexpr const auto& kHandBackDefaults = kOpenMpiHandBack;
 #endif
-constexpr Kind kKindOf[kCalls] = {kBarrier,   kBcast,	 kAllreduce, kReduce,
-				  kAllgather, kReduceScatter, kAlltoall, kGather,
-				  kScatter,   kBarrier,	 kBcast,    kAllreduce};
+constexpr Kind kKindOf[kCalls] = {kBarrier,   kBcast,         kAllreduce, kReduce,
+				  kAllgather, kReduceScatter, kAlltoall,  kGather,
+				  kScatter,   kBarrier,       kBcast,     kAllreduce};
 // A communicator's attribute: what the decisions read, and its rcoll group
 // from its first offloaded collective on.
 struct CommEntry {
@@ -60,10 +60,10 @@ struct State {
 	// faster there. The same on every rank (start() checks), so every rank
 	// decides alike.
 	HandBack hand_back[kKinds];
-	bool force = false;    // RCOLL_MPI_FORCE=1: no hand-back rule applies
-	bool enabled = false;  // every rank opened rcoll
-	bool verbose = false;  // RCOLL_MPI_VERBOSE=1: say what happened, at init and finalize
-	bool report = false;   // verbose on every rank: the report at MPI_Finalize
+	bool force = false;     // RCOLL_MPI_FORCE=1: no hand-back rule applies
+	bool enabled = false;   // every rank opened rcoll
+	bool verbose = false;   // RCOLL_MPI_VERBOSE=1: say what happened, at init and finalize
+	bool report = false;    // verbose on every rank: the report at MPI_Finalize
 	bool node_local = true; // rcoll's FI_RCOLL_COLL_LOCAL
 	bool yields = false;    // FI_RCOLL_YIELD_WHEN_IDLE set from the MPI's own setting
 	int keyval = MPI_KEYVAL_INVALID;
@@ -77,7 +77,9 @@ struct State {
 	int world_rank = 0;
 };
 
-State& state()
+// Inline: every call reads it three times or more, and a call of a
+// sub-microsecond collective cannot spare three calls of a function.
+[[gnu::always_inline]] inline State& state()
 {
 	static State s;
 	return s;
@@ -241,7 +243,7 @@ struct LastEntry {
 	CommEntry* entry = nullptr;
 	uint64_t deleted = 0; // State::entries_deleted when it was found
 };
-thread_local LastEntry last_entry;
+[[gnu::tls_model("initial-exec")]] thread_local LastEntry last_entry; // as in tally.cpp
 
 // The communicator's entry, made at its first collective and cached on it.
 CommEntry* entry_of(MPI_Comm comm)
@@ -335,10 +337,14 @@ int finish(Tally& tally, MPI_Comm comm, long rc, Operation& op, const char* what
 
 // Whether the call goes to rcoll: its group when it does; else the MPI's
 // own call runs (the tally says why), or the join's error is returned.
-// `bytes`: the payload (nullopt: the call maps onto no libfabric call).
-// Every input is the same on every rank of the call. A blocking call waits
-// for the join (the others are in the same call); a nonblocking one does
-// not (Endpoint::submit queues it).
+// `bytes`: the payload by the call's signature (nullopt: the call maps onto
+// no libfabric call). `maps`: asked only of a call the rules leave to rcoll,
+// whether it maps after all; calls of several buffers work out their other
+// layouts there, so that a call handed back costs one layout (a handed-back
+// 8 B allgather took 1.2-1.4 times the MPI's own call when it computed all
+// three first). Every input is the same on every rank of the call. A
+// blocking call waits for the join (the others are in the same call); a
+// nonblocking one does not (Endpoint::submit queues it).
 struct Route {
 	CommEntry* entry = nullptr;
 	CommGroup* group = nullptr;
@@ -346,7 +352,13 @@ struct Route {
 	bool to_mpi() const { return !group && error == MPI_SUCCESS; }
 };
 
-Route route(Tally& tally, std::optional<uint64_t> bytes, MPI_Comm comm, bool blocking = true)
+struct AlwaysMaps {
+	bool operator()() const { return true; }
+};
+
+template <class Maps = AlwaysMaps>
+Route route(Tally& tally, std::optional<uint64_t> bytes, MPI_Comm comm, bool blocking = true,
+	    Maps maps = {})
 {
 	State& s = state();
 	Route r;
@@ -372,10 +384,15 @@ Route route(Tally& tally, std::optional<uint64_t> bytes, MPI_Comm comm, bool blo
 		tally.outcome = kByRule;
 		return r;
 	}
+	if (!maps()) {
+		tally.outcome = kUnmappable;
+		return r;
+	}
 	r.group = group_of(*r.entry, comm, r.error);
 	if (r.group && blocking && !r.group->ready.load(std::memory_order_acquire) &&
 	    !s.endpoint.await_ready(*r.group)) {
-		std::fprintf(stderr, "rcoll-mpi: rank %d: %s\n", s.world_rank, r.group->failure.c_str());
+		std::fprintf(stderr, "rcoll-mpi: rank %d: %s\n", s.world_rank,
+			     r.group->failure.c_str());
 		PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
 		r.group = nullptr;
 		r.error = MPI_ERR_OTHER;
@@ -388,7 +405,7 @@ Route route(Tally& tally, std::optional<uint64_t> bytes, MPI_Comm comm, bool blo
 fi_addr_t address_of(const CommGroup& g, int root)
 {
 	return root >= 0 && size_t(root) < g.members.size() ? g.members[size_t(root)]
-							     : FI_ADDR_NOTAVAIL;
+							    : FI_ADDR_NOTAVAIL;
 }
 
 // The layouts of a call made of one block per rank: `block` one rank's
@@ -397,6 +414,7 @@ fi_addr_t address_of(const CommGroup& g, int root)
 struct Blocks {
 	Layout block, all;
 	int total = 0; // elements of `all`, in units of the block's datatype
+	int ranks = 0; // p
 };
 using LayoutOf = std::optional<Layout> (*)(MPI_Datatype, long long);
 std::optional<Blocks> blocks_of(MPI_Datatype type, int count, MPI_Comm comm, LayoutOf layout)
@@ -408,7 +426,7 @@ std::optional<Blocks> blocks_of(MPI_Datatype type, int count, MPI_Comm comm, Lay
 	const auto all = layout(type, total);
 	if (!block || !all || total > INT_MAX)
 		return std::nullopt;
-	return Blocks{*block, *all, int(total)};
+	return Blocks{*block, *all, int(total), size};
 }
 
 // Both sides of a call that moves data carry the same bytes.
@@ -422,9 +440,9 @@ bool same_bytes(const std::optional<Layout>& a, const Layout& b)
 // blocks, another rank's own block), which MPI requires to match. The
 // rooted buffer must fit in int, which every rank checks from its block.
 struct RootedCall {
-	std::optional<Blocks> rooted;        // the root's p blocks (at the root)
-	std::optional<Layout> own;           // this rank's block (unless in place)
-	std::optional<Layout> block;         // what the call moves; nullopt: to the MPI
+	std::optional<Blocks> rooted; // the root's p blocks (at the root)
+	std::optional<Layout> own;    // this rank's block (unless in place)
+	std::optional<Layout> block;  // what the call moves; nullopt: to the MPI
 };
 RootedCall rooted_call(MPI_Datatype rooted_type, int rooted_count, MPI_Datatype own_type,
 		       int own_count, bool is_root, bool in_place, MPI_Comm comm)
@@ -509,12 +527,12 @@ RCOLL_MPI_ENTRY int MPI_Barrier(MPI_Comm comm)
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Barrier(comm) : r.error;
 	Operation op;
-	const long rc = state().endpoint.blocking().barrier(state().endpoint.ep(), r.group->coll_addr, &op.context);
+	Endpoint& endpoint = state().endpoint;
+	const long rc = endpoint.blocking().barrier(endpoint.ep(), r.group->coll_addr, &op.context);
 	return finish(tally, comm, rc, op, "MPI_Barrier");
 }
 
-RCOLL_MPI_ENTRY int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root,
-			      MPI_Comm comm)
+RCOLL_MPI_ENTRY int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm)
 {
 	Tally tally(kBcastCall);
 	const auto l = moved_layout_of(type, count);
@@ -526,22 +544,24 @@ RCOLL_MPI_ENTRY int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int ro
 	void* data = is_root ? const_cast<void*>(staging.gather(buffer, count, type, *l))
 			     : staging.result(buffer, *l);
 	Operation op;
-	const long rc = state().endpoint.blocking().broadcast(state().endpoint.ep(), data, bytes_of(*l), nullptr,
-				     r.group->coll_addr, address_of(*r.group, root), FI_UINT8, 0,
-				     &op.context);
+	Endpoint& endpoint = state().endpoint;
+	const long rc = endpoint.blocking().broadcast(
+		endpoint.ep(), data, bytes_of(*l), nullptr, r.group->coll_addr,
+		address_of(*r.group, root), FI_UINT8, 0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Bcast");
 	if (err == MPI_SUCCESS && !is_root)
 		staging.scatter(buffer, count, type, *l);
 	return err;
 }
 
-RCOLL_MPI_ENTRY int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count,
-				  MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm)
+RCOLL_MPI_ENTRY int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
+				  MPI_Op mpi_op, MPI_Comm comm)
 {
 	Tally tally(kAllreduceCall);
 	const auto l = layout_of(type, count);
 	const auto op_code = op_of(mpi_op);
-	const Route r = route(tally, l && op_code ? std::optional(bytes_of(*l)) : std::nullopt, comm);
+	const Route r =
+		route(tally, l && op_code ? std::optional(bytes_of(*l)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Allreduce(sendbuf, recvbuf, count, type, mpi_op, comm)
 				  : r.error;
@@ -550,8 +570,10 @@ RCOLL_MPI_ENTRY int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count,
 		staging.gather(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count, type, *l);
 	void* result = staging.result(recvbuf, *l);
 	Operation op;
-	const long rc = state().endpoint.blocking().allreduce(state().endpoint.ep(), input, l->elements, nullptr, result,
-				     nullptr, r.group->coll_addr, l->dtype, *op_code, 0, &op.context);
+	Endpoint& endpoint = state().endpoint;
+	const long rc = endpoint.blocking().allreduce(endpoint.ep(), input, l->elements, nullptr,
+						      result, nullptr, r.group->coll_addr, l->dtype,
+						      *op_code, 0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Allreduce");
 	if (err == MPI_SUCCESS)
 		staging.scatter(recvbuf, count, type, *l);
@@ -564,7 +586,8 @@ RCOLL_MPI_ENTRY int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MP
 	Tally tally(kReduceCall);
 	const auto l = layout_of(type, count);
 	const auto op_code = op_of(mpi_op);
-	const Route r = route(tally, l && op_code ? std::optional(bytes_of(*l)) : std::nullopt, comm);
+	const Route r =
+		route(tally, l && op_code ? std::optional(bytes_of(*l)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Reduce(sendbuf, recvbuf, count, type, mpi_op, root, comm)
 				  : r.error;
@@ -574,9 +597,10 @@ RCOLL_MPI_ENTRY int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MP
 		staging.gather(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count, type, *l);
 	void* result = is_root ? staging.result(recvbuf, *l) : nullptr;
 	Operation op;
-	const long rc = state().endpoint.blocking().reduce(state().endpoint.ep(), input, l->elements, nullptr, result,
-				  nullptr, r.group->coll_addr, address_of(*r.group, root), l->dtype,
-				  *op_code, 0, &op.context);
+	Endpoint& endpoint = state().endpoint;
+	const long rc = endpoint.blocking().reduce(
+		endpoint.ep(), input, l->elements, nullptr, result, nullptr, r.group->coll_addr,
+		address_of(*r.group, root), l->dtype, *op_code, 0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Reduce");
 	if (err == MPI_SUCCESS && is_root)
 		staging.scatter(recvbuf, count, type, *l);
@@ -588,19 +612,21 @@ RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Dataty
 				  MPI_Comm comm)
 {
 	Tally tally(kAllgatherCall);
-	int size = 0;
-	PMPI_Comm_size(comm, &size);
 	const bool in_place = sendbuf == MPI_IN_PLACE;
-	// One rank's block, and the whole result, by signature.
+	// One rank's block by signature, what the rules read; then the p
+	// blocks of the result, and the block this rank sends.
 	const auto block = moved_layout_of(recvtype, recvcount);
-	const auto sent = in_place ? block : moved_layout_of(sendtype, sendcount);
-	const long long total = static_cast<long long>(recvcount) * size;
-	const auto all = moved_layout_of(recvtype, total);
-	const bool same = block && all && total <= INT_MAX && same_bytes(sent, *block);
-	const Route r = route(tally, same ? std::optional(bytes_of(*block)) : std::nullopt, comm);
+	std::optional<Blocks> b;
+	std::optional<Layout> sent;
+	const Route r = route(
+		tally, block ? std::optional(bytes_of(*block)) : std::nullopt, comm, true, [&] {
+			b = blocks_of(recvtype, recvcount, comm, moved_layout_of);
+			sent = in_place ? block : moved_layout_of(sendtype, sendcount);
+			return b && same_bytes(sent, b->block);
+		});
 	if (!r.group)
-		return r.to_mpi() ? PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf,
-						   recvcount, recvtype, comm)
+		return r.to_mpi() ? PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+						   recvtype, comm)
 				  : r.error;
 	Staging staging;
 	const void* input;
@@ -614,13 +640,15 @@ RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Dataty
 	} else {
 		input = staging.gather(sendbuf, sendcount, sendtype, *sent);
 	}
-	void* result = staging.result(recvbuf, *all);
+	void* result = staging.result(recvbuf, b->all);
 	Operation op;
-	const long rc = state().endpoint.blocking().allgather(state().endpoint.ep(), input, bytes_of(*block), nullptr,
-				     result, nullptr, r.group->coll_addr, FI_UINT8, 0, &op.context);
+	Endpoint& endpoint = state().endpoint;
+	const long rc = endpoint.blocking().allgather(endpoint.ep(), input, bytes_of(*block),
+						      nullptr, result, nullptr, r.group->coll_addr,
+						      FI_UINT8, 0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Allgather");
 	if (err == MPI_SUCCESS)
-		staging.scatter(recvbuf, int(total), recvtype, *all);
+		staging.scatter(recvbuf, b->total, recvtype, b->all);
 	return err;
 }
 
@@ -646,8 +674,8 @@ RCOLL_MPI_ENTRY int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request)
 	return MPI_SUCCESS;
 }
 
-RCOLL_MPI_ENTRY int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root,
-			       MPI_Comm comm, MPI_Request* request)
+RCOLL_MPI_ENTRY int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm,
+			       MPI_Request* request)
 {
 	Tally tally(kIbcastCall);
 	const auto l = moved_layout_of(type, count);
@@ -677,15 +705,14 @@ RCOLL_MPI_ENTRY int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int r
 	return MPI_SUCCESS;
 }
 
-RCOLL_MPI_ENTRY int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count,
-				   MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
-				   MPI_Request* request)
+RCOLL_MPI_ENTRY int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
+				   MPI_Op mpi_op, MPI_Comm comm, MPI_Request* request)
 {
 	Tally tally(kIallreduceCall);
 	const auto l = layout_of(type, count);
 	const auto op_code = op_of(mpi_op);
-	const Route r =
-		route(tally, l && op_code ? std::optional(bytes_of(*l)) : std::nullopt, comm, false);
+	const Route r = route(tally, l && op_code ? std::optional(bytes_of(*l)) : std::nullopt,
+			      comm, false);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Iallreduce(sendbuf, recvbuf, count, type, mpi_op, comm,
 						    request)
@@ -693,8 +720,8 @@ RCOLL_MPI_ENTRY int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count
 	Nonblocking* call = start_request(r.entry->group, comm, "MPI_Iallreduce", request);
 	if (!call)
 		return tally.outcome = kFailed, MPI_ERR_INTERN;
-	const void* input = call->staging.gather(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
-						 count, type, *l);
+	const void* input =
+		call->staging.gather(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count, type, *l);
 	void* result = call->staging.result(recvbuf, *l);
 	if (!l->dense)
 		call->after = [call, recvbuf, count, type = call->hold(type), layout = *l] {
@@ -743,20 +770,24 @@ RCOLL_MPI_ENTRY int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf,
 }
 
 RCOLL_MPI_ENTRY int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
-				 void* recvbuf, int recvcount, MPI_Datatype recvtype,
-				 MPI_Comm comm)
+				 void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
 	Tally tally(kAlltoallCall);
 	const bool in_place = sendbuf == MPI_IN_PLACE;
-	const auto b = blocks_of(recvtype, recvcount, comm, moved_layout_of);
-	int size = 0;
-	PMPI_Comm_size(comm, &size);
-	// The p blocks this rank sends, as its send datatype lays them out: as
-	// many bytes as the p it receives, so its blocks match them too.
-	const auto sent = in_place ? std::nullopt
-				   : moved_layout_of(sendtype, static_cast<long long>(sendcount) * size);
-	const bool same = b && (in_place || same_bytes(sent, b->all));
-	const Route r = route(tally, same ? std::optional(bytes_of(b->block)) : std::nullopt, comm);
+	// One block by signature, what the rules read; then the p blocks this
+	// rank receives, and the p it sends as its send datatype lays them out:
+	// as many bytes as it receives, so its blocks match them too.
+	const auto one = moved_layout_of(recvtype, recvcount);
+	std::optional<Blocks> b;
+	std::optional<Layout> sent;
+	const Route r =
+		route(tally, one ? std::optional(bytes_of(*one)) : std::nullopt, comm, true, [&] {
+			b = blocks_of(recvtype, recvcount, comm, moved_layout_of);
+			if (b && !in_place)
+				sent = moved_layout_of(sendtype, static_cast<long long>(sendcount) *
+									 b->ranks);
+			return b && (in_place || same_bytes(sent, b->all));
+		});
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
 						  recvtype, comm)
@@ -766,7 +797,7 @@ RCOLL_MPI_ENTRY int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatyp
 	if (in_place)
 		input = staging.copy(recvbuf, b->total, recvtype, b->all);
 	else
-		input = staging.gather(sendbuf, sendcount * size, sendtype, *sent);
+		input = staging.gather(sendbuf, sendcount * b->ranks, sendtype, *sent);
 	void* result = staging.result(recvbuf, b->all);
 	Operation op;
 	const long rc = fi_alltoall(state().endpoint.ep(), input, bytes_of(b->block), nullptr,
@@ -788,8 +819,8 @@ RCOLL_MPI_ENTRY int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype 
 				   comm);
 	const bool is_root = rank_in(comm) == root;
 	const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
-	const auto [rooted, own, block] = rooted_call(recvtype, recvcount, sendtype, sendcount,
-						      is_root, in_place, comm);
+	const auto [rooted, own, block] =
+		rooted_call(recvtype, recvcount, sendtype, sendcount, is_root, in_place, comm);
 	const Route r = route(tally, block ? std::optional(bytes_of(*block)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
@@ -801,9 +832,9 @@ RCOLL_MPI_ENTRY int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype 
 				     : staging.gather(sendbuf, sendcount, sendtype, *own);
 	void* result = is_root ? staging.result(recvbuf, rooted->all) : nullptr;
 	Operation op;
-	const long rc = fi_gather(state().endpoint.ep(), input, bytes_of(*block), nullptr, result,
-				  nullptr, r.group->coll_addr, address_of(*r.group, root), FI_UINT8,
-				  0, &op.context);
+	const long rc =
+		fi_gather(state().endpoint.ep(), input, bytes_of(*block), nullptr, result, nullptr,
+			  r.group->coll_addr, address_of(*r.group, root), FI_UINT8, 0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Gather");
 	if (err == MPI_SUCCESS && is_root)
 		staging.scatter(recvbuf, rooted->total, recvtype, rooted->all);
@@ -817,12 +848,12 @@ RCOLL_MPI_ENTRY int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype
 	Tally tally(kScatterCall);
 	if (!intra(comm))
 		return tally.outcome = kCommunicator,
-		       PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-				    comm);
+		       PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+				    root, comm);
 	const bool is_root = rank_in(comm) == root;
 	const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
-	const auto [rooted, own, block] = rooted_call(sendtype, sendcount, recvtype, recvcount,
-						      is_root, in_place, comm);
+	const auto [rooted, own, block] =
+		rooted_call(sendtype, sendcount, recvtype, recvcount, is_root, in_place, comm);
 	const Route r = route(tally, block ? std::optional(bytes_of(*block)) : std::nullopt, comm);
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
@@ -839,8 +870,8 @@ RCOLL_MPI_ENTRY int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype
 	void* result = in_place ? discard.data() : staging.result(recvbuf, *own);
 	Operation op;
 	const long rc = fi_scatter(state().endpoint.ep(), input, bytes_of(*block), nullptr, result,
-				   nullptr, r.group->coll_addr, address_of(*r.group, root), FI_UINT8,
-				   0, &op.context);
+				   nullptr, r.group->coll_addr, address_of(*r.group, root),
+				   FI_UINT8, 0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Scatter");
 	if (err == MPI_SUCCESS && !in_place)
 		staging.scatter(recvbuf, recvcount, recvtype, *own);

@@ -1,10 +1,15 @@
 #include "offload.hpp"
 
+#include <array>
 #include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <tuple>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace rcoll::mpi {
 
@@ -21,88 +26,92 @@ fi_datatype integer_of(size_t bytes, bool is_signed)
 	}
 }
 
+template <class Handle>
+uintptr_t key_of(Handle type)
+{
+	if constexpr (std::is_pointer_v<Handle>)
+		return reinterpret_cast<uintptr_t>(type); // Open MPI: an object's address
+	else
+		return uintptr_t(static_cast<unsigned>(type)); // MPICH: an int handle
+}
+
+// Open addressing, at most a quarter full: a probe rarely goes past its slot.
+constexpr unsigned kSlotBits = 7;
+using PredefinedTable = std::array<Predefined, size_t(1) << kSlotBits>;
+
+size_t slot_of(uintptr_t key)
+{
+	return size_t((uint64_t(key) * 0x9e3779b97f4a7c15ULL) >>
+		      (64 - kSlotBits)); // Fibonacci hashing
+}
+
+PredefinedTable make_predefined_table()
+{
+	// Fixed-width types, then the C types by their size here. MPI_CHAR
+	// (not a reduction type for MPI), MPI_LONG_DOUBLE and the pair types
+	// of MINLOC/MAXLOC stay with the MPI.
+	const std::pair<MPI_Datatype, fi_datatype> named[] = {
+		{MPI_INT8_T, FI_INT8},
+		{MPI_UINT8_T, FI_UINT8},
+		{MPI_INT16_T, FI_INT16},
+		{MPI_UINT16_T, FI_UINT16},
+		{MPI_INT32_T, FI_INT32},
+		{MPI_UINT32_T, FI_UINT32},
+		{MPI_INT64_T, FI_INT64},
+		{MPI_UINT64_T, FI_UINT64},
+		{MPI_SIGNED_CHAR, FI_INT8},
+		{MPI_UNSIGNED_CHAR, FI_UINT8},
+		{MPI_BYTE, FI_UINT8},
+		{MPI_SHORT, integer_of(sizeof(short), true)},
+		{MPI_UNSIGNED_SHORT, integer_of(sizeof(unsigned short), false)},
+		{MPI_INT, integer_of(sizeof(int), true)},
+		{MPI_UNSIGNED, integer_of(sizeof(unsigned), false)},
+		{MPI_LONG, integer_of(sizeof(long), true)},
+		{MPI_UNSIGNED_LONG, integer_of(sizeof(unsigned long), false)},
+		{MPI_LONG_LONG, integer_of(sizeof(long long), true)},
+		{MPI_LONG_LONG_INT, integer_of(sizeof(long long), true)},
+		{MPI_UNSIGNED_LONG_LONG, integer_of(sizeof(unsigned long long), false)},
+		{MPI_FLOAT, FI_FLOAT},
+		{MPI_DOUBLE, FI_DOUBLE},
+		{MPI_C_FLOAT_COMPLEX, FI_FLOAT_COMPLEX},
+		{MPI_C_COMPLEX, FI_FLOAT_COMPLEX},
+		{MPI_C_DOUBLE_COMPLEX, FI_DOUBLE_COMPLEX},
+	};
+	static_assert(std::size(named) * 4 <= std::tuple_size_v<PredefinedTable>);
+	PredefinedTable table{};
+	for (const auto& [type, dtype] : named) {
+		int size = 0;
+		const uintptr_t key = key_of(type);
+		if (type == MPI_DATATYPE_NULL || key == 0 ||
+		    PMPI_Type_size(type, &size) != MPI_SUCCESS || size <= 0)
+			continue;
+		size_t slot = slot_of(key);
+		// Aliases (MPI_LONG_LONG_INT, MPI_C_COMPLEX) may share a handle.
+		while (table[slot].key != 0 && table[slot].key != key)
+			slot = (slot + 1) % table.size();
+		table[slot] = {key, dtype, size};
+	}
+	return table;
+}
+
 } // namespace
 
-std::optional<fi_datatype> datatype_of(MPI_Datatype type)
+// The predefined types libfabric has a datatype for, by handle: one probe of
+// a hash table per argument, where a chain of comparisons and a
+// PMPI_Type_size per argument cost a handed-back 8 B allgather a tenth of its
+// time (and a binary search, a chain of dependent loads, still a twentieth).
+// Predefined handles live as long as the MPI, so the table never goes stale.
+const Predefined* predefined(MPI_Datatype type)
 {
-	// Fixed-width types first, then the C types by their size here.
-	if (type == MPI_INT8_T)
-		return FI_INT8;
-	if (type == MPI_UINT8_T)
-		return FI_UINT8;
-	if (type == MPI_INT16_T)
-		return FI_INT16;
-	if (type == MPI_UINT16_T)
-		return FI_UINT16;
-	if (type == MPI_INT32_T)
-		return FI_INT32;
-	if (type == MPI_UINT32_T)
-		return FI_UINT32;
-	if (type == MPI_INT64_T)
-		return FI_INT64;
-	if (type == MPI_UINT64_T)
-		return FI_UINT64;
-	if (type == MPI_SIGNED_CHAR)
-		return FI_INT8;
-	if (type == MPI_UNSIGNED_CHAR || type == MPI_BYTE)
-		return FI_UINT8;
-	if (type == MPI_SHORT)
-		return integer_of(sizeof(short), true);
-	if (type == MPI_UNSIGNED_SHORT)
-		return integer_of(sizeof(unsigned short), false);
-	if (type == MPI_INT)
-		return integer_of(sizeof(int), true);
-	if (type == MPI_UNSIGNED)
-		return integer_of(sizeof(unsigned), false);
-	if (type == MPI_LONG)
-		return integer_of(sizeof(long), true);
-	if (type == MPI_UNSIGNED_LONG)
-		return integer_of(sizeof(unsigned long), false);
-	if (type == MPI_LONG_LONG || type == MPI_LONG_LONG_INT)
-		return integer_of(sizeof(long long), true);
-	if (type == MPI_UNSIGNED_LONG_LONG)
-		return integer_of(sizeof(unsigned long long), false);
-	if (type == MPI_FLOAT)
-		return FI_FLOAT;
-	if (type == MPI_DOUBLE)
-		return FI_DOUBLE;
-	if (type == MPI_C_FLOAT_COMPLEX || type == MPI_C_COMPLEX)
-		return FI_FLOAT_COMPLEX;
-	if (type == MPI_C_DOUBLE_COMPLEX)
-		return FI_DOUBLE_COMPLEX;
-	// MPI_CHAR (not a reduction type for MPI), MPI_LONG_DOUBLE and the
-	// pair types of MINLOC/MAXLOC stay with the MPI.
-	return std::nullopt;
+	static const PredefinedTable table = make_predefined_table();
+	const uintptr_t key = key_of(type);
+	for (size_t slot = slot_of(key);; slot = (slot + 1) % table.size()) {
+		if (table[slot].key == key && key != 0)
+			return &table[slot];
+		if (table[slot].key == 0)
+			return nullptr;
+	}
 }
-
-std::optional<fi_op> op_of(MPI_Op op)
-{
-	if (op == MPI_SUM)
-		return FI_SUM;
-	if (op == MPI_PROD)
-		return FI_PROD;
-	if (op == MPI_MIN)
-		return FI_MIN;
-	if (op == MPI_MAX)
-		return FI_MAX;
-	if (op == MPI_LAND)
-		return FI_LAND;
-	if (op == MPI_LOR)
-		return FI_LOR;
-	if (op == MPI_LXOR)
-		return FI_LXOR;
-	if (op == MPI_BAND)
-		return FI_BAND;
-	if (op == MPI_BOR)
-		return FI_BOR;
-	if (op == MPI_BXOR)
-		return FI_BXOR;
-	return std::nullopt; // MINLOC, MAXLOC, REPLACE, NO_OP, user-defined
-}
-
-} // namespace rcoll::mpi
-
-namespace rcoll::mpi {
 
 namespace {
 
@@ -128,8 +137,8 @@ std::optional<std::pair<MPI_Datatype, MPI_Datatype>> pair_members(MPI_Datatype t
 bool collect_basic_types(MPI_Datatype type, std::vector<MPI_Datatype>& out, int depth = 0)
 {
 	int integers = 0, addresses = 0, datatypes = 0, combiner = 0;
-	if (depth > 32 ||
-	    PMPI_Type_get_envelope(type, &integers, &addresses, &datatypes, &combiner) != MPI_SUCCESS)
+	if (depth > 32 || PMPI_Type_get_envelope(type, &integers, &addresses, &datatypes,
+						 &combiner) != MPI_SUCCESS)
 		return false;
 	if (combiner == MPI_COMBINER_NAMED) {
 		// The pair types of MINLOC and MAXLOC are named, yet their
@@ -161,19 +170,10 @@ bool collect_basic_types(MPI_Datatype type, std::vector<MPI_Datatype>& out, int 
 
 } // namespace
 
-std::optional<Layout> layout_of(MPI_Datatype type, long long count)
+std::optional<Layout> derived_layout_of(MPI_Datatype type, long long count)
 {
 	if (count < 0 || type == MPI_DATATYPE_NULL)
 		return std::nullopt;
-	// A predefined type, the common case, is its own single basic type: no
-	// walk of its contents (which allocates) on every call.
-	if (const std::optional<fi_datatype> dtype = datatype_of(type)) {
-		int size = 0;
-		if (PMPI_Type_size(type, &size) != MPI_SUCCESS || size <= 0 ||
-		    size_t(count) > size_t(INT_MAX))
-			return std::nullopt;
-		return Layout{*dtype, type, size_t(size), size_t(count), true};
-	}
 	std::vector<MPI_Datatype> basics;
 	if (!collect_basic_types(type, basics) || basics.empty())
 		return std::nullopt;
@@ -198,8 +198,6 @@ std::optional<Layout> layout_of(MPI_Datatype type, long long count)
 	return l;
 }
 
-uint64_t bytes_of(const Layout& l) { return l.elements * l.basic_size; }
-
 namespace {
 
 // Whether MPI_Pack's form of data is its bytes and nothing else (no header,
@@ -218,18 +216,18 @@ bool packs_plainly()
 
 } // namespace
 
-std::optional<Layout> moved_layout_of(MPI_Datatype type, long long count)
+std::optional<Layout> derived_moved_layout_of(MPI_Datatype type, long long count)
 {
+	// One limit whichever layout a rank's datatype gives (MPI_Pack counts
+	// in int): on the signature's bytes, which every rank computes alike.
 	int size = 0;
 	if (count < 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
 	    size < 0)
 		return std::nullopt;
-	// One limit whichever layout a rank's datatype gives (MPI_Pack counts
-	// in int): on the signature's bytes, which every rank computes alike.
-	const long long bytes = count * size;
-	if (bytes > INT_MAX)
+	long long bytes = 0; // count may be p blocks' worth: far above INT_MAX
+	if (__builtin_mul_overflow(count, (long long)size, &bytes) || bytes > INT_MAX)
 		return std::nullopt;
-	if (std::optional<Layout> typed = layout_of(type, count))
+	if (std::optional<Layout> typed = derived_layout_of(type, count))
 		return typed;
 	if (!packs_plainly())
 		return std::nullopt;

@@ -26,6 +26,7 @@
 #include <rdma/fi_ext_rcoll.h>
 
 #include <atomic>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -167,10 +168,52 @@ Endpoint& offload_endpoint();
 // Each rank of `comm`, as its rank in MPI_COMM_WORLD (negative: none).
 std::vector<int> world_ranks_of(MPI_Comm comm);
 
+// A predefined MPI datatype libfabric has a datatype for, as mapping.cpp's
+// table holds it: nullptr for any other type.
+struct Predefined {
+	uintptr_t key = 0; // the handle; 0: an empty slot of the table
+	fi_datatype dtype{};
+	int size = 0;
+};
+const Predefined* predefined(MPI_Datatype type);
+
+// The lookups of every call are inline: GCC returns a small std::optional
+// from a function of its own through a stack slot written in two pieces and
+// read in one, a stall on the path of every sub-microsecond call.
+
 // libfabric's name for an MPI datatype that is one of its contiguous
 // predefined types, and for an MPI operation on such a type.
-std::optional<fi_datatype> datatype_of(MPI_Datatype type);
-std::optional<fi_op> op_of(MPI_Op op);
+inline std::optional<fi_datatype> datatype_of(MPI_Datatype type)
+{
+	if (const Predefined* p = predefined(type))
+		return p->dtype;
+	return std::nullopt;
+}
+
+inline std::optional<fi_op> op_of(MPI_Op op)
+{
+	if (op == MPI_SUM)
+		return FI_SUM;
+	if (op == MPI_PROD)
+		return FI_PROD;
+	if (op == MPI_MIN)
+		return FI_MIN;
+	if (op == MPI_MAX)
+		return FI_MAX;
+	if (op == MPI_LAND)
+		return FI_LAND;
+	if (op == MPI_LOR)
+		return FI_LOR;
+	if (op == MPI_LXOR)
+		return FI_LXOR;
+	if (op == MPI_BAND)
+		return FI_BAND;
+	if (op == MPI_BOR)
+		return FI_BOR;
+	if (op == MPI_BXOR)
+		return FI_BXOR;
+	return std::nullopt; // MINLOC, MAXLOC, REPLACE, NO_OP, user-defined
+}
 
 // What `count` elements of `type` carry, by type signature (mapping.cpp):
 // `elements` of one predefined type libfabric has. Every rank of a call
@@ -187,14 +230,33 @@ struct Layout {
 	size_t elements = 0;
 	bool dense = false;
 };
+inline uint64_t bytes_of(const Layout& l) { return l.elements * l.basic_size; }
+// The two below for a type that is not predefined.
+std::optional<Layout> derived_layout_of(MPI_Datatype type, long long count);
+std::optional<Layout> derived_moved_layout_of(MPI_Datatype type, long long count);
 // nullopt also above INT_MAX elements.
-std::optional<Layout> layout_of(MPI_Datatype type, long long count);
+inline std::optional<Layout> layout_of(MPI_Datatype type, long long count)
+{
+	if (const Predefined* p = predefined(type)) {
+		if (count < 0 || count > INT_MAX)
+			return std::nullopt;
+		return Layout{p->dtype, type, size_t(p->size), size_t(count), true};
+	}
+	return derived_layout_of(type, count);
+}
 // For a call that moves data without reducing it: layout_of's layout where
 // there is one, else the signature's bytes in MPI_Pack's order (`basic` is
 // MPI_PACKED, `dense` for a predefined type without gaps). Either way rcoll
 // moves bytes_of() bytes; nullopt above INT_MAX bytes, whichever layout.
-std::optional<Layout> moved_layout_of(MPI_Datatype type, long long count);
-uint64_t bytes_of(const Layout& l);
+inline std::optional<Layout> moved_layout_of(MPI_Datatype type, long long count)
+{
+	if (const Predefined* p = predefined(type)) {
+		if (count < 0 || count > INT_MAX || count * p->size > INT_MAX)
+			return std::nullopt;
+		return Layout{p->dtype, type, size_t(p->size), size_t(count), true};
+	}
+	return derived_moved_layout_of(type, count);
+}
 
 // The contiguous copies of one call's input and result, when its layout is
 // not dense (a send-receive to MPI_COMM_SELF converts, so the MPI's own

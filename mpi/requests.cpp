@@ -210,14 +210,15 @@ RCOLL_MPI_ENTRY int MPI_Testall(int count, MPI_Request requests[], int* flag, MP
 	return PMPI_Testall(count, requests, flag, statuses);
 }
 
-RCOLL_MPI_ENTRY int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status)
+RCOLL_MPI_ENTRY int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag,
+				MPI_Status* status)
 {
 	poll_requests();
 	return PMPI_Testany(count, requests, index, flag, status);
 }
 
 RCOLL_MPI_ENTRY int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
-		 MPI_Status statuses[])
+				 MPI_Status statuses[])
 {
 	poll_requests();
 	return PMPI_Testsome(incount, requests, outcount, indices, statuses);
@@ -265,7 +266,7 @@ RCOLL_MPI_ENTRY int MPI_Waitany(int count, MPI_Request requests[], int* index, M
 }
 
 RCOLL_MPI_ENTRY int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
-		 MPI_Status statuses[])
+				 MPI_Status statuses[])
 {
 	for (;;) {
 		poll_requests();
@@ -276,4 +277,3 @@ RCOLL_MPI_ENTRY int MPI_Waitsome(int incount, MPI_Request requests[], int* outco
 			return rc;
 	}
 }
-

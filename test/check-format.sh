@@ -12,7 +12,7 @@ while IFS= read -r -d '' f; do
 		echo "FAIL: ${f#"$srcdir"/} is not formatted (make format)"
 		fail=$((fail + 1))
 	fi
-done < <(find "$srcdir/prov" "$srcdir/fabtests" "$srcdir/test" "$srcdir/util" \
+done < <(find "$srcdir/prov" "$srcdir/fabtests" "$srcdir/test" "$srcdir/util" "$srcdir/mpi" \
 	\( -name '*.cpp' -o -name '*.hpp' \) -print0)
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
