@@ -339,10 +339,10 @@ int finish(Tally& tally, MPI_Comm comm, long rc, Operation& op, const char* what
 // own call runs (the tally says why), or the join's error is returned.
 // `bytes`: the payload by the call's signature (nullopt: the call maps onto
 // no libfabric call). `maps`: asked only of a call the rules leave to rcoll,
-// whether it maps after all; calls of several buffers work out their other
-// layouts there, so that a call handed back costs one layout (a handed-back
-// 8 B allgather took 1.2-1.4 times the MPI's own call when it computed all
-// three first). Every input is the same on every rank of the call. A
+// given the communicator's size, whether it maps after all; calls of several
+// buffers work out their other layouts there, so that a call handed back
+// costs one layout (a handed-back 8 B allgather took 1.2-1.4 times the MPI's
+// own call when it computed all three first). Every input is the same on every rank of the call. A
 // blocking call waits for the join (the others are in the same call); a
 // nonblocking one does not (Endpoint::submit queues it).
 struct Route {
@@ -353,7 +353,7 @@ struct Route {
 };
 
 struct AlwaysMaps {
-	bool operator()() const { return true; }
+	bool operator()(uint64_t) const { return true; }
 };
 
 template <class Maps = AlwaysMaps>
@@ -384,7 +384,7 @@ Route route(Tally& tally, std::optional<uint64_t> bytes, MPI_Comm comm, bool blo
 		tally.outcome = kByRule;
 		return r;
 	}
-	if (!maps()) {
+	if (!maps(r.entry->size)) {
 		tally.outcome = kUnmappable;
 		return r;
 	}
@@ -409,24 +409,35 @@ fi_addr_t address_of(const CommGroup& g, int root)
 }
 
 // The layouts of a call made of one block per rank: `block` one rank's
-// block, `all` the p blocks together; nullopt when either has no layout or
-// the blocks do not fit in int.
+// block, `all` the p blocks together: the block's signature p times, as
+// moved_layout_of (`moved`) or layout_of would give it, limits included.
+// nullopt when the block has no layout or the blocks do not fit in int.
+// Inlined, from the block's layout: a second lookup, and a std::optional
+// built out of line and read back, stalled the loads of the small calls on
+// the stores just made (as layout_of had, offload.hpp).
 struct Blocks {
 	Layout block, all;
 	int total = 0; // elements of `all`, in units of the block's datatype
 	int ranks = 0; // p
 };
-using LayoutOf = std::optional<Layout> (*)(MPI_Datatype, long long);
-std::optional<Blocks> blocks_of(MPI_Datatype type, int count, MPI_Comm comm, LayoutOf layout)
+[[gnu::always_inline]] inline std::optional<Blocks> blocks_of(const std::optional<Layout>& block,
+							      int count, uint64_t ranks, bool moved)
+{
+	// A block with a layout has count >= 0, and at most INT_MAX bytes.
+	const uint64_t total = uint64_t(count) * ranks;
+	if (!block || total > INT_MAX ||
+	    (moved ? bytes_of(*block) : block->elements) * ranks > INT_MAX)
+		return std::nullopt;
+	Layout all = *block;
+	all.elements *= ranks;
+	return Blocks{*block, all, int(total), int(ranks)};
+}
+
+int size_of(MPI_Comm comm)
 {
 	int size = 0;
 	PMPI_Comm_size(comm, &size);
-	const long long total = static_cast<long long>(count) * size;
-	const auto block = layout(type, count);
-	const auto all = layout(type, total);
-	if (!block || !all || total > INT_MAX)
-		return std::nullopt;
-	return Blocks{*block, *all, int(total), size};
+	return size;
 }
 
 // Both sides of a call that moves data carry the same bytes.
@@ -448,16 +459,15 @@ RootedCall rooted_call(MPI_Datatype rooted_type, int rooted_count, MPI_Datatype 
 		       int own_count, bool is_root, bool in_place, MPI_Comm comm)
 {
 	RootedCall c;
-	c.rooted = is_root ? blocks_of(rooted_type, rooted_count, comm, moved_layout_of)
+	c.rooted = is_root ? blocks_of(moved_layout_of(rooted_type, rooted_count), rooted_count,
+				       size_of(comm), true)
 			   : std::nullopt;
 	c.own = in_place ? std::nullopt : moved_layout_of(own_type, own_count);
 	if (is_root) {
 		if (c.rooted)
 			c.block = c.rooted->block;
 	} else {
-		int size = 0;
-		PMPI_Comm_size(comm, &size);
-		if (c.own && static_cast<long long>(bytes_of(*c.own)) * size <= INT_MAX)
+		if (c.own && static_cast<long long>(bytes_of(*c.own)) * size_of(comm) <= INT_MAX)
 			c.block = c.own;
 	}
 	if (c.block && !in_place && !same_bytes(c.own, *c.block))
@@ -614,20 +624,24 @@ RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Dataty
 	Tally tally(kAllgatherCall);
 	const bool in_place = sendbuf == MPI_IN_PLACE;
 	// One rank's block by signature, what the rules read; then the p
-	// blocks of the result, and the block this rank sends.
+	// blocks of the result, and the block this rank sends (worked out
+	// again, inline, once the call goes to rcoll).
 	const auto block = moved_layout_of(recvtype, recvcount);
-	std::optional<Blocks> b;
-	std::optional<Layout> sent;
-	const Route r = route(
-		tally, block ? std::optional(bytes_of(*block)) : std::nullopt, comm, true, [&] {
-			b = blocks_of(recvtype, recvcount, comm, moved_layout_of);
-			sent = in_place ? block : moved_layout_of(sendtype, sendcount);
-			return b && same_bytes(sent, b->block);
-		});
+	const Route r =
+		route(tally, block ? std::optional(bytes_of(*block)) : std::nullopt, comm, true,
+		      [&](uint64_t ranks) {
+			      return blocks_of(block, recvcount, ranks, true) &&
+				     (in_place ||
+				      same_bytes(moved_layout_of(sendtype, sendcount), *block));
+		      });
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
 						   recvtype, comm)
 				  : r.error;
+	const Blocks b = *blocks_of(block, recvcount, r.entry->size, true);
+	// Built in place, not copied: a copy's wide loads stall on the stores.
+	const std::optional<Layout> sent =
+		in_place ? std::nullopt : moved_layout_of(sendtype, sendcount);
 	Staging staging;
 	const void* input;
 	if (in_place) {
@@ -640,7 +654,7 @@ RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Dataty
 	} else {
 		input = staging.gather(sendbuf, sendcount, sendtype, *sent);
 	}
-	void* result = staging.result(recvbuf, b->all);
+	void* result = staging.result(recvbuf, b.all);
 	Operation op;
 	Endpoint& endpoint = state().endpoint;
 	const long rc = endpoint.blocking().allgather(endpoint.ep(), input, bytes_of(*block),
@@ -648,7 +662,7 @@ RCOLL_MPI_ENTRY int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Dataty
 						      FI_UINT8, 0, &op.context);
 	const int err = finish(tally, comm, rc, op, "MPI_Allgather");
 	if (err == MPI_SUCCESS)
-		staging.scatter(recvbuf, b->total, recvtype, b->all);
+		staging.scatter(recvbuf, b.total, recvtype, b.all);
 	return err;
 }
 
@@ -744,7 +758,7 @@ RCOLL_MPI_ENTRY int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf,
 					     MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm)
 {
 	Tally tally(kReduceScatterCall);
-	const auto b = blocks_of(type, recvcount, comm, layout_of);
+	const auto b = blocks_of(layout_of(type, recvcount), recvcount, size_of(comm), false);
 	const auto op_code = op_of(mpi_op);
 	const Route r =
 		route(tally, b && op_code ? std::optional(bytes_of(b->block)) : std::nullopt, comm);
@@ -780,14 +794,15 @@ RCOLL_MPI_ENTRY int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatyp
 	const auto one = moved_layout_of(recvtype, recvcount);
 	std::optional<Blocks> b;
 	std::optional<Layout> sent;
-	const Route r =
-		route(tally, one ? std::optional(bytes_of(*one)) : std::nullopt, comm, true, [&] {
-			b = blocks_of(recvtype, recvcount, comm, moved_layout_of);
-			if (b && !in_place)
-				sent = moved_layout_of(sendtype, static_cast<long long>(sendcount) *
-									 b->ranks);
-			return b && (in_place || same_bytes(sent, b->all));
-		});
+	const Route r = route(tally, one ? std::optional(bytes_of(*one)) : std::nullopt, comm, true,
+			      [&](uint64_t ranks) {
+				      b = blocks_of(one, recvcount, ranks, true);
+				      if (b && !in_place)
+					      sent = moved_layout_of(
+						      sendtype,
+						      static_cast<long long>(sendcount) * b->ranks);
+				      return b && (in_place || same_bytes(sent, b->all));
+			      });
 	if (!r.group)
 		return r.to_mpi() ? PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
 						  recvtype, comm)

@@ -257,10 +257,8 @@ int staging_tag()
 
 } // namespace
 
-const void* Staging::gather(const void* buf, int count, MPI_Datatype type, const Layout& l)
+const void* Staging::stage_in(const void* buf, int count, MPI_Datatype type, const Layout& l)
 {
-	if (l.dense)
-		return buf;
 	in_.resize(l.elements * l.basic_size);
 	if (l.basic == MPI_PACKED) {
 		int position = 0;
@@ -276,25 +274,21 @@ const void* Staging::gather(const void* buf, int count, MPI_Datatype type, const
 const void* Staging::copy(const void* buf, int count, MPI_Datatype type, const Layout& l)
 {
 	if (!l.dense)
-		return gather(buf, count, type, l);
+		return stage_in(buf, count, type, l);
 	in_.resize(l.elements * l.basic_size);
 	if (!in_.empty())
 		std::memcpy(in_.data(), buf, in_.size());
 	return in_.data();
 }
 
-void* Staging::result(void* buf, const Layout& l)
+void* Staging::stage_out(const Layout& l)
 {
-	if (l.dense)
-		return buf;
 	out_.resize(l.elements * l.basic_size);
 	return out_.data();
 }
 
-void Staging::scatter(void* buf, int count, MPI_Datatype type, const Layout& l)
+void Staging::unstage(void* buf, int count, MPI_Datatype type, const Layout& l)
 {
-	if (l.dense)
-		return;
 	if (l.basic == MPI_PACKED) {
 		int position = 0;
 		PMPI_Unpack(out_.data(), int(out_.size()), &position, buf, count, type,

@@ -260,19 +260,31 @@ inline std::optional<Layout> moved_layout_of(MPI_Datatype type, long long count)
 
 // The contiguous copies of one call's input and result, when its layout is
 // not dense (a send-receive to MPI_COMM_SELF converts, so the MPI's own
-// datatype engine does the packing).
+// datatype engine does the packing). The dense case inline: a Layout passed
+// out of line is built in memory, and its loads stall on the stores.
 class Staging {
 public:
 	// The input as contiguous elements (`buf` itself when dense).
-	const void* gather(const void* buf, int count, MPI_Datatype type, const Layout& l);
+	const void* gather(const void* buf, int count, MPI_Datatype type, const Layout& l)
+	{
+		return l.dense ? buf : stage_in(buf, count, type, l);
+	}
 	// The same, always in a copy: for input that the result overwrites.
 	const void* copy(const void* buf, int count, MPI_Datatype type, const Layout& l);
 	// Where rcoll writes the result (`buf` itself when dense).
-	void* result(void* buf, const Layout& l);
+	void* result(void* buf, const Layout& l) { return l.dense ? buf : stage_out(l); }
 	// The result into `buf`'s layout (nothing when dense).
-	void scatter(void* buf, int count, MPI_Datatype type, const Layout& l);
+	void scatter(void* buf, int count, MPI_Datatype type, const Layout& l)
+	{
+		if (!l.dense)
+			unstage(buf, count, type, l);
+	}
 
 private:
+	const void* stage_in(const void* buf, int count, MPI_Datatype type, const Layout& l);
+	void* stage_out(const Layout& l);
+	void unstage(void* buf, int count, MPI_Datatype type, const Layout& l);
+
 	std::vector<std::byte> in_, out_;
 };
 

@@ -127,6 +127,14 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 	cr_assert(barrier.matches(0, 2, false));
 	// On one host, 2 ranks: the largest allreduces are rcoll's (one copy).
 	cr_assert_not(allreduce.matches(16777216, 2, true));
+	// On one host, 2 ranks: the smallest allgathers are rcoll's since their
+	// layouts are built inline; from 1 MiB to 8 MiB Open MPI's.
+	HandBack allgather;
+	cr_assert(allgather.parse(rcoll::mpi::kOpenMpiHandBack[4]).empty());
+	for (uint64_t bytes : {8u, 64u, 256u})
+		cr_assert_not(allgather.matches(bytes, 2, true), "%llu bytes",
+			      (unsigned long long)bytes);
+	cr_assert(allgather.matches(1u << 20, 2, true));
 	// Between hosts, 2 ranks: broadcasts up to 128 KiB and reduces up to
 	// 16 KiB went faster in Open MPI, the smallest included; a 256 KiB
 	// broadcast and a 32 KiB reduce in rcoll.
