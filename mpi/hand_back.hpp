@@ -69,8 +69,8 @@ inline constexpr const char* kHandBackVariables[] = {
 // inside rcoll's call, its 2-rank barrier, broadcasts, allreduces and
 // reduces up to 256 B measured 0.74-0.89 in-job with --sizes 8,64,256
 // --rounds 7, and, since an allgather's layouts are built inline, its
-// 2-rank allgathers 0.81-0.95 against 1.00-1.18 handed back, five runs of
-// --rounds 5: all rcoll's) its
+// 2-rank allgathers 0.81-1.01, median 0.86, against a median of 1.09
+// handed back, five runs of --rounds 5: all rcoll's) its
 // reduces from 128 KiB to 2 MiB (from 4 MiB rcoll's
 // root, combining the other member's chunks as they come, took 0.36-0.78 of
 // the time in-job; at 2 MiB 0.88-1.14), and the mid-size broadcasts
