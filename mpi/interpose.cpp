@@ -411,15 +411,16 @@ fi_addr_t address_of(const CommGroup& g, int root)
 // The layouts of a call made of one block per rank: `block` one rank's
 // block, `all` the p blocks together: the block's signature p times, as
 // moved_layout_of (`moved`) or layout_of would give it, limits included.
-// nullopt when the block has no layout, is empty, or the blocks do not fit
-// in int. An empty block goes to the MPI on every rank: its count may not
-// fit (2^30 elements of a zero-size type here, no int elsewhere), and only
-// its bytes are the same on every rank. Inlined, from the block's layout: a second lookup, and a std::optional
+// nullopt when the block has no layout or the blocks do not fit in int.
+// The limits hold on bytes alone, the same on every rank: an empty block's
+// counts may differ (2^30 elements of a zero-size type on one rank, one on
+// another), and it has nothing to stage (`total` 0). Inlined, from the
+// block's layout: a second lookup, and a std::optional
 // built out of line and read back, stalled the loads of the small calls on
 // the stores just made (as layout_of had, offload.hpp).
 struct Blocks {
 	Layout block, all;
-	int total = 0; // elements of `all`, in units of the block's datatype
+	int total = 0; // elements of `all`, in units of the block's datatype (0: empty)
 	int ranks = 0; // p
 };
 [[gnu::always_inline]] inline std::optional<Blocks> blocks_of(const std::optional<Layout>& block,
@@ -427,9 +428,10 @@ struct Blocks {
 {
 	// A block with a layout has count >= 0, and at most INT_MAX bytes;
 	// with one byte or more, a count of at most that many.
-	const uint64_t total = uint64_t(count) * ranks;
-	if (!block || bytes_of(*block) == 0 || total > INT_MAX ||
-	    (moved ? bytes_of(*block) : block->elements) * ranks > INT_MAX)
+	if (!block || (moved ? bytes_of(*block) : block->elements) * ranks > INT_MAX)
+		return std::nullopt;
+	const uint64_t total = bytes_of(*block) ? uint64_t(count) * ranks : 0;
+	if (total > INT_MAX) // implied by the above: kept as the guard of int(total)
 		return std::nullopt;
 	Layout all = *block;
 	all.elements *= ranks;
@@ -470,9 +472,7 @@ RootedCall rooted_call(MPI_Datatype rooted_type, int rooted_count, MPI_Datatype 
 		if (c.rooted)
 			c.block = c.rooted->block;
 	} else {
-		// As blocks_of decides at the root.
-		if (c.own && bytes_of(*c.own) > 0 &&
-		    static_cast<long long>(bytes_of(*c.own)) * size_of(comm) <= INT_MAX)
+		if (c.own && static_cast<long long>(bytes_of(*c.own)) * size_of(comm) <= INT_MAX)
 			c.block = c.own;
 	}
 	if (c.block && !in_place && !same_bytes(c.own, *c.block))

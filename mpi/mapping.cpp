@@ -190,7 +190,8 @@ std::optional<Layout> derived_layout_of(MPI_Datatype type, long long count)
 	l.basic = basics.front();
 	l.basic_size = size_t(basic_size);
 	l.elements = size_t(count) * size_t(size) / size_t(basic_size);
-	l.dense = basics.size() == 1 && basics.front() == type;
+	// Nothing to copy is dense too.
+	l.dense = (basics.size() == 1 && basics.front() == type) || l.elements == 0;
 	// The staging copies count in int. The limit holds whether this rank's
 	// layout is dense or not: every rank must decide alike.
 	if (l.elements > size_t(INT_MAX))
@@ -240,8 +241,9 @@ std::optional<Layout> derived_moved_layout_of(MPI_Datatype type, long long count
 	l.basic = MPI_PACKED;
 	l.basic_size = 1;
 	l.elements = size_t(bytes);
-	// A predefined type without gaps is its packed bytes already.
-	l.dense = combiner == MPI_COMBINER_NAMED && lb == 0 && extent == size;
+	// A predefined type without gaps is its packed bytes already; nothing
+	// to copy is dense too.
+	l.dense = (combiner == MPI_COMBINER_NAMED && lb == 0 && extent == size) || bytes == 0;
 	return l;
 }
 

@@ -220,9 +220,9 @@ inline std::optional<fi_op> op_of(MPI_Op op)
 // passes the same signature, though not always the same datatype (a derived
 // type on one rank, its element type on another): deciding from the
 // signature, all ranks decide alike. `dense`: the buffer holds exactly
-// those elements in order (a predefined type); else they travel through a
-// contiguous copy the MPI makes (Staging): a send-receive into `basic`, or
-// MPI_Pack where `basic` is MPI_PACKED (moved_layout_of).
+// those elements in order (a predefined type, or no element); else they
+// travel through a contiguous copy the MPI makes (Staging): a send-receive
+// into `basic`, or MPI_Pack where `basic` is MPI_PACKED (moved_layout_of).
 struct Layout {
 	fi_datatype dtype{};
 	MPI_Datatype basic = MPI_DATATYPE_NULL;
