@@ -320,6 +320,13 @@ int rank_in(MPI_Comm comm)
 	return rank;
 }
 
+int size_of(MPI_Comm comm)
+{
+	int size = 0;
+	PMPI_Comm_size(comm, &size);
+	return size;
+}
+
 // Waits for an operation rcoll accepted (rc == 0); an error goes to the
 // communicator's error handler, named after rcoll's error.
 int finish(Tally& tally, MPI_Comm comm, long rc, Operation& op, const char* what)
@@ -342,9 +349,10 @@ int finish(Tally& tally, MPI_Comm comm, long rc, Operation& op, const char* what
 // given the communicator's size, whether it maps after all; calls of several
 // buffers work out their other layouts there, so that a call handed back
 // costs one layout (a handed-back 8 B allgather took 1.2-1.4 times the MPI's
-// own call when it computed all three first). Every input is the same on every rank of the call. A
-// blocking call waits for the join (the others are in the same call); a
-// nonblocking one does not (Endpoint::submit queues it).
+// own call when it computed all three first). Every input is the same on
+// every rank of the call. A blocking call waits for the join (the others
+// are in the same call); a nonblocking one does not (Endpoint::submit
+// queues it).
 struct Route {
 	CommEntry* entry = nullptr;
 	CommGroup* group = nullptr;
@@ -415,9 +423,9 @@ fi_addr_t address_of(const CommGroup& g, int root)
 // The limits hold on bytes alone, the same on every rank: an empty block's
 // counts may differ (2^30 elements of a zero-size type on one rank, one on
 // another), and it has nothing to stage (`total` 0). Inlined, from the
-// block's layout: a second lookup, and a std::optional
-// built out of line and read back, stalled the loads of the small calls on
-// the stores just made (as layout_of had, offload.hpp).
+// block's layout: a second lookup, and a std::optional built out of line
+// and read back, stalled the loads of the small calls on the stores just
+// made (as layout_of had, offload.hpp).
 struct Blocks {
 	Layout block, all;
 	int total = 0; // elements of `all`, in units of the block's datatype (0: empty)
@@ -436,13 +444,6 @@ struct Blocks {
 	Layout all = *block;
 	all.elements *= ranks;
 	return Blocks{*block, all, int(total), int(ranks)};
-}
-
-int size_of(MPI_Comm comm)
-{
-	int size = 0;
-	PMPI_Comm_size(comm, &size);
-	return size;
 }
 
 // Both sides of a call that moves data carry the same bytes.
