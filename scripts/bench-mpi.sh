@@ -38,6 +38,7 @@
 #
 #   scripts/bench-mpi.sh [--mpi openmpi|mpich] [--hosts N] [--full] [--ranks 2,4]
 #                        [--sizes LIST] [--rounds N] [--also VAR=VALUE]
+#                        [--colls LIST] [--paths sm,tcp]
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${RCOLL_BUILD_DIR:-$top/build}
@@ -48,7 +49,9 @@ sizes=8,2048,65536,1048576,16777216
 quick=--quick
 rounds=1
 also=
-usage="usage: $0 [--mpi openmpi|mpich] [--hosts N] [--full] [--ranks LIST] [--sizes LIST] [--rounds N] [--also VAR=VALUE]"
+colls=barrier,broadcast,allreduce,reduce,allgather
+paths="sm tcp"
+usage="usage: $0 [--mpi openmpi|mpich] [--hosts N] [--full] [--ranks LIST] [--sizes LIST] [--rounds N] [--also VAR=VALUE] [--colls LIST] [--paths LIST]"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--mpi) mpi=$2; shift ;;
@@ -58,11 +61,16 @@ while [ $# -gt 0 ]; do
 	--sizes) sizes=$2; shift ;;
 	--rounds) rounds=$2; shift ;;
 	--also) also=$2; shift ;;
+	--colls) colls=$2; shift ;;
+	--paths) paths=${2//,/ }; shift ;;
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
 	shift
 done
 case $mpi in openmpi | mpich) ;; *) echo "$usage" >&2; exit 2 ;; esac
+for path in $paths; do
+	case $path in sm | tcp) ;; *) echo "bench-mpi: --paths takes sm and tcp" >&2; exit 2 ;; esac
+done
 if ! [[ $hosts =~ ^[0-9]+$ ]] || [ "$hosts" -eq 1 ]; then
 	echo "bench-mpi: --hosts needs 2 or more" >&2
 	exit 2
@@ -91,7 +99,6 @@ else
 		"$top/fabtests/mpi_coll_bench.cpp" "$top/fabtests/syscall_counter.cpp"
 	label=mpich
 fi
-paths="sm tcp"
 iface=lo
 if [ "$hosts" -gt 0 ]; then
 	mpi_hosts_up "$hosts" 10.78.0 "$work" || { echo "bench-mpi: cannot make $hosts network-namespace hosts" >&2; exit 1; }
@@ -147,7 +154,7 @@ job_command() {
 		for var in "${settings[@]}"; do command+=(-genv "${var%%=*}" "${var#*=}"); done
 		[ "$path" = hosts ] && command+=(-hosts "$mpi_host_list" -launcher rsh -launcher-exec "$mpi_agent")
 	fi
-	command+=("$program" $quick --colls barrier,broadcast,allreduce,reduce,allgather --sizes "$sizes")
+	command+=("$program" $quick --colls "$colls" --sizes "$sizes")
 	# With the library, the MPI's own calls too, interleaved in the same job.
 	[ "$how" = own ] || command+=(--own-too)
 }
@@ -177,7 +184,7 @@ for round in $(seq "$rounds"); do
 	done
 done
 
-for coll in barrier broadcast allreduce reduce allgather; do
+for coll in ${colls//,/ }; do
 	echo
 	echo "## $coll"
 	header=$(printf '%-9s %5s |' size ranks)

@@ -267,7 +267,7 @@ Test(local_collectives, mixed_calls_under_random_interleavings)
 // at and around the limit (3 int64 = 24 bytes fit, 4 do not, so line and
 // slot of one parity alternate), calls over a slot whose last chunk is
 // that small (kSlot int64 fill a slot), and nothing of theirs goes in a
-// slot.
+// slot; some of them in place.
 Test(local_collectives, small_payloads_beside_the_flag)
 {
 	static_assert(local::Published::kLineBytes == 3 * sizeof(int64_t));
@@ -283,7 +283,13 @@ Test(local_collectives, small_payloads_beside_the_flag)
 						       {Collective::barrier, 0, 0},
 						       {Collective::broadcast, 1, kSlot + 1},
 						       {Collective::allgather, 0, kSlot + 2},
-						       {Collective::reduce, 1, kSlot + 3}})
+						       {Collective::reduce, 1, kSlot + 3},
+						       // In place: a member's own part is
+						       // not read back from its line.
+						       {Collective::allreduce, 0, 3, true},
+						       {Collective::allgather, 0, 2, true},
+						       {Collective::reduce, 2, 1, true},
+						       {Collective::allreduce, 0, 4, true}})
 			script.push_back(c);
 	for (uint32_t p : {2u, 3u, 5u}) {
 		for (unsigned seed = 1; seed <= 30; seed++) {

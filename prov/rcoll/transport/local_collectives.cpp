@@ -503,9 +503,12 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 					return true;
 			}
 			const void* from = r.coll == Collective::broadcast ? r.output : r.input;
-			if (contributes && bytes)
-				std::memcpy(Published::chunk(own_, n, bytes),
-					    static_cast<const std::byte*>(from) + offset, bytes);
+			if (contributes && bytes) {
+				const auto* part = static_cast<const std::byte*>(from) + offset;
+				if (bytes <= Published::kLineBytes && !call.own_from_input)
+					std::memcpy(call.own_part, part, bytes);
+				std::memcpy(Published::chunk(own_, n, bytes), part, bytes);
+			}
 			own_.signature[n & 1] = tagged(call.signature, n);
 		}
 		own_.arrived.store(n, std::memory_order_release);
@@ -545,10 +548,13 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 		// the operation. The first step combines two parts straight into
 		// the output (no copy of the first).
 		const size_t count = bytes / engine::datatype_size(r.dtype);
-		auto part = [&](uint32_t m) {
-			return m == rank_ && call.own_from_input
-				       ? static_cast<const std::byte*>(r.input) + offset
-				       : chunk_of(m, n, bytes);
+		auto part = [&](uint32_t m) -> const std::byte* {
+			if (m != rank_)
+				return chunk_of(m, n, bytes);
+			if (call.own_from_input)
+				return static_cast<const std::byte*>(r.input) + offset;
+			return bytes <= Published::kLineBytes ? call.own_part
+							      : chunk_of(m, n, bytes);
 		};
 		if (members_.size() == 1)
 			std::memcpy(out, part(0), bytes);
@@ -559,14 +565,19 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 		return true;
 	}
 	case Collective::allgather:
-		// Every member's block, this one's included, from the slots.
+		// Every other member's block from its slot or line; this one's
+		// from its input (not read back from its own line: see own_part),
+		// first, in case the input overlaps other blocks of the output.
 		if (!all_arrived(n))
 			return false;
 		if (!all_agree(n, call))
 			return true;
+		if (const auto* own = static_cast<const std::byte*>(r.input) + offset;
+		    own != out + rank_ * call.bytes)
+			std::memmove(out + rank_ * call.bytes, own, bytes);
 		for (uint32_t m = 0; m < members_.size(); m++)
-			std::memcpy(static_cast<std::byte*>(r.output) + m * call.bytes + offset,
-				    chunk_of(m, n, bytes), bytes);
+			if (m != rank_)
+				std::memcpy(out + m * call.bytes, chunk_of(m, n, bytes), bytes);
 		return true;
 	default: return true; // takes() admits nothing else
 	}
