@@ -289,7 +289,15 @@ Test(local_collectives, small_payloads_beside_the_flag)
 						       {Collective::allreduce, 0, 3, true},
 						       {Collective::allgather, 0, 2, true},
 						       {Collective::reduce, 2, 1, true},
-						       {Collective::allreduce, 0, 4, true}})
+						       {Collective::allreduce, 0, 4, true},
+						       // Sizes past the line, in place too.
+						       {Collective::allreduce, 0, 7},
+						       {Collective::allgather, 0, 8},
+						       {Collective::broadcast, 1, 56},
+						       {Collective::reduce, 1, 57},
+						       {Collective::allreduce, 0, 9, true},
+						       {Collective::allgather, 0, 5, true},
+						       {Collective::reduce, 0, 30, true}})
 			script.push_back(c);
 	for (uint32_t p : {2u, 3u, 5u}) {
 		for (unsigned seed = 1; seed <= 30; seed++) {
@@ -551,6 +559,13 @@ Test(local_collectives, members_that_post_different_calls_fail_them)
 		{Collective::reduce, {300, 200}},
 		{Collective::allgather, {100, 50}},
 		{Collective::allgather, {4096, 1024}},
+		// The flag's line against a slot, slots of other lengths.
+		{Collective::broadcast, {3, 4}},
+		{Collective::broadcast, {8, 7}},
+		{Collective::allreduce, {56, 57}},
+		{Collective::allreduce, {20, 3}},
+		{Collective::allgather, {57, 56}},
+		{Collective::reduce, {8, 20}},
 		{Collective::allreduce, {8, 8}, {}, engine::ReduceOp::max},
 		{Collective::allreduce, {8, 8}, engine::Datatype::uint64},
 		// On either side of the one-copy allreduce's size, and in one copy.
