@@ -394,7 +394,13 @@ void Collectives::maybe_finish_join(CollGroup& g)
 		// 32 KiB to 16 MiB, where two copies pipelined through the slots
 		// (of 16 KiB then) took 1.3-1.5x as long as one from 256 KiB to 4 MiB (0.8x at
 		// 16 MiB), and 2.4-3.5x when the two CPUs pass cache lines slowly
-		// (a flag exchange of 0.24 us, not 0.05).
+		// (a flag exchange of 0.24 us, not 0.05). With 64 KiB slots and
+		// the CPUs passing lines fast it is the other way round: 2-rank
+		// broadcasts of 32 KiB-64 MiB through the slots took 0.38-0.59x
+		// of Open MPI's time in-job, in one copy 0.95-1.20x (which copies
+		// the same way); allgathers 0.35-1.01x against 0.77-1.00x. One
+		// copy stays: it is at par with Open MPI in either placement, and
+		// a host's placement moves while a job runs.
 		// Allreduces from coll_shm_single_copy_allreduce_min go the same
 		// way (each member reads its share of the others' inputs, then
 		// their reduced shares): at 2 ranks 0.78-0.82x of Open MPI at 1 MiB
