@@ -505,7 +505,11 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 			const void* from = r.coll == Collective::broadcast ? r.output : r.input;
 			if (contributes && bytes) {
 				const auto* part = static_cast<const std::byte*>(from) + offset;
-				if (bytes <= Published::kLineBytes && !call.own_from_input)
+				// Read back by a reduction's reader only (see own_part).
+				const bool reduces = r.coll == Collective::allreduce ||
+						     (r.coll == Collective::reduce && root);
+				if (reduces && !call.own_from_input &&
+				    bytes <= Published::kLineBytes)
 					std::memcpy(call.own_part, part, bytes);
 				std::memcpy(Published::chunk(own_, n, bytes), part, bytes);
 			}
@@ -566,14 +570,15 @@ bool LocalCollectives::step_chunk(Call& call) noexcept
 	}
 	case Collective::allgather:
 		// Every other member's block from its slot or line; this one's
-		// from its input (not read back from its own line: see own_part),
-		// first, in case the input overlaps other blocks of the output.
+		// from its input (not read back from its own line, which the
+		// others pull into their caches as they wait on its flag), first,
+		// in case the input overlaps other blocks of the output.
 		if (!all_arrived(n))
 			return false;
 		if (!all_agree(n, call))
 			return true;
 		if (const auto* own = static_cast<const std::byte*>(r.input) + offset;
-		    own != out + rank_ * call.bytes)
+		    bytes && own != out + rank_ * call.bytes)
 			std::memmove(out + rank_ * call.bytes, own, bytes);
 		for (uint32_t m = 0; m < members_.size(); m++)
 			if (m != rank_)

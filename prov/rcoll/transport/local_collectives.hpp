@@ -147,12 +147,12 @@ private:
 		// A reduction reads this member's part straight from its input
 		// (not a copy in its slot) unless the input is the output.
 		bool own_from_input = false;
-		// Otherwise this member's part of a chunk small enough for the
-		// flag's line is also kept here: read back from the line, which
-		// the others pull into their caches as they wait on the flag, it
-		// waits for the line to come back (a third of a 2-rank 8 B
-		// allgather's time).
-		std::byte own_part[Published::kLineBytes];
+		// Otherwise (in place) this member's part of a chunk small enough
+		// for the flag's line is also kept here: read back from the line,
+		// which the others pull into their caches as they wait on the
+		// flag, it waits for the line to come back (an 8 B allreduce in
+		// place: 0.60 us -> 0.40). Aligned for every datatype.
+		alignas(std::max_align_t) std::byte own_part[Published::kLineBytes];
 		engine::Errc status = engine::Errc::ok; // how it ended
 	};
 	// What a member publishes in its slot for a call in one copy: where
