@@ -4,6 +4,7 @@
 // results. It can also be run alone:
 //
 //   mpirun -np 2 rcoll_mpi_coll_bench [--quick] [--sizes LIST] [--colls LIST] [--own-too]
+//                                     [--back-to-back]
 //
 // Per point: one verified call, a calibration call that sets the iteration
 // count, warm-up, then repetitions of timed calls with a barrier between
@@ -19,6 +20,12 @@
 // rcoll_coll_bench's FI_SUM of FI_INT64; reduce: the same to root 0;
 // allgather: blocks of `bytes` bytes (MPI_BYTE). With librcoll-mpi
 // preloaded it measures the offloaded calls (scripts/bench-mpi.sh).
+//
+// --back-to-back times a repetition's calls in one stretch, as an
+// application that makes them one after another (a solver's dot products):
+// fresh input and a barrier before the stretch, the output of its last call
+// checked after it. A call then also pays for the other ranks' arrival in
+// it, which the barrier otherwise absorbs.
 //
 // --own-too measures the MPI's own calls too, through their PMPI_ names
 // (which an offload library leaves alone), in the same job: the two
@@ -48,7 +55,8 @@ enum class Coll { barrier, broadcast, allreduce, reduce, allgather };
 
 struct Options {
 	bool quick = false;
-	bool own_too = false; // the MPI's own (PMPI_) calls interleaved
+	bool own_too = false;      // the MPI's own (PMPI_) calls interleaved
+	bool back_to_back = false; // no barrier between a repetition's calls
 	std::vector<Coll> colls = {Coll::barrier, Coll::broadcast, Coll::allreduce, Coll::reduce,
 				   Coll::allgather};
 	std::vector<size_t> sizes = {8, 2048, 512u << 10, 8u << 20};
@@ -219,7 +227,20 @@ void run_point(Coll coll, size_t bytes, const Options& options, fabtests::Syscal
 		for (int j = 0; j < kinds; ++j) {
 			const int own = (rep + j) % kinds;
 			double total_us = 0;
-			for (int i = 0; i < iterations; ++i) {
+			if (options.back_to_back) {
+				// Every call of the stretch has the same input: the last
+				// one's output is checked as any other's.
+				point.prepare(k);
+				Point::barrier(own);
+				const auto start = Clock::now();
+				for (int i = 0; i < iterations; ++i)
+					point.call(own);
+				total_us = std::chrono::duration<double, std::micro>(Clock::now() -
+										     start)
+						   .count();
+				right[own] &= point.check(k++);
+			}
+			for (int i = 0; i < iterations && !options.back_to_back; ++i) {
 				point.prepare(k);
 				if (barrier_between)
 					Point::barrier(own);
@@ -288,6 +309,8 @@ bool parse(int argc, char** argv, Options& options)
 			options.quick = true;
 		} else if (arg == "--own-too") {
 			options.own_too = true;
+		} else if (arg == "--back-to-back") {
+			options.back_to_back = true;
 		} else if (arg == "--sizes" && value) {
 			options.sizes.clear();
 			for (const std::string& s : split(value)) {
@@ -335,7 +358,7 @@ int main(int argc, char** argv)
 	if (!parse(argc, argv, options)) {
 		std::fprintf(stderr, "usage: rcoll_mpi_coll_bench [--quick] [--sizes LIST] "
 				     "[--colls barrier,broadcast,allreduce,reduce,allgather] "
-				     "[--own-too]\n");
+				     "[--own-too] [--back-to-back]\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	// Opened after MPI_Init, so that the MPI's progress threads, started

@@ -32,13 +32,14 @@
 # against the default in the same rounds. The library's RCOLL_MPI_* settings
 # in the environment are passed on (RCOLL_MPI_FORCE=1 measures rcoll at sizes
 # the default rules hand back; --also RCOLL_MPI_FORCE=1 beside the
-# defaults). Ranks are bound to a hardware thread each where they do not
-# outnumber them on one host. Prints the launcher lines and one table per
-# collective.
+# defaults). With --back-to-back each repetition's calls follow one another
+# with no barrier between them (rcoll_mpi_coll_bench --back-to-back). Ranks
+# are bound to a hardware thread each where they do not outnumber them on
+# one host. Prints the launcher lines and one table per collective.
 #
 #   scripts/bench-mpi.sh [--mpi openmpi|mpich] [--hosts N] [--full] [--ranks 2,4]
 #                        [--sizes LIST] [--rounds N] [--also VAR=VALUE]
-#                        [--colls LIST] [--paths sm,tcp]
+#                        [--colls LIST] [--paths sm,tcp] [--back-to-back]
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${RCOLL_BUILD_DIR:-$top/build}
@@ -51,7 +52,8 @@ rounds=1
 also=
 colls=barrier,broadcast,allreduce,reduce,allgather
 paths="sm tcp"
-usage="usage: $0 [--mpi openmpi|mpich] [--hosts N] [--full] [--ranks LIST] [--sizes LIST] [--rounds N] [--also VAR=VALUE] [--colls LIST] [--paths LIST]"
+back_to_back=
+usage="usage: $0 [--mpi openmpi|mpich] [--hosts N] [--full] [--ranks LIST] [--sizes LIST] [--rounds N] [--also VAR=VALUE] [--colls LIST] [--paths LIST] [--back-to-back]"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--mpi) mpi=$2; shift ;;
@@ -63,6 +65,7 @@ while [ $# -gt 0 ]; do
 	--also) also=$2; shift ;;
 	--colls) colls=$2; shift ;;
 	--paths) paths=${2//,/ }; shift ;;
+	--back-to-back) back_to_back=--back-to-back ;;
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
 	shift
@@ -154,12 +157,13 @@ job_command() {
 		for var in "${settings[@]}"; do command+=(-genv "${var%%=*}" "${var#*=}"); done
 		[ "$path" = hosts ] && command+=(-hosts "$mpi_host_list" -launcher rsh -launcher-exec "$mpi_agent")
 	fi
-	command+=("$program" $quick --colls "$colls" --sizes "$sizes")
+	command+=("$program" $quick $back_to_back --colls "$colls" --sizes "$sizes")
 	# With the library, the MPI's own calls too, interleaved in the same job.
 	[ "$how" = own ] || command+=(--own-too)
 }
 
 echo "# $mpi's own collectives, and offloaded to rcoll by librcoll-mpi (median of $rounds round(s), slowest rank, us)"
+[ -n "$back_to_back" ] && echo "# calls back to back: no barrier between the calls of a repetition"
 [ "$hosts" -gt 0 ] && echo "# ranks round-robin over $hosts network-namespace hosts: ${mpi_hosts[*]}"
 for round in $(seq "$rounds"); do
 	for np in ${ranks//,/ }; do
