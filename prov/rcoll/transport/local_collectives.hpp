@@ -179,6 +179,8 @@ private:
 	bool agrees(uint32_t member, uint64_t sequence, Call& call) const noexcept;
 	bool all_agree(uint64_t sequence, Call& call) const noexcept;
 	bool all_arrived(uint64_t sequence) const noexcept;
+	bool arrived_fetching(uint32_t member, uint64_t sequence, size_t bytes) const noexcept;
+	bool all_arrived_fetching(uint64_t sequence, size_t bytes) const noexcept;
 	bool all_finished(uint64_t sequence) const noexcept;
 	bool any_stopped() const noexcept;
 	const std::byte* slot_of(uint32_t member, uint64_t sequence) const noexcept;
