@@ -239,17 +239,18 @@ void run_point(Coll coll, size_t bytes, const Options& options, fabtests::Syscal
 										     start)
 						   .count();
 				right[own] &= point.check(k++);
-			}
-			for (int i = 0; i < iterations && !options.back_to_back; ++i) {
-				point.prepare(k);
-				if (barrier_between)
-					Point::barrier(own);
-				const auto start = Clock::now();
-				point.call(own);
-				total_us += std::chrono::duration<double, std::micro>(Clock::now() -
-										      start)
-						    .count();
-				right[own] &= point.check(k++);
+			} else {
+				for (int i = 0; i < iterations; ++i) {
+					point.prepare(k);
+					if (barrier_between)
+						Point::barrier(own);
+					const auto start = Clock::now();
+					point.call(own);
+					total_us += std::chrono::duration<double, std::micro>(
+							    Clock::now() - start)
+							    .count();
+					right[own] &= point.check(k++);
+				}
 			}
 			double average = total_us / iterations;
 			MPI_Reduce(&average, &slowest[own][size_t(rep)], 1, MPI_DOUBLE, MPI_MAX, 0,
