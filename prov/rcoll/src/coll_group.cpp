@@ -544,6 +544,7 @@ void Collectives::finish_join(CollGroup& g, int err, const engine::GroupConfig& 
 		return;
 	}
 	g.state = CollGroup::State::joined;
+	g.transport->prefault_unshared_scratch();
 	if (g.transport->members_outnumber_cpus())
 		g.crowded.emplace();
 	ep_.count_peers_on_host(); // the join may have mapped peers' processes (pidfds)

@@ -822,6 +822,20 @@ std::unique_ptr<local::LocalCollectives> CollTransport::local_collectives(
 	return shm;
 }
 
+void CollTransport::prefault_unshared_scratch()
+{
+	if (!config().coll_prefault)
+		return;
+	// Whether a member on this host mapped our file, only it knows.
+	if (scratch_file_.shared())
+		for (uint32_t r = 0; r < members_.size(); r++)
+			if (r != rank_ && members_[r].on_host)
+				return;
+	if (int err = scratch_file_.prefault())
+		RCOLL_INFO(FI_LOG_EP_CTRL, "collective scratch not faulted in ahead: %s\n",
+			   std::strerror(-err));
+}
+
 bool CollTransport::members_outnumber_cpus()
 {
 	if (!outnumbered_) {

@@ -11,6 +11,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 // Linux 5.14; older C libraries lack the name
+#endif
+
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434 // the same number on every architecture
 #endif
@@ -202,6 +206,16 @@ int ScratchFile::create(size_t scratch_bytes, bool shared, uint64_t owner) noexc
 	scratch_ = static_cast<std::byte*>(base) + kScratchOffset;
 	scratch_bytes_ = scratch_bytes;
 	return 0;
+}
+
+int ScratchFile::prefault() noexcept
+{
+	if (!base_)
+		return -EINVAL;
+	// A write fault per page, as the operations' own writes would take. The
+	// whole mapping: the scratch itself starts at a 4 KiB boundary, which
+	// is no page boundary where pages are larger.
+	return ::madvise(base_, mapped_, MADV_POPULATE_WRITE) == 0 ? 0 : -errno;
 }
 
 uint64_t ScratchFile::nonce() const noexcept

@@ -216,6 +216,11 @@ public:
 	// shared() then says false. `owner` (the owner's endpoint key) is
 	// written where mappers check it and no peer's RDMA reaches.
 	int create(size_t scratch_bytes, bool shared, uint64_t owner) noexcept;
+	// Faults every page of the scratch in now, its contents untouched
+	// (peers may already write into it), rather than one page at a time
+	// as the first operations reach it: 0 or -errno (-EINVAL also from a
+	// kernel older than 5.14).
+	int prefault() noexcept;
 	std::span<std::byte> scratch() const noexcept { return {scratch_, scratch_bytes_}; }
 	bool shared() const noexcept { return fd_ >= 0; }
 	// What a local member needs to map it: our pid, the file's descriptor
