@@ -7,8 +7,8 @@
 # ASan and UBSan (scripts/sanitize.sh) and valgrind (scripts/valgrind.sh),
 # builds the Debian packages and RPMs
 # and, as root, installs, uses and purges the Debian packages (make
-# check-packages), builds libfabric 1.17 with rcoll's drop-in (make
-# check-dropin), fuzzes every parser a peer reaches for a bounded time
+# check-packages), builds libfabric 1.17 with rcoll's drop-in built in (make
+# check-dropin DROPIN_MODES=yes), fuzzes every parser a peer reaches for a bounded time
 # (scripts/fuzz.sh), and prints every runner's summary and the time of each
 # phase. CI runs this on a fresh clone (2 cores, 90 minutes).
 set -uo pipefail
@@ -68,8 +68,9 @@ phase "glue mutants" 200 "$top/test/glue/mutants.sh" || status=1
 phase "sanitizers (ASan+UBSan, TSan)" 1000 "$top/scripts/sanitize.sh" || status=1
 # Unit tests and point-to-point and collective cases under valgrind's memcheck.
 phase "valgrind (memcheck)" 330 "$top/scripts/valgrind.sh" || status=1
-# rcoll's drop-in built inside libfabric 1.17's own tree (dl and built in).
-phase "libfabric drop-in (dl, yes)" 200 make check-dropin || status=1
+# rcoll's drop-in built inside libfabric 1.17's own tree, as a built-in
+# provider (make check-dropin also builds it as a loadable one).
+phase "libfabric drop-in (yes)" 150 make check-dropin DROPIN_MODES=yes || status=1
 # The network-namespace suite with packet loss and a rate limit between hosts.
 phase "network faults (1%, 5% loss)" 120 make -j2 check-faults || status=1
 # The Debian packages and RPMs, built from the tarball; as root, installed,

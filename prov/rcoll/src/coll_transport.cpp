@@ -826,11 +826,10 @@ void CollTransport::prefault_unshared_scratch()
 {
 	if (!config().coll_prefault)
 		return;
-	// Whether a member on this host mapped our file, only it knows.
-	if (scratch_file_.shared())
-		for (uint32_t r = 0; r < members_.size(); r++)
-			if (r != rank_ && members_[r].on_host)
-				return;
+	// Whether a member on this host mapped our file, only it knows
+	// (set_member counts the others; a member's own record is never heard).
+	if (scratch_file_.shared() && members_on_host_ > 1)
+		return;
 	if (int err = scratch_file_.prefault())
 		RCOLL_INFO(FI_LOG_EP_CTRL, "collective scratch not faulted in ahead: %s\n",
 			   std::strerror(-err));
