@@ -679,6 +679,58 @@ Test(glue, collective_over_refusing_reordering_core)
 	cr_assert_gt(fake_core::stats().refused, 10u);
 }
 
+// Under manual progress an application may stop calling rcoll once its
+// collective completed: an MPI goes on into calls of its own. So a member's
+// call completes only once everything it sent for it left the process. The
+// core holds the root's traffic (its connection full): the root's broadcast
+// stays incomplete however often it progresses, and completes, with the
+// member's, once the core lets the traffic go. (Before, an 8 B broadcast's
+// root completed at once, its message still held: the member then waited
+// for a progress call of the root's that an MPI never makes.)
+Test(glue, collective_completes_once_its_messages_left)
+{
+	World w(2, true);
+	Joins join(w);
+	join.join_all();
+	bool hold = false;
+	fake_core::plan().deliver = [&](const fake_core::Transfer& t) {
+		return hold && t.from == 0 ? fake_core::Verdict::Hold : fake_core::Verdict::Deliver;
+	};
+	std::array<std::array<int, 2>, 3> contexts{}; // one pair per round: done[] keys on them
+	int round = 0;
+	for (size_t bytes : {size_t(8), size_t(4096), size_t(1) << 17}) {
+		std::array<int, 2>& ctx = contexts[round++];
+		std::vector<uint8_t> data = payload(round, bytes), into(bytes, 0);
+		hold = true;
+		for (int node : {1, 0}) {
+			void* buf = node == 0 ? data.data() : into.data();
+			ssize_t ret;
+			while ((ret = fi_broadcast(w.nodes[node].ep, buf, bytes, nullptr,
+						   fi_mc_addr(join.groups[node]),
+						   w.nodes[node].addr[0], FI_UINT8, 0,
+						   &ctx[node])) == -FI_EAGAIN)
+				w.progress();
+			cr_assert_eq(ret, 0, "fi_broadcast on node %d: %s", node,
+				     fi_strerror(int(-ret)));
+		}
+		w.run_until([&] { return w.completions(0, &ctx[0]) > 0; }, 200ms);
+		cr_assert_eq(w.completions(0, &ctx[0]), 0u,
+			     "the root's %zu B broadcast completed while the core still held what "
+			     "it sent",
+			     bytes);
+		hold = false;
+		cr_assert(w.run_until([&] {
+			return w.completions(0, &ctx[0]) && w.completions(1, &ctx[1]);
+		}),
+			  "the %zu B broadcast did not complete once the core let its traffic go",
+			  bytes);
+		for (int node = 0; node < 2; node++)
+			cr_assert_eq(w.nodes[node].done[&ctx[node]][0].err, 0,
+				     "node %d's %zu B broadcast failed", node, bytes);
+		cr_assert(into == data, "the %zu B broadcast delivered other bytes", bytes);
+	}
+}
+
 // A buffer that a call only reads from is registered at the first write
 // that needs it: a broadcast root's, past the eager limit, once its member
 // shipped the key to its own buffer. When that registration fails, the group

@@ -59,6 +59,46 @@ void bcast(const Suite& s)
 	}
 }
 
+// Offloaded calls back to back, then the MPI's own barrier, which rcoll
+// never sees: a rank whose calls completed waits there calling nothing of
+// rcoll's, so whatever it sent for them must already have left it. Before
+// that held, the root of 64 KiB broadcasts between two hosts could run
+// ahead and complete while its last message still waited in the core for
+// a progress call that never came, and the job hung.
+void then_own_barrier(const Suite& s)
+{
+	for (size_t size : {size_t{8}, size_t{16384}, size_t{65536}, size_t{1} << 20})
+		for (int root : {0, s.size() - 1}) {
+			std::vector<uint8_t> buf(size, 0);
+			for (int i = 0; i < 30; ++i) {
+				if (s.rank() == root)
+					fill(buf, static_cast<uint64_t>(root), size + i);
+				MPI_CHECK(MPI_Bcast(buf.data(), static_cast<int>(size), MPI_BYTE,
+						    root, MPI_COMM_WORLD));
+			}
+			MPI_CHECK(PMPI_Barrier(MPI_COMM_WORLD));
+			expect_filled(buf.data(), size, static_cast<uint64_t>(root), size + 29,
+				      strfmt("the last of 30 MPI_Bcast of %zu B from root %d", size,
+					     root));
+			std::vector<long long> in(size / 8, s.rank() + root), out(size / 8, 0);
+			for (int i = 0; i < 30; ++i)
+				MPI_CHECK(MPI_Allreduce(in.data(), out.data(),
+							static_cast<int>(in.size()), MPI_LONG_LONG,
+							MPI_SUM, MPI_COMM_WORLD));
+			MPI_CHECK(PMPI_Barrier(MPI_COMM_WORLD));
+			const long long want =
+				static_cast<long long>(s.size()) * (s.size() - 1) / 2 +
+				static_cast<long long>(s.size()) * root;
+			for (size_t k = 0; k < out.size(); ++k)
+				if (out[k] != want) {
+					expect(false,
+					       "MPI_Allreduce of %zu B: [%zu] = %lld, want %lld",
+					       size, k, out[k], want);
+					break;
+				}
+		}
+}
+
 // Contribution of `rank` at index i: small integers, so every sum, product
 // (of ones and twos), minimum and maximum is exact in every type.
 long long contribution(int rank, size_t i)
@@ -373,6 +413,10 @@ int main(int argc, char** argv)
 		  [&] { barrier(suite); });
 	suite.run("bcast", "from every root, 1 B..1 MiB bytes and 1000 doubles",
 		  [&] { bcast(suite); });
+	suite.run("then-own-barrier",
+		  "30 MPI_Bcast, then 30 MPI_Allreduce, of 8 B..1 MiB back to back, then "
+		  "PMPI_Barrier",
+		  [&] { then_own_barrier(suite); });
 	suite.run("reduce", "MPI_SUM of ints to every root, 1..100000 elements",
 		  [&] { reduce(suite); });
 	suite.run("allreduce",

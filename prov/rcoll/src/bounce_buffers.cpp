@@ -32,6 +32,7 @@ BufferRecord* TransmitBuffers::take()
 	r->cq_flags = 0;
 	r->report = r->count = r->in_core = r->held = r->answer = false;
 	r->may_inject = true;
+	r->sent = {};
 	r->payload = nullptr;
 	r->payload_desc = nullptr;
 	r->payload_len = 0;

@@ -20,7 +20,7 @@ void CollTransport::WriteContext::finish(Endpoint& ep, void* owner, const CoreEv
 {
 	auto* ctx = static_cast<WriteContext*>(owner);
 	Peer* peer = ctx->peer;
-	ctx->owner->on_write_done(ctx, event.err);
+	ctx->owner->part_done(ctx, event.err);
 	if (event.err)
 		ep.fail_connection_of(peer, event.err);
 }
@@ -339,21 +339,40 @@ Errc CollTransport::post_write(const engine::WriteRequest& w) noexcept
 	if (w.has_immediate && w.immediate >= kMaxCounters)
 		return Errc::invalid_argument;
 
+	// A write completes to the engine only once everything it sent left
+	// this process (WriteContext): under manual progress, an operation
+	// that completed while its last message still waited in the core
+	// would let the application stop calling in (an MPI then waits in its
+	// own calls) while the members that need that message wait forever.
+
 	// An arrival whose bytes fit a message is that message alone: one
 	// core operation, as a write with immediate data would have been.
 	if (w.has_immediate && !w.target_key &&
 	    w.length <= std::min<size_t>(peer->eager_limit, ep_.eager_limit)) {
-		if (!queue_completion(w.cookie)) // the bytes are copied: done at once
+		WriteContext* ctx = spare_context(w, peer);
+		if (!ctx)
 			return Errc::no_memory;
-		Errc e = send_arrival(w, m, {static_cast<const std::byte*>(w.source), w.length});
-		if (e != Errc::ok)
-			events_.pop_back();
-		return e;
+		claim(ctx, 1);
+		return send_arrival(w, m, {static_cast<const std::byte*>(w.source), w.length}, ctx);
 	}
 
+	// A small write is injected when its arrival follows it: the arrival's
+	// completion proves that both left (the connection keeps their order).
 	if (w.length <= inject_limit_ && peer->injects.may_inject()) {
-		Errc e = inject(w, *peer, addr + w.offset, key);
-		return e == Errc::ok && w.has_immediate ? send_arrival(w, m, {}) : e;
+		if (!w.has_immediate)
+			return inject(w, *peer, addr + w.offset, key);
+		WriteContext* ctx = spare_context(w, peer);
+		if (!ctx)
+			return Errc::no_memory;
+		ssize_t ret = post_core_write(peer->conn.get(), w.source, w.length, nullptr,
+					      addr + w.offset, key, nullptr);
+		if (ret)
+			return refused(ret);
+		peer->injects.posted++;
+		ctx->proves = peer->injects.posted;
+		claim(ctx, 1);
+		send_arrival(w, m, {}, ctx);
+		return Errc::ok;
 	}
 
 	// A registration that fails here fails the group in two steps, like a
@@ -370,7 +389,24 @@ Errc CollTransport::post_write(const engine::WriteRequest& w) noexcept
 		}
 	}
 
-	WriteContext* ctx;
+	WriteContext* ctx = spare_context(w, peer);
+	if (!ctx)
+		return Errc::no_memory;
+	ssize_t ret = post_core_write(peer->conn.get(), w.source, w.length, desc, addr + w.offset,
+				      key, &ctx->cc.space);
+	if (ret)
+		return refused(ret);
+	claim(ctx, w.has_immediate ? 2 : 1);
+	if (w.has_immediate)
+		send_arrival(w, m, {}, ctx);
+	return Errc::ok;
+}
+
+// A free context for `w`, not yet taken from the free list (nullptr when
+// none could be allocated).
+CollTransport::WriteContext* CollTransport::spare_context(const engine::WriteRequest& w,
+							  Peer* peer) noexcept
+{
 	try {
 		if (free_contexts_.empty()) {
 			contexts_.push_back(std::make_unique<WriteContext>(this));
@@ -379,27 +415,32 @@ Errc CollTransport::post_write(const engine::WriteRequest& w) noexcept
 			free_contexts_.push_back(contexts_.back().get());
 		}
 	} catch (const std::bad_alloc&) {
-		return Errc::no_memory;
+		return nullptr;
 	}
-	ctx = free_contexts_.back();
+	WriteContext* ctx = free_contexts_.back();
 	ctx->cookie = w.cookie;
 	ctx->peer = peer;
 	ctx->proves = peer->injects.posted;
+	ctx->err = 0;
+	return ctx;
+}
 
-	ssize_t ret = post_core_write(peer->conn.get(), w.source, w.length, desc, addr + w.offset,
-				      key, &ctx->cc.space);
-	if (ret)
-		return refused(ret);
+// `ctx` is in use until `parts` completions (the core write, the arrival
+// message) came back.
+void CollTransport::claim(WriteContext* ctx, unsigned parts) noexcept
+{
 	free_contexts_.pop_back();
+	ctx->parts = parts;
 	in_flight_++;
-	return w.has_immediate ? send_arrival(w, m, {}) : Errc::ok;
+	ep_.pace.coll_posted = true;
 }
 
 // The ARRIVAL behind a write (the connection keeps it behind the data), or
 // carrying the write's bytes. Once a write is posted the engine must not
 // repeat it: a message that cannot go fails the group instead.
 Errc CollTransport::send_arrival(const engine::WriteRequest& w, const Member& m,
-				 std::span<const std::byte> inline_payload) noexcept
+				 std::span<const std::byte> inline_payload,
+				 WriteContext* ctx) noexcept
 {
 	proto::MsgHeader h;
 	h.opcode = proto::Opcode::Arrival;
@@ -409,7 +450,8 @@ Errc CollTransport::send_arrival(const engine::WriteRequest& w, const Member& m,
 				      inline_payload.empty() ? 0 : w.offset};
 	ssize_t ret;
 	try {
-		ret = ep_.send_control(*m.peer, h, body, inline_payload);
+		ret = ep_.send_control(*m.peer, h, body, inline_payload,
+				       {&WriteContext::arrival_sent, ctx});
 	} catch (const std::bad_alloc&) {
 		ret = -FI_ENOMEM;
 	}
@@ -418,8 +460,7 @@ Errc CollTransport::send_arrival(const engine::WriteRequest& w, const Member& m,
 		return Errc::ok;
 	}
 	RCOLL_WARN(FI_LOG_EP_DATA, "collective arrival not sent: %s\n", fi_strerror(int(-ret)));
-	if (!write_error_)
-		write_error_ = int(-ret);
+	part_done(ctx, int(-ret)); // fails the group, as a failed write does
 	return inline_payload.empty() ? Errc::ok : Errc::would_block;
 }
 
@@ -539,7 +580,7 @@ Errc CollTransport::inject(const engine::WriteRequest& w, Peer& peer, uint64_t a
 }
 
 // The core refused a write. Anything but a full queue is a connection
-// failure, handled like a failed write (on_write_done): the operation waits,
+// failure, handled like a failed write (part_done): the operation waits,
 // and the group fails in two steps, so that its buffers outlive the other
 // members' writes into them.
 Errc CollTransport::refused(ssize_t ret) noexcept
@@ -637,18 +678,28 @@ void CollTransport::on_arrival(Peer& from, const proto::ArrivalBody& a,
 	activity_++;
 }
 
-void CollTransport::on_write_done(WriteContext* ctx, int err)
+void CollTransport::WriteContext::arrival_sent(void* owner, int err)
 {
+	auto* ctx = static_cast<WriteContext*>(owner);
+	ctx->owner->part_done(ctx, err);
+}
+
+void CollTransport::part_done(WriteContext* ctx, int err)
+{
+	if (err && !ctx->err)
+		ctx->err = err;
+	if (--ctx->parts)
+		return;
 	in_flight_--;
 	activity_++;
 	free_contexts_.push_back(ctx);
-	if (err) {
+	if (ctx->err) {
 		// Typically a write to a member that died, flushed when its
 		// connection closed. The live members may still be writing into
 		// this rank's buffers; the engine must not end the operations
 		// owning them before fail().
 		if (!write_error_)
-			write_error_ = err;
+			write_error_ = ctx->err;
 		return;
 	}
 	ctx->peer->injects.prove(ctx->proves);

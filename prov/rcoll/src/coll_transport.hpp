@@ -45,15 +45,19 @@ public:
 
 	// One in-flight write: the core's context, the engine's cookie, and the
 	// member it goes to (whose connection fails if the write does).
+	// A write through the core until it and its ARRIVAL left this process.
 	struct WriteContext {
 		CoreContext cc;
 		CollTransport* owner;
 		Peer* peer = nullptr;
 		uint64_t cookie = 0;
 		uint64_t proves = 0; // the member's injects posted before it (InjectLedger)
+		unsigned parts = 0;  // the core write and the arrival message still in this process
+		int err = 0;
 		explicit WriteContext(CollTransport* o) : cc(&WriteContext::finish, this), owner(o)
 		{}
 		static void finish(Endpoint& ep, void* owner, const CoreEvent& event);
+		static void arrival_sent(void* owner, int err);
 	};
 
 	CollTransport(Endpoint& ep, uint32_t slot, std::vector<Peer*> members, uint32_t rank);
@@ -135,7 +139,7 @@ public:
 	// A failed write is not handed to the engine, which would end the
 	// group's operations (deregistering their buffers) at once; it is kept
 	// for the glue, which fails the group in two steps (see fail()).
-	void on_write_done(WriteContext* ctx, int err);
+	void part_done(WriteContext* ctx, int err);
 	// Failing a group takes two steps. stop(): no new write starts (the
 	// engine sees would_block), so its operations wait, and members on this
 	// host are told through their doorbells (they cannot rely on the
@@ -209,7 +213,10 @@ private:
 	engine::Errc inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr,
 			    uint64_t key) noexcept;
 	engine::Errc send_arrival(const engine::WriteRequest& w, const Member& m,
-				  std::span<const std::byte> inline_payload) noexcept;
+				  std::span<const std::byte> inline_payload,
+				  WriteContext* ctx) noexcept;
+	WriteContext* spare_context(const engine::WriteRequest& w, Peer* peer) noexcept;
+	void claim(WriteContext* ctx, unsigned parts) noexcept;
 	static engine::MemoryKey encode(const RemoteBuffer& r);
 	static RemoteBuffer decode(const engine::MemoryKey& k);
 

@@ -113,8 +113,9 @@ struct ProgressPace {
 	bool core_deferred = false;
 	uint64_t deferred_calls = 0;
 	CoarseClock::time_point next_core_round;
-	size_t stalled = 0;   // > 0: some rendezvous transfer waits to be retried
-	bool cm_busy = false; // a connection is being set up: read the core EQ often
+	size_t stalled = 0;       // > 0: some rendezvous transfer waits to be retried
+	bool cm_busy = false;     // a connection is being set up: read the core EQ often
+	bool coll_posted = false; // collectives posted core sends in this progress call
 	uint64_t probe_scans = 0;
 	std::chrono::steady_clock::time_point next_probe_scan;
 };
@@ -202,20 +203,24 @@ struct Endpoint {
 	void flush_backlog(Peer& peer);
 	// A message's bytes after the header: its body, then `tail` (an
 	// arrival's inline payload).
+	// `sent` runs once the message left, if the call returned 0.
 	ssize_t send_buffered(Peer& peer, const proto::MsgHeader& header, const void* body,
-			      size_t body_len, std::span<const std::byte> tail = {});
+			      size_t body_len, std::span<const std::byte> tail = {},
+			      SentHook sent = {});
 	ssize_t send_control(Peer& peer, const proto::MsgHeader& header, const void* body,
-			     size_t body_len, std::span<const std::byte> tail = {});
+			     size_t body_len, std::span<const std::byte> tail = {},
+			     SentHook sent = {});
 	// Behind the peer's other queued control messages, taking no buffer.
 	void queue_control(Peer& peer, const proto::MsgHeader& header, const void* body,
-			   size_t body_len, std::span<const std::byte> tail = {});
+			   size_t body_len, std::span<const std::byte> tail = {},
+			   SentHook sent = {});
 	template <class Body>
 	ssize_t send_control(Peer& peer, const proto::MsgHeader& header, const Body& body,
-			     std::span<const std::byte> tail = {})
+			     std::span<const std::byte> tail = {}, SentHook sent = {})
 	{
 		std::byte bytes[Body::kWireSize];
 		proto::encode_body(body, bytes);
-		return send_control(peer, header, bytes, sizeof(bytes), tail);
+		return send_control(peer, header, bytes, sizeof(bytes), tail, sent);
 	}
 	template <class Body>
 	void queue_control(Peer& peer, const proto::MsgHeader& header, const Body& body)

@@ -6,6 +6,7 @@
 #include "common.hpp"
 #include "core_rma.hpp"
 #include "mr.hpp"
+#include "peer.hpp"
 #include "proto/match.hpp"
 #include "proto/pool.hpp"
 #include "proto/rendezvous.hpp"
@@ -79,6 +80,7 @@ struct BufferRecord {
 	// The send may complete once rcoll holds the data (FI_INJECT_COMPLETE):
 	// small ones are then injected into the core, which reports nothing.
 	bool may_inject = true;
+	SentHook sent;
 	// A direct eager send: the buffer holds only the header, the payload
 	// goes from the application's registered memory (a two-entry gather).
 	const std::byte* payload = nullptr;

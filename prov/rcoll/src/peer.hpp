@@ -19,6 +19,22 @@ namespace rcoll {
 
 struct BufferRecord;
 
+// Told once that a message left this process (the core completed its send)
+// or never will (err). A message that carries one is never injected: only a
+// completion says that the core let go of it.
+struct SentHook {
+	void (*fn)(void* owner, int err) = nullptr;
+	void* owner = nullptr;
+	explicit operator bool() const { return fn != nullptr; }
+	void run(int err)
+	{
+		if (auto f = fn) {
+			fn = nullptr;
+			f(owner, err);
+		}
+	}
+};
+
 // A control message (CTS, FIN, READ_DONE, WRITE_DATA, DELIVERY_QUERY,
 // DELIVERED, a join record) that found the transmit pool empty. It is kept
 // by value and sent once a buffer frees up: a lost CTS or READ_DONE would
@@ -31,6 +47,7 @@ struct BufferRecord;
 struct QueuedControl {
 	proto::MsgHeader header;
 	std::vector<std::byte> body;
+	SentHook sent;
 };
 
 // Injected messages (small sends, control messages, small collective

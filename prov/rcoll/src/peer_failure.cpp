@@ -151,9 +151,11 @@ void Endpoint::fail_peer(Peer& peer, int err)
 	peer.backlog.for_each([&](BufferRecord* r) {
 		if (r->count)
 			app.report_tx(r->context, r->cq_flags, 0, FI_EIO, true, app.send_cntr);
+		r->sent.run(FI_EIO);
 		tx.buffers->release(*r);
 	});
 	peer.backlog.clear();
+	peer.controls.for_each([](QueuedControl& c) { c.sent.run(FI_EIO); });
 	peer.controls.clear();
 	// Writes waiting for a delivery answer have nothing in the core: the
 	// answer died with the connection.

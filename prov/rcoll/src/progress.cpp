@@ -54,8 +54,16 @@ int Endpoint::progress()
 		if (++pace.core_rounds % 1024 == 0)
 			check_connect_timeouts();
 	}
-	if (coll)
+	if (coll) {
+		pace.coll_posted = false;
 		coll->progress();
+		// A collective write completes once it and its arrival left
+		// (CollTransport::part_done), which the core reports at once when
+		// its connection took them: a second read then ends the operation
+		// in this call rather than in the next.
+		if (pace.coll_posted && read_core_cq(8))
+			coll->progress();
+	}
 	if (failures_pending())
 		settle_failures();
 	return handled;

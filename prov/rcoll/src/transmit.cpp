@@ -18,6 +18,7 @@ void BufferRecord::finish_send(Endpoint& ep, void* owner, const CoreEvent& event
 	auto* r = static_cast<BufferRecord*>(owner);
 	Peer* peer = r->peer;
 	r->in_core = false;
+	r->sent.run(event.err);
 	if (!event.err && peer) {
 		peer->injects.prove(r->proves);
 		peer->tx_left++; // the peer reads: its backlog moved
@@ -109,6 +110,7 @@ void Endpoint::flush_backlog(Peer& peer)
 				   "eager message of %llu bytes above the peer's limit %u\n",
 				   (unsigned long long)r->header.size, peer.eager_limit);
 			app.report_tx(r->context, r->cq_flags, 0, FI_EMSGSIZE, true, app.send_cntr);
+			r->sent.run(FI_EMSGSIZE);
 			tx.buffers->release(*r);
 			continue;
 		}
@@ -120,6 +122,7 @@ void Endpoint::flush_backlog(Peer& peer)
 			RCOLL_WARN(FI_LOG_EP_DATA, "core send: %s\n", fi_strerror(int(-ret)));
 			app.report_tx(r->context, r->cq_flags, 0, int(-ret), true,
 				      r->count ? app.send_cntr : nullptr);
+			r->sent.run(int(-ret));
 			tx.buffers->release(*r);
 			schedule_failure(peer, int(ret));
 			return;
@@ -128,11 +131,15 @@ void Endpoint::flush_backlog(Peer& peer)
 	// Control messages go after the buffered ones, which already hold
 	// buffers: waiting for them could only hold those buffers longer.
 	while (peer.state == Peer::State::connected && !peer.controls.empty()) {
-		const QueuedControl& c = peer.controls.front();
+		QueuedControl& c = peer.controls.front();
 		if (c.header.opcode == Opcode::Delivered && peer.answer_held)
 			return; // one answer at a time (on_delivery_query)
-		if (send_buffered(peer, c.header, c.body.data(), c.body.size()) == -FI_EAGAIN)
+		ssize_t ret =
+			send_buffered(peer, c.header, c.body.data(), c.body.size(), {}, c.sent);
+		if (ret == -FI_EAGAIN)
 			return; // the pool is still empty: a later progress call retries
+		if (ret)
+			c.sent.run(int(-ret));
 		peer.controls.pop_front();
 	}
 }
@@ -140,7 +147,7 @@ void Endpoint::flush_backlog(Peer& peer)
 // A header-and-body message through a bounce buffer, in order with the
 // peer's other buffered messages; -FI_EAGAIN when the pool is empty.
 ssize_t Endpoint::send_buffered(Peer& peer, const MsgHeader& header, const void* body,
-				size_t body_len, std::span<const std::byte> tail)
+				size_t body_len, std::span<const std::byte> tail, SentHook sent)
 {
 	BufferRecord* r = tx.buffers->take();
 	if (!r)
@@ -156,36 +163,39 @@ ssize_t Endpoint::send_buffered(Peer& peer, const MsgHeader& header, const void*
 	// A probe exists to fail: it needs a completion. verbs (1.17) drops
 	// the error of an injected send without a trace, and only an error
 	// completion tells us which connection died.
-	r->may_inject = header.opcode != Opcode::Probe;
+	r->may_inject = header.opcode != Opcode::Probe && !sent;
+	r->sent = sent;
 	if (header.opcode == Opcode::Delivered)
 		r->answer = peer.answer_held = true;
 	ssize_t ret = post_tx(r);
-	if (ret)
+	if (ret) {
+		r->sent = {}; // the caller hears of it from the return value
 		tx.buffers->release(*r);
+	}
 	return ret;
 }
 
 // Never fails for want of a transmit buffer (see QueuedControl). A message
 // for a failed peer is dropped: the operations it belonged to are failing.
 ssize_t Endpoint::send_control(Peer& peer, const MsgHeader& header, const void* body,
-			       size_t body_len, std::span<const std::byte> tail)
+			       size_t body_len, std::span<const std::byte> tail, SentHook sent)
 {
 	if (peer.state == Peer::State::failed)
 		return -FI_ENOTCONN;
 	if (peer.controls.empty()) {
-		ssize_t ret = send_buffered(peer, header, body, body_len, tail);
+		ssize_t ret = send_buffered(peer, header, body, body_len, tail, sent);
 		if (ret != -FI_EAGAIN)
 			return ret;
 	}
-	queue_control(peer, header, body, body_len, tail);
+	queue_control(peer, header, body, body_len, tail, sent);
 	return 0;
 }
 
 void Endpoint::queue_control(Peer& peer, const MsgHeader& header, const void* body, size_t body_len,
-			     std::span<const std::byte> tail)
+			     std::span<const std::byte> tail, SentHook sent)
 {
 	auto* bytes = static_cast<const std::byte*>(body);
-	QueuedControl c{header, {bytes, bytes + body_len}};
+	QueuedControl c{header, {bytes, bytes + body_len}, sent};
 	c.body.insert(c.body.end(), tail.begin(), tail.end());
 	peer.controls.push_back(std::move(c));
 	tx.backlogged++;
