@@ -356,11 +356,12 @@ Errc CollTransport::post_write(const engine::WriteRequest& w) noexcept
 		return send_arrival(w, m, {static_cast<const std::byte*>(w.source), w.length}, ctx);
 	}
 
-	// A small write is injected when its arrival follows it: the arrival's
-	// completion proves that both left (the connection keeps their order).
-	if (w.length <= inject_limit_ && peer->injects.may_inject()) {
-		if (!w.has_immediate)
-			return inject(w, *peer, addr + w.offset, key);
+	// A small write is injected (the core reports no completion for it,
+	// which on tcp spares the wait-fd signal it raises per completion and
+	// the CQ poll that would fetch it) when its arrival follows it: the
+	// arrival's completion proves that both left (the connection keeps
+	// their order). The peer's InjectLedger bounds the unproven injects.
+	if (w.has_immediate && w.length <= inject_limit_ && peer->injects.may_inject()) {
 		WriteContext* ctx = spare_context(w, peer);
 		if (!ctx)
 			return Errc::no_memory;
@@ -460,7 +461,9 @@ Errc CollTransport::send_arrival(const engine::WriteRequest& w, const Member& m,
 		return Errc::ok;
 	}
 	RCOLL_WARN(FI_LOG_EP_DATA, "collective arrival not sent: %s\n", fi_strerror(int(-ret)));
-	part_done(ctx, int(-ret)); // fails the group, as a failed write does
+	if (!write_error_)
+		write_error_ = int(-ret); // fails the group, as a failed write does
+	part_done(ctx, int(-ret));
 	return inline_payload.empty() ? Errc::ok : Errc::would_block;
 }
 
@@ -554,29 +557,6 @@ bool CollTransport::queue_completion(uint64_t cookie) noexcept
 	} catch (const std::bad_alloc&) {
 		return false;
 	}
-}
-
-// Small writes are injected: the core copies the bytes at once and reports
-// no completion for them. On tcp every reported completion signals the CQ's
-// internal wait fd (a write, later a read and a poll), so a barrier or an
-// 8-byte allreduce step saves that work per message; the engine gets its
-// write_complete at once (the source may be reused: it was copied). The
-// peer's InjectLedger bounds how many injected writes stay unproven.
-Errc CollTransport::inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr,
-			   uint64_t key) noexcept
-{
-	fid_ep* conn = peer.conn.get();
-	if (!queue_completion(w.cookie)) // first, so a full deque cannot lose a posted write
-		return Errc::no_memory;
-	// No context: the core injects it.
-	ssize_t ret = post_core_write(conn, w.source, w.length, nullptr, addr, key, nullptr);
-	if (ret) {
-		events_.pop_back();
-		return refused(ret);
-	}
-	peer.injects.posted++;
-	activity_++;
-	return Errc::ok;
 }
 
 // The core refused a write. Anything but a full queue is a connection
@@ -706,7 +686,12 @@ void CollTransport::part_done(WriteContext* ctx, int err)
 	engine::TransportEvent ev;
 	ev.kind = engine::TransportEvent::Kind::write_complete;
 	ev.cookie = ctx->cookie;
-	events_.push_back(ev);
+	try { // runs inside core completions, where nothing may throw
+		events_.push_back(ev);
+	} catch (const std::bad_alloc&) {
+		if (!write_error_)
+			write_error_ = FI_ENOMEM;
+	}
 }
 
 // Marks ride in the same doorbell as arrivals, above every counter: the

@@ -210,8 +210,6 @@ private:
 	bool queue_completion(uint64_t cookie) noexcept;
 	static int ring_error(local::Doorbell::Push result) noexcept;
 	bool on_rung(uint32_t value); // whether the mark told something new
-	engine::Errc inject(const engine::WriteRequest& w, Peer& peer, uint64_t addr,
-			    uint64_t key) noexcept;
 	engine::Errc send_arrival(const engine::WriteRequest& w, const Member& m,
 				  std::span<const std::byte> inline_payload,
 				  WriteContext* ctx) noexcept;

@@ -36,12 +36,13 @@ struct SentHook {
 };
 
 // A control message (CTS, FIN, READ_DONE, WRITE_DATA, DELIVERY_QUERY,
-// DELIVERED, a join record) that found the transmit pool empty. It is kept
-// by value and sent once a buffer frees up: a lost CTS or READ_DONE would
-// leave both sides of a rendezvous waiting forever, so protocol messages
-// never fail for want of a buffer. Their number is bounded by the
-// operations in flight (each has at most one pending), and a peer's
-// DELIVERED answers by one (Endpoint::on_delivery_query). They may overtake
+// DELIVERED, a join record, a collective's ARRIVAL) that found the transmit
+// pool empty. It is kept by value and sent once a buffer frees up: a lost
+// CTS or READ_DONE would leave both sides of a rendezvous waiting forever,
+// so protocol messages never fail for want of a buffer. Their number is
+// bounded by the operations in flight (each rendezvous has at most one
+// pending, each collective write one ARRIVAL), and a peer's DELIVERED
+// answers by one (Endpoint::on_delivery_query). They may overtake
 // or be overtaken by the peer's buffered messages: none of them takes part
 // in message matching or ordering.
 struct QueuedControl {

@@ -237,6 +237,7 @@ void Endpoint::complete_orphans()
 			if (r.count)
 				app.report_tx(r.context, r.cq_flags, 0, FI_EIO, true,
 					      app.send_cntr);
+			r.sent.run(FI_EIO);
 			tx.buffers->release(r);
 		}
 	});

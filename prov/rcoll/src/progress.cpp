@@ -61,8 +61,12 @@ int Endpoint::progress()
 		// (CollTransport::part_done), which the core reports at once when
 		// its connection took them: a second read then ends the operation
 		// in this call rather than in the next.
-		if (pace.coll_posted && read_core_cq(8))
-			coll->progress();
+		if (pace.coll_posted) {
+			const int more = read_core_cq(8);
+			handled += more;
+			if (more)
+				coll->progress();
+		}
 	}
 	if (failures_pending())
 		settle_failures();

@@ -57,7 +57,8 @@ ssize_t Endpoint::post_tx(BufferRecord* r)
 }
 
 // Hands one message to the core connection. One that fits the core's
-// inject size is injected: the core then writes no completion, which on tcp
+// inject size is injected, unless someone must hear that it left (a
+// SentHook): the core then writes no completion, which on tcp
 // also spares the wait-fd signal it raises per completion and the CQ poll
 // that would fetch it, so the buffer and the send it carries complete here.
 // A direct send gathers the header and the application's payload.
