@@ -572,8 +572,6 @@ Test(transport_local, prefault_takes_the_page_faults_ahead_and_keeps_the_content
 	std::span<std::byte> s = region.scratch();
 	s[3 * page + 5] = std::byte{0x5a}; // a peer's write that came before
 	const int err = region.prefault();
-	if (err == -EINVAL)
-		cr_skip_test("this kernel has no MADV_POPULATE_WRITE (Linux 5.14)");
 	cr_assert_eq(err, 0, "%s", std::strerror(-err));
 	cr_assert_eq(s[3 * page + 5], std::byte{0x5a}, "prefault changed the contents");
 	cr_assert_eq(s[4 * page], std::byte{0});
@@ -586,6 +584,48 @@ Test(transport_local, prefault_takes_the_page_faults_ahead_and_keeps_the_content
 	// shadow memory takes a few of its own.
 	cr_assert_lt(after.ru_minflt - before.ru_minflt, long(kPages / 2),
 		     "%ld page faults after prefault", after.ru_minflt - before.ru_minflt);
+}
+
+// The prefault's stores race the other members' writes into the scratch:
+// a child writes every 4 KiB of the scratch over and over, each time
+// checking that what it wrote last is still there, while this process
+// faults its mapping of the file in again and again. A store that wrote
+// back a value it had read would undo one of the child's writes.
+Test(transport_local, prefault_loses_no_write_made_meanwhile)
+{
+	constexpr size_t kBytes = 64 * 4096;
+	constexpr unsigned kPasses = 3000;
+	ScratchFile region;
+	PeerMapping peer;
+	cr_assert_eq(region.create(kBytes, true, kOwner), 0);
+	cr_assert_eq(peer.attach(::getpid(), region.fd(), region.nonce(), kOwner, kBytes,
+				 scratch_address(region)),
+		     0);
+	// Flags off the bytes the prefault stores to (every page's first).
+	auto* flags = reinterpret_cast<std::atomic<uint32_t>*>(region.scratch().data() + 64);
+	std::atomic<uint32_t>& started = flags[0];
+	std::atomic<uint32_t>& stop = flags[1];
+	Child writer = spawn([&]() -> std::string {
+		auto* bytes = reinterpret_cast<volatile uint8_t*>(region.scratch().data());
+		started.store(1, std::memory_order_release);
+		for (uint32_t round = 1; !stop.load(std::memory_order_acquire); round++)
+			for (size_t at = 0; at < kBytes; at += 4096) {
+				if (bytes[at] != uint8_t(round - 1))
+					return "round " + std::to_string(round) + ": offset " +
+					       std::to_string(at) + " went back to " +
+					       std::to_string(int(bytes[at]));
+				bytes[at] = uint8_t(round);
+			}
+		return "";
+	});
+	while (!started.load(std::memory_order_acquire))
+		::sched_yield();
+	for (unsigned pass = 0; pass < kPasses; pass++) {
+		cr_assert_eq(peer.prefault(), 0);
+		cr_assert_eq(region.prefault(), 0);
+	}
+	stop.store(1, std::memory_order_release);
+	expect_clean(writer);
 }
 
 Test(transport_local, process_watch_sees_the_exit)

@@ -858,15 +858,15 @@ std::unique_ptr<local::LocalCollectives> CollTransport::local_collectives(
 	return shm;
 }
 
-void CollTransport::prefault_unshared_scratch()
+void CollTransport::prefault_scratch()
 {
 	if (!config().coll_prefault)
 		return;
-	// Whether a member on this host mapped our file, only it knows
-	// (set_member counts the others; a member's own record is never heard).
-	if (scratch_file_.shared() && members_on_host_ > 1)
-		return;
-	if (int err = scratch_file_.prefault())
+	int err = scratch_file_.prefault();
+	for (const Member& m : members_)
+		if (m.mapping && !err)
+			err = m.mapping->prefault();
+	if (err)
 		RCOLL_INFO(FI_LOG_EP_CTRL, "collective scratch not faulted in ahead: %s\n",
 			   std::strerror(-err));
 }

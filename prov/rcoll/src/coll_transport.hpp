@@ -83,14 +83,11 @@ public:
 	// whether it runs on this host.
 	void set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch,
 			const LocalAddress& local);
-	// Once the join completed: a scratch no member on this host may map is
-	// faulted in now, rather than a page at a time over the first few
-	// hundred operations (each takes the next piece of a half:
-	// engine/group.hpp), when a call's first use of a page costs a fault.
-	// A scratch that members on this host may map is left alone: faulting
-	// it in ahead made the node-local path slower (for a reason not found
-	// yet).
-	void prefault_unshared_scratch();
+	// Once the join completed: our scratch, and our mappings of the
+	// scratch of members on this host, are faulted in now, rather than a
+	// page at a time over the first few hundred operations (each takes the
+	// next piece of a half: engine/group.hpp).
+	void prefault_scratch();
 	// The members known to run on this host (this one included) outnumber
 	// the CPUs they may run on between them, as their join records name
 	// their processes: a hint for scheduling only. Worked out once, after

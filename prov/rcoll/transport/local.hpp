@@ -218,8 +218,7 @@ public:
 	int create(size_t scratch_bytes, bool shared, uint64_t owner) noexcept;
 	// Faults every page of the scratch in now, its contents untouched
 	// (peers may already write into it), rather than one page at a time
-	// as the first operations reach it: 0 or -errno (-EINVAL also from a
-	// kernel older than 5.14).
+	// as the first operations reach it: 0 or -errno.
 	int prefault() noexcept;
 	std::span<std::byte> scratch() const noexcept { return {scratch_, scratch_bytes_}; }
 	bool shared() const noexcept { return fd_ >= 0; }
@@ -272,6 +271,9 @@ public:
 	int attach(pid_t pid, int fd, uint64_t nonce, uint64_t owner, size_t scratch_bytes,
 		   uint64_t remote_scratch) noexcept;
 	std::byte* scratch() const noexcept { return scratch_; }
+	// The same as ScratchFile::prefault, for this process's mapping of the
+	// owner's file (its page tables are this process's own): 0 or -errno.
+	int prefault() noexcept;
 	// Cross-memory attach into the owner's process is allowed (ptrace
 	// rules), so reads and writes of any of its memory (buffers it
 	// registered for one call) are possible. Tested on the first call, once
