@@ -81,14 +81,9 @@ ssize_t Collectives::post(fi_addr_t coll_addr, fi_addr_t root_addr, engine::Requ
 		return g->failure ? -g->failure : -ssize_t(int(e));
 	// Start it now: its first writes leave in this call rather than after
 	// the next read of the core's queue. One that needs nothing else (a
-	// broadcast root's eager writes) ends here too once the core reported
-	// its messages sent (CollTransport::part_done), which it does at once
-	// when their connection took them: read here, so that the
+	// broadcast root's eager writes) ends here too, so that the
 	// application's next poll finds it done without a system call.
-	ep_.pace.coll_posted = false;
-	g->group->progress();
-	if (ep_.pace.coll_posted && ep_.read_core_cq(8))
-		g->group->progress();
+	ep_.run_collectives([&] { g->group->progress(); });
 	report_accepted([&] { report_completions(*g, *g->group); });
 	return 0;
 }

@@ -281,6 +281,24 @@ struct Endpoint {
 	int progress();
 	bool core_due();
 	int read_core_cq(int rounds);
+	// Runs `collectives` (what drives collective work), and again when
+	// they posted core sends and one read of the core's queue found
+	// completions. A collective write completes once it and its arrival
+	// left (CollTransport::part_done), which the core reports at once when
+	// the connection took them: the operation then ends in this call, not
+	// in the next. Returns the core completions that read handled.
+	template <class F>
+	int run_collectives(F&& collectives)
+	{
+		pace.coll_posted = false;
+		collectives();
+		if (!pace.coll_posted)
+			return 0;
+		const int more = read_core_cq(8);
+		if (more)
+			collectives();
+		return more;
+	}
 	void on_core_completion(const fi_cq_data_entry& e);
 	void on_core_error(const fi_cq_err_entry& e);
 	void on_receive(BufferRecord* r, size_t len);

@@ -54,20 +54,8 @@ int Endpoint::progress()
 		if (++pace.core_rounds % 1024 == 0)
 			check_connect_timeouts();
 	}
-	if (coll) {
-		pace.coll_posted = false;
-		coll->progress();
-		// A collective write completes once it and its arrival left
-		// (CollTransport::part_done), which the core reports at once when
-		// its connection took them: a second read then ends the operation
-		// in this call rather than in the next.
-		if (pace.coll_posted) {
-			const int more = read_core_cq(8);
-			handled += more;
-			if (more)
-				coll->progress();
-		}
-	}
+	if (coll)
+		handled += run_collectives([&] { coll->progress(); });
 	if (failures_pending())
 		settle_failures();
 	return handled;
