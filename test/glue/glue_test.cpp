@@ -731,6 +731,38 @@ Test(glue, collective_completes_once_its_messages_left)
 	}
 }
 
+// So too for a join: a member whose join completed may stop calling in, so
+// its join completes only once its records left. Node 1's record reaches
+// node 0, then the core holds node 0's traffic: node 0 heard every record,
+// but its own is still in the core, and its join must wait for it. Both
+// joins complete once the core lets the record go. (Before, node 0's join
+// completed as soon as its record was handed to the core.)
+Test(glue, join_completes_once_its_records_left)
+{
+	World w(2, true);
+	{
+		Joins warmup(w); // connects the pair: the records go at once
+		warmup.join_all();
+	}
+	bool hold = false;
+	fake_core::plan().deliver = [&](const fake_core::Transfer& t) {
+		return hold && t.from == 0 ? fake_core::Verdict::Hold : fake_core::Verdict::Deliver;
+	};
+	Joins held(w);
+	CHECK(held.start(1));
+	w.run_until([] { return false; }, 20ms); // node 1's record reaches node 0
+	hold = true;
+	CHECK(held.start(0));
+	w.run_until([&] { return held.reported(0); }, 200ms);
+	cr_assert(!held.reported(0),
+		  "node 0's join completed while the core still held its record");
+	hold = false;
+	cr_assert(held.run_until_reported({0, 1}),
+		  "the joins did not complete once the core let node 0's record go");
+	cr_assert_eq(held.error(0), 0, "node 0's join failed: %s", fi_strerror(held.error(0)));
+	cr_assert_eq(held.error(1), 0, "node 1's join failed: %s", fi_strerror(held.error(1)));
+}
+
 // A buffer that a call only reads from is registered at the first write
 // that needs it: a broadcast root's, past the eager limit, once its member
 // shipped the key to its own buffer. When that registration fails, the group

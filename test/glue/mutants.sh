@@ -18,6 +18,7 @@ mutants=(
 	"both-accept-simultaneous-connects|simultaneous_connect|prov/rcoll/src/conn.cpp|		if (!self && ours_live && address.key < hs.endpoint_key) {|		if (false) {"
 	"refused-join-tells-no-member|join_refused_on_one_member|prov/rcoll/src/coll_group.cpp|	send_notice(join_id, rank, peers, notice);\n	take_early(join_id);|	take_early(join_id);"
 	"half-sent-join-not-failed|join_record_refused_by_core|prov/rcoll/src/coll_group.cpp|		joined.closed = true;\n		begin_failure(joined, -ret);|		joined.closed = true;"
+	"join-done-with-its-record-in-the-core|join_completes_once_its_records_left|prov/rcoll/src/coll_group.cpp|g.records_unsent)\n		return;|false)\n		return;"
 	"closed-joining-group-left-joining|group_closed_mid_join|prov/rcoll/src/coll_group.cpp|	if (g.state == CollGroup::State::joining) {\n		// Closed before|	if (false) {\n		// Closed before"
 )
 

@@ -54,6 +54,9 @@ struct CollGroup {
 	void* join_context = nullptr;
 	std::vector<bool> heard; // members whose join record arrived
 	size_t missing = 0;
+	// Our records the core has not yet reported sent (or dropped with
+	// their peer): the join completes, and the group is freed, only at 0.
+	uint32_t records_unsent = 0;
 	bool closed = false; // the application closed the fid_mc
 	// Retiring a closed group: this member sent its retire notice (after its
 	// last write), and the members that sent theirs. Once all did, nothing
@@ -130,7 +133,6 @@ private:
 	CollGroup* group_at(fi_addr_t coll_addr);
 	// A join record, decoded (on_join_message drops what does not decode).
 	void accept_record(CollGroup& g, uint64_t peer_key, const proto::JoinRecord& record);
-	bool records_sent(const CollGroup& g) const;
 	void maybe_finish_join(CollGroup& g);
 	// `config`: the engine's, for a group that joined (err 0).
 	void finish_join(CollGroup& g, int err, const engine::GroupConfig& config);
@@ -145,9 +147,10 @@ private:
 	// A control record (stop or retire notice) to every live member.
 	void send_to_members(const CollGroup& g, std::span<const std::byte> notice);
 	// A collective record for join `join_id` to every live member of
-	// `peers` but `rank`; the first error of a send, or 0.
+	// `peers` but `rank`; the first error of a send, or 0. With `counted`,
+	// each one that went counts in its records_unsent until it left.
 	int send_notice(uint64_t join_id, uint32_t rank, const std::vector<Peer*>& peers,
-			std::span<const std::byte> record);
+			std::span<const std::byte> record, CollGroup* counted = nullptr);
 	// Nothing more of member `r` arrives through the core: it retired or
 	// stopped, or its connection is gone.
 	static bool stopped_on_core(const CollGroup& g, uint32_t r);

@@ -286,7 +286,7 @@ int Collectives::join(const fi_collective_addr* addr, uint64_t flags, fid_mc** m
 	rec.fd = local.fd;
 	std::byte record[proto::JoinRecord::kWireSize];
 	proto::encode_join_record(rec, record);
-	ret = send_notice(joined.join_id, joined.rank, joined.peers, record);
+	ret = send_notice(joined.join_id, joined.rank, joined.peers, record, &joined);
 	if (ret) {
 		RCOLL_WARN(FI_LOG_EP_CTRL, "fi_join: sending the join record: %s\n",
 			   fi_strerror(-ret));
@@ -363,22 +363,14 @@ void Collectives::abandon_join(uint64_t join_id, uint32_t rank, const std::vecto
 // A member's record can arrive before our own record to it has left: it
 // waits in the peer's queue until our side of that connection is set up
 // (the peer's data may come in before the core reports the connection to
-// us, and a lost simultaneous connect waits for the peer's). Completing
-// then would let the application stop calling in (under manual progress,
-// nothing else sends it) while that member's join waits for the record
-// forever. So the join completes once every record was heard and ours
-// were all handed to the core.
-bool Collectives::records_sent(const CollGroup& g) const
-{
-	return std::all_of(g.peers.begin(), g.peers.end(), [](const Peer* p) {
-		return !p || (p->state == Peer::State::connected && p->backlog.empty() &&
-			      p->controls.empty());
-	});
-}
-
+// us, and a lost simultaneous connect waits for the peer's), or in the
+// core behind a full connection. Completing then would let the
+// application stop calling in (under manual progress, nothing else sends
+// it) while that member's join waits for the record forever. So the join
+// completes once every record was heard and the core reported ours sent.
 void Collectives::maybe_finish_join(CollGroup& g)
 {
-	if (g.state != CollGroup::State::joining || g.missing || !records_sent(g))
+	if (g.state != CollGroup::State::joining || g.missing || g.records_unsent)
 		return;
 	// Whether the group's calls may go straight through shared memory:
 	// every member says whether it maps all the others, and the join waits
@@ -597,8 +589,16 @@ void Collectives::send_to_members(const CollGroup& g, std::span<const std::byte>
 	send_notice(g.join_id, g.rank, g.peers, notice);
 }
 
+namespace {
+
+// A join record left, or was dropped with its peer (whose failure fails the
+// join).
+void record_left(void* group, int) { static_cast<CollGroup*>(group)->records_unsent--; }
+
+} // namespace
+
 int Collectives::send_notice(uint64_t join_id, uint32_t rank, const std::vector<Peer*>& peers,
-			     std::span<const std::byte> record)
+			     std::span<const std::byte> record, CollGroup* counted)
 {
 	proto::MsgHeader h;
 	h.opcode = proto::Opcode::Eager;
@@ -609,7 +609,15 @@ int Collectives::send_notice(uint64_t join_id, uint32_t rank, const std::vector<
 	for (uint32_t r = 0; r < peers.size(); r++) {
 		if (r == rank || !peers[r] || peers[r]->state == Peer::State::failed)
 			continue;
-		int ret = int(ep_.send_control(*peers[r], h, record.data(), record.size()));
+		SentHook sent;
+		if (counted) {
+			sent = {&record_left, counted};
+			counted->records_unsent++;
+		}
+		int ret =
+			int(ep_.send_control(*peers[r], h, record.data(), record.size(), {}, sent));
+		if (ret && counted)
+			counted->records_unsent--; // the hook runs only for a message that went
 		if (ret && !first)
 			first = ret;
 	}
@@ -633,7 +641,8 @@ bool Collectives::release_if_done(CollGroup& g)
 	bool done = g.failure ? g.transport->failed() && !g.transport->stop_marks_pending() &&
 					!g.quiet.empty()
 			      : g.retire_sent;
-	done = done && !g.transport->writes_in_flight();
+	// A record's hook names the group.
+	done = done && !g.transport->writes_in_flight() && !g.records_unsent;
 	for (uint32_t r = 0; done && r < g.size; r++)
 		done = stopped_on_core(g, r);
 	if (done)
