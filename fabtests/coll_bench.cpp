@@ -250,10 +250,9 @@ public:
 		group_ = std::make_unique<Group>(
 			ep_, av_set_range(ep_, world_.front(), world_.back(), 1, world_.size()),
 			members, world_, boot.rank(), "all ranks");
-		// A member's join can complete while its own join record to a
-		// slower member is still queued behind a connection handshake:
-		// everyone keeps progressing until every join completed, before the
-		// idle ranks sleep through the point-to-point measurement.
+		// Everyone keeps progressing until every join completed, before the
+		// idle ranks sleep through the point-to-point measurement: a slower
+		// member's join may still need this one's side of a connection.
 		sync_.wait();
 	}
 

@@ -745,12 +745,16 @@ Test(glue, join_completes_once_its_records_left)
 		warmup.join_all();
 	}
 	bool hold = false;
+	int from_1 = 0; // node 1's messages that reached node 0
 	fake_core::plan().deliver = [&](const fake_core::Transfer& t) {
-		return hold && t.from == 0 ? fake_core::Verdict::Hold : fake_core::Verdict::Deliver;
+		if (hold && t.from == 0)
+			return fake_core::Verdict::Hold;
+		from_1 += t.from == 1 && t.to == 0 && t.kind == fake_core::Kind::Send;
+		return fake_core::Verdict::Deliver;
 	};
 	Joins held(w);
 	CHECK(held.start(1));
-	w.run_until([] { return false; }, 20ms); // node 1's record reaches node 0
+	cr_assert(w.run_until([&] { return from_1 > 0; }), "node 1's record did not reach node 0");
 	hold = true;
 	CHECK(held.start(0));
 	w.run_until([&] { return held.reported(0); }, 200ms);
@@ -761,6 +765,45 @@ Test(glue, join_completes_once_its_records_left)
 		  "the joins did not complete once the core let node 0's record go");
 	cr_assert_eq(held.error(0), 0, "node 0's join failed: %s", fi_strerror(held.error(0)));
 	cr_assert_eq(held.error(1), 0, "node 1's join failed: %s", fi_strerror(held.error(1)));
+	fake_core::plan().deliver = nullptr; // before `hold` goes
+}
+
+// And a join whose record could not go fails, although this member heard
+// every record: the member it was for would wait for it until its join
+// timed out. Node 1's record reaches node 0; node 0's record to node 1 is
+// refused (-FI_EAGAIN, so it waits in the backlog), and the retry fails as
+// on a broken connection. (Before, node 0's join completed in the progress
+// call whose retry failed, ahead of the peer's failure.)
+Test(glue, join_fails_when_its_record_could_not_go)
+{
+	World w(2, true);
+	{
+		Joins warmup(w);
+		warmup.join_all();
+	}
+	int from_1 = 0;
+	fake_core::plan().deliver = [&](const fake_core::Transfer& t) {
+		from_1 += t.from == 1 && t.to == 0 && t.kind == fake_core::Kind::Send;
+		return fake_core::Verdict::Deliver;
+	};
+	Joins broken(w);
+	CHECK(broken.start(1));
+	cr_assert(w.run_until([&] { return from_1 > 0; }), "node 1's record did not reach node 0");
+	auto node_0_sends = [](const fake_core::Transfer& t) {
+		return t.from == 0 && t.kind == fake_core::Kind::Send;
+	};
+	fake_core::plan().refuse = node_0_sends;
+	CHECK(broken.start(0));
+	const uint64_t refused = fake_core::stats().refused;
+	cr_assert_gt(refused, 0u, "node 0's record was not refused");
+	fake_core::plan().refuse = nullptr;
+	fake_core::plan().fail = [&](const fake_core::Transfer& t) {
+		return node_0_sends(t) ? -FI_EIO : 0;
+	};
+	cr_assert(broken.run_until_reported({0}), "node 0's join never ended");
+	cr_assert_neq(broken.error(0), 0,
+		      "node 0's join completed although its record to node 1 never left");
+	fake_core::reset();
 }
 
 // A buffer that a call only reads from is registered at the first write

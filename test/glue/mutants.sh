@@ -19,6 +19,7 @@ mutants=(
 	"refused-join-tells-no-member|join_refused_on_one_member|prov/rcoll/src/coll_group.cpp|	send_notice(join_id, rank, peers, notice);\n	take_early(join_id);|	take_early(join_id);"
 	"half-sent-join-not-failed|join_record_refused_by_core|prov/rcoll/src/coll_group.cpp|		joined.closed = true;\n		begin_failure(joined, -ret);|		joined.closed = true;"
 	"join-done-with-its-record-in-the-core|join_completes_once_its_records_left|prov/rcoll/src/coll_group.cpp|g.records_unsent)\n		return;|false)\n		return;"
+	"join-done-although-a-record-failed|join_fails_when_its_record_could_not_go|prov/rcoll/src/coll_group.cpp|	if (g.record_error)\n		return begin_failure|	if (false)\n		return begin_failure"
 	"closed-joining-group-left-joining|group_closed_mid_join|prov/rcoll/src/coll_group.cpp|	if (g.state == CollGroup::State::joining) {\n		// Closed before|	if (false) {\n		// Closed before"
 )
 

@@ -57,7 +57,8 @@ struct CollGroup {
 	// Our records the core has not yet reported sent (or dropped with
 	// their peer): the join completes, and the group is freed, only at 0.
 	uint32_t records_unsent = 0;
-	bool closed = false; // the application closed the fid_mc
+	int record_error = 0; // fi_errno of a record that could not go
+	bool closed = false;  // the application closed the fid_mc
 	// Retiring a closed group: this member sent its retire notice (after its
 	// last write), and the members that sent theirs. Once all did, nothing
 	// can still write into this member's memory for the group, and its

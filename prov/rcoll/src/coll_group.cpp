@@ -370,7 +370,11 @@ void Collectives::abandon_join(uint64_t join_id, uint32_t rank, const std::vecto
 // completes once every record was heard and the core reported ours sent.
 void Collectives::maybe_finish_join(CollGroup& g)
 {
-	if (g.state != CollGroup::State::joining || g.missing || g.records_unsent)
+	if (g.state != CollGroup::State::joining)
+		return;
+	if (g.record_error)
+		return begin_failure(g, g.record_error);
+	if (g.missing || g.records_unsent)
 		return;
 	// Whether the group's calls may go straight through shared memory:
 	// every member says whether it maps all the others, and the join waits
@@ -537,8 +541,9 @@ void Collectives::finish_join(CollGroup& g, int err, const engine::GroupConfig& 
 	}
 	g.state = CollGroup::State::joined;
 	// A group on the shared-memory path reaches its scratch only in the
-	// calls that path leaves to the engine: faulting in 1 MiB per member
-	// and mapping made its join 4-5x as slow (4 ranks: 4.5 ms, 24 ms).
+	// calls that path leaves to the engine: faulting in its 1 MiB and the
+	// mappings of the others' made its join 4-5x as slow (4 ranks: 4.5 ms,
+	// 24 ms).
 	if (!g.shm)
 		g.transport->prefault_scratch();
 	if (g.transport->members_outnumber_cpus())
@@ -591,9 +596,15 @@ void Collectives::send_to_members(const CollGroup& g, std::span<const std::byte>
 
 namespace {
 
-// A join record left, or was dropped with its peer (whose failure fails the
-// join).
-void record_left(void* group, int) { static_cast<CollGroup*>(group)->records_unsent--; }
+// A join record left, or could not go: that member would wait for it
+// until its join timed out, so ours fails (maybe_finish_join).
+void record_left(void* group, int err)
+{
+	auto* g = static_cast<CollGroup*>(group);
+	g->records_unsent--;
+	if (err && !g->record_error)
+		g->record_error = err;
+}
 
 } // namespace
 
@@ -614,8 +625,13 @@ int Collectives::send_notice(uint64_t join_id, uint32_t rank, const std::vector<
 			sent = {&record_left, counted};
 			counted->records_unsent++;
 		}
-		int ret =
-			int(ep_.send_control(*peers[r], h, record.data(), record.size(), {}, sent));
+		int ret;
+		try {
+			ret = int(ep_.send_control(*peers[r], h, record.data(), record.size(), {},
+						   sent));
+		} catch (const std::bad_alloc&) {
+			ret = -FI_ENOMEM; // queuing it found no memory
+		}
 		if (ret && counted)
 			counted->records_unsent--; // the hook runs only for a message that went
 		if (ret && !first)

@@ -503,6 +503,14 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 	// buffer the member lists as exposed (ExposedBuffers), and held piece by
 	// piece while it is copied.
 	if (!err && w.length && !w.target_key) {
+		// Whole, at the first write into it, as our own scratch is at the
+		// join: only the members the schedules write to, rather than every
+		// member on this host at every join.
+		if (!m.faulted_in) {
+			m.faulted_in = true;
+			if (config().coll_prefault)
+				(void)peer.prefault(); // else its pages fault in as written
+		}
 		std::memcpy(peer.scratch() + w.offset, w.source, w.length);
 	} else if (!err && w.length) {
 		const RemoteBuffer r = decode(*w.target_key);
@@ -862,11 +870,7 @@ void CollTransport::prefault_scratch()
 {
 	if (!config().coll_prefault)
 		return;
-	int err = scratch_file_.prefault();
-	for (const Member& m : members_)
-		if (m.mapping && !err)
-			err = m.mapping->prefault();
-	if (err)
+	if (int err = scratch_file_.prefault())
 		RCOLL_INFO(FI_LOG_EP_CTRL, "collective scratch not faulted in ahead: %s\n",
 			   std::strerror(-err));
 }

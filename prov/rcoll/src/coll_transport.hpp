@@ -83,10 +83,10 @@ public:
 	// whether it runs on this host.
 	void set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch,
 			const LocalAddress& local);
-	// Once the join completed: our scratch, and our mappings of the
-	// scratch of members on this host, are faulted in now, rather than a
+	// Once the join completed: our scratch is faulted in now, rather than a
 	// page at a time over the first few hundred operations (each takes the
-	// next piece of a half: engine/group.hpp).
+	// next piece of a half: engine/group.hpp). Our mapping of a local
+	// member's scratch is, at our first write into it (write_local).
 	void prefault_scratch();
 	// The members known to run on this host (this one included) outnumber
 	// the CPUs they may run on between them, as their join records name
@@ -190,6 +190,7 @@ private:
 		// On this host and offering the node-local path: its scratch file,
 		// mapped (null when that failed), and its process.
 		std::unique_ptr<local::PeerMapping> mapping;
+		bool faulted_in = false; // our mapping of its scratch (prefault)
 		std::shared_ptr<local::ProcessWatch> process; // the Peer's, shared by its groups
 		bool maps_us = false;      // it rang its mapped mark in our doorbell
 		bool stop_rung = false;    // it rang its stop mark

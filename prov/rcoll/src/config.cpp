@@ -90,11 +90,11 @@ const Param params[] = {
 	 "writes go through the core, those reads through the shared slots, and ptrace "
 	 "permissions stay as they are)"},
 	{"coll_prefault", &Config::coll_prefault,
-	 "A group's scratch region (1 MiB by default), and this member's mappings of the scratch "
-	 "of the group's members on its host, are faulted in when the join completes, unless the "
-	 "group takes the shared-memory path, rather than a page at a time as the first few "
-	 "hundred operations reach them (0: as they reach them, which commits less memory for "
-	 "groups that run few operations)"},
+	 "A group's scratch region (1 MiB by default) is faulted in when the join completes, "
+	 "unless the group takes the shared-memory path, and this member's mapping of a local "
+	 "member's scratch at the first write into it, rather than a page at a time as the "
+	 "first few hundred operations reach them (0: as they reach them, which commits less "
+	 "memory for groups that run few operations)"},
 	{"coll_shm", &Config::coll_shm,
 	 "Groups whose members all run on one host (and map each other's scratch) run barrier, "
 	 "broadcast, allreduce, reduce and allgather straight through shared memory: each member "

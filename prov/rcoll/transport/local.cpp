@@ -56,7 +56,8 @@ int fault_in_for_writing(void* base, size_t len) noexcept
 {
 	if (!base)
 		return -EINVAL;
-	// EINVAL: a kernel older than 5.14, and the stores take the faults.
+	// EINVAL: a kernel older than 5.14 (every caller's mapping is
+	// writable), and the stores take the faults.
 	if (::madvise(base, len, MADV_POPULATE_WRITE) != 0 && errno != EINVAL)
 		return -errno; // no memory for them: the stores would not fare better
 	const size_t page = size_t(::sysconf(_SC_PAGESIZE));
