@@ -793,9 +793,9 @@ Test(glue, join_fails_when_its_record_could_not_go)
 		return t.from == 0 && t.kind == fake_core::Kind::Send;
 	};
 	fake_core::plan().refuse = node_0_sends;
-	CHECK(broken.start(0));
 	const uint64_t refused = fake_core::stats().refused;
-	cr_assert_gt(refused, 0u, "node 0's record was not refused");
+	CHECK(broken.start(0));
+	cr_assert_gt(fake_core::stats().refused, refused, "node 0's record was not refused");
 	fake_core::plan().refuse = nullptr;
 	fake_core::plan().fail = [&](const fake_core::Transfer& t) {
 		return node_0_sends(t) ? -FI_EIO : 0;
@@ -803,6 +803,8 @@ Test(glue, join_fails_when_its_record_could_not_go)
 	cr_assert(broken.run_until_reported({0}), "node 0's join never ended");
 	cr_assert_neq(broken.error(0), 0,
 		      "node 0's join completed although its record to node 1 never left");
+	cr_assert(broken.run_until_reported({1}, 5s), "node 1 still waits for node 0's record");
+	cr_assert_neq(broken.error(1), 0, "node 1's join completed without node 0's record");
 	fake_core::reset();
 }
 

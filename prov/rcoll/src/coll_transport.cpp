@@ -508,8 +508,11 @@ std::optional<Errc> CollTransport::write_local(const engine::WriteRequest& w, Me
 		// member on this host at every join.
 		if (!m.faulted_in) {
 			m.faulted_in = true;
-			if (config().coll_prefault)
-				(void)peer.prefault(); // else its pages fault in as written
+			if (prefault_peers_)
+				if (int err = peer.prefault())
+					RCOLL_INFO(FI_LOG_EP_DATA,
+						   "member %u's scratch not faulted in ahead: %s\n",
+						   w.peer, std::strerror(-err));
 		}
 		std::memcpy(peer.scratch() + w.offset, w.source, w.length);
 	} else if (!err && w.length) {
@@ -870,6 +873,7 @@ void CollTransport::prefault_scratch()
 {
 	if (!config().coll_prefault)
 		return;
+	prefault_peers_ = true;
 	if (int err = scratch_file_.prefault())
 		RCOLL_INFO(FI_LOG_EP_CTRL, "collective scratch not faulted in ahead: %s\n",
 			   std::strerror(-err));

@@ -86,7 +86,8 @@ public:
 	// Once the join completed: our scratch is faulted in now, rather than a
 	// page at a time over the first few hundred operations (each takes the
 	// next piece of a half: engine/group.hpp). Our mapping of a local
-	// member's scratch is, at our first write into it (write_local).
+	// member's scratch is, at our first write into it (write_local), in
+	// the groups where this was called.
 	void prefault_scratch();
 	// The members known to run on this host (this one included) outnumber
 	// the CPUs they may run on between them, as their join records name
@@ -181,6 +182,7 @@ private:
 	void settle_memory_access();
 	uint32_t verdict_ = 0;
 	std::optional<bool> outnumbered_; // members_outnumber_cpus, once known
+	bool prefault_peers_ = false;     // prefault_scratch ran: mappings too
 	struct Member {
 		Peer* peer = nullptr;
 		uint32_t slot = 0;
