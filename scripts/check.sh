@@ -62,6 +62,7 @@ cd "$build" || exit 1
 phase "make check" 1000 make -j2 check
 status=$?
 "$top/scripts/failed-tails.sh" "make check" >>"$RCOLL_WHY"
+"$top/scripts/test-times.sh" "make check took"
 # Each glue test shown to fail against a deliberate bug.
 phase "glue mutants" 200 "$top/test/glue/mutants.sh" || status=1
 # The same code under ASan and UBSan, in its own tree.

@@ -25,6 +25,7 @@ tests="test/unit/proto_wire test/unit/proto_fifo test/unit/proto_match test/unit
 	test/unit/engine_sim test/unit/secret test/unit/domain_lock test/unit/local_collectives test/glue/glue_test test/mp/run-p2p.sh test/mp/run-hostile.sh test/mp/run-coll.sh"
 make -j2 check TESTS="$(echo $tests)" >"$build/sanitize-check.log" 2>&1
 status=$?
+"$top/scripts/test-times.sh" "sanitizers took" 6
 reports=$(grep -laE 'ERROR: (Address|Leak)Sanitizer|runtime error:' test/unit/*.log test/glue/*.log test/mp/*.log 2>/dev/null)
 for log in $tests; do
 	summary=$(grep -aE 'Synthesis: Tested|^[0-9]+ passed, [0-9]+ failed' "$log.log" 2>/dev/null | tail -1)
