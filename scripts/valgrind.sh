@@ -27,8 +27,8 @@ make -j2 $(for u in $units; do echo test/unit/$u; done) test/glue/glue_test \
 logs=$build/valgrind-logs
 rm -rf "$logs" && mkdir -p "$logs"
 export FI_PROVIDER_PATH=$build/.libs FI_TCP_IFACE=lo RCOLL_TEST_QUICK=1
-passed=0 failed=0
-# run NAME COMMAND...: one item, every process it forks or executes under memcheck.
+# run NAME COMMAND...: one item, every process it forks or executes under
+# memcheck; prints one PASS or FAIL line for it (and why).
 run() {
 	local name=$1 start=$SECONDS
 	shift
@@ -37,14 +37,10 @@ run() {
 	local rc=$? errors
 	errors=$(grep -l 'ERROR SUMMARY: [1-9]' "$logs/$name".[0-9]* 2>/dev/null | wc -l)
 	if [ $rc -eq 0 ] && [ "$errors" -eq 0 ]; then
-		passed=$((passed + 1))
 		printf 'PASS %-28s %4d s\n' "$name" $((SECONDS - start))
 	else
-		failed=$((failed + 1))
 		printf 'FAIL %-28s %4d s  exit %d, %d processes with memcheck errors (%s)\n' \
 			"$name" $((SECONDS - start)) $rc "$errors" "$logs/$name.*"
-		# The first report of the first process with errors: what follows
-		# memcheck's banner (which ends with the command line).
 		local first
 		first=$(grep -l 'ERROR SUMMARY: [1-9]' "$logs/$name".[0-9]* 2>/dev/null | head -n 1)
 		[ -n "$first" ] && sed -n '/== Command: /,/== HEAP SUMMARY:/p' "$first" |
@@ -52,15 +48,31 @@ run() {
 		tail -n 5 "$logs/$name.out"
 	fi
 }
+# The single-process items run two at a time, one per core (memcheck keeps
+# a process on one), and print in order once all are done; the point-to-
+# point and collective cases, two processes each, run one at a time.
+items=()
+single() {
+	[ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n
+	items+=("$1")
+	run "$@" >"$logs/$1.result" &
+}
 for u in $units; do
-	run "unit-$u" "test/unit/$u"
+	single "unit-$u" "test/unit/$u"
 done
-run glue test/glue/glue_test
+single glue test/glue/glue_test
+wait
+for name in "${items[@]}"; do
+	cat "$logs/$name.result"
+done
 for c in $p2p_cases; do
-	run "p2p-$c" fabtests/rcoll_p2p_test --quick "$c"
+	run "p2p-$c" fabtests/rcoll_p2p_test --quick "$c" | tee "$logs/p2p-$c.result"
 done
 for c in $coll_cases; do
-	FI_RCOLL_COLL_LOCAL=0 run "coll-$c" fabtests/rcoll_coll_test --quick "$c"
+	FI_RCOLL_COLL_LOCAL=0 run "coll-$c" fabtests/rcoll_coll_test --quick "$c" |
+		tee "$logs/coll-$c.result"
 done
+passed=$(cat "$logs"/*.result | grep -c '^PASS ')
+failed=$(cat "$logs"/*.result | grep -c '^FAIL ')
 echo "valgrind: $passed passed, $failed failed"
 [ $failed -eq 0 ]
