@@ -14,7 +14,9 @@
 #   RCOLL_NETNS_SUBNET      first three octets of their /24 (default 10.77.0)
 #   RCOLL_NETNS_P2P_CASES   rcoll_p2p_test cases (default: a representative subset;
 #                           many-peers puts 17 ranks on the 4 hosts)
-#   RCOLL_NETNS_COLL_CASES  rcoll_coll_test cases (default: a few, 3 to 5 ranks)
+#   RCOLL_NETNS_COLL_CASES  rcoll_coll_test cases (default: a few, 3 to 8 ranks;
+#                           sweep-8 puts 2 on every host, so that algorithms
+#                           are chosen by placement: fi_rcoll(7))
 #   RCOLL_NETNS_CASES       rcoll_netns_test cases (default: all)
 #   RCOLL_NETNS_TCP_RETRIES2  net.ipv4.tcp_retries2 of the hosts during the
 #                           silent-host cases (default 4: TCP gives up on
@@ -47,7 +49,7 @@ rate=${RCOLL_NETNS_RATE:-}
 # Set but empty: none of that client's cases.
 p2p_cases=${RCOLL_NETNS_P2P_CASES-pingpong-msg pingpong-tagged stream-msg stream-tagged unexpected-flood many-peers
     rma-write rma-read rma-writedata peer-killed}
-coll_cases=${RCOLL_NETNS_COLL_CASES-sweep-4 large-3 two-groups-in-flight rank-killed
+coll_cases=${RCOLL_NETNS_COLL_CASES-sweep-4 sweep-8 large-3 two-groups-in-flight rank-killed
     node-local-path}
 netns_cases=${RCOLL_NETNS_CASES-placement silent-rndv-receiver silent-rndv-sender busy-peer slow-connect connect-timeout
     silent-allreduce silent-barrier}

@@ -227,3 +227,77 @@ Test(engine_selection, model_picks_only_what_fits)
 	Schedule s;
 	cr_assert_eq(build_schedule(d, 0, none, s), Errc::no_resources);
 }
+
+// A group across hosts with members together on them: a round whose every
+// edge stays on a host costs the local constants, any other the constants
+// between hosts; a placement with no such edge, or no other, costs as none.
+Test(engine_selection, model_charges_each_round_by_its_edges)
+{
+	Limits l;
+	CostParams cp{20.0, 0.001, 0.002};
+	cp.local_alpha_us = 0.5;
+	cp.local_beta_us_per_byte = 0.0001;
+	const uint32_t by_node[] = {0, 1, 0, 1}; // mpirun --map-by node on two hosts
+	const uint32_t by_slot[] = {0, 0, 1, 1};
+	const uint32_t apart[] = {0, 1, 2, 3}, together[] = {7, 7, 7, 7};
+	OpDescriptor d = op(Collective::broadcast, 4, 1000, Datatype::uint8);
+	d.algorithm = Algorithm::ktree;
+	d.params.radix = 1;
+	// Binomial from 0: 0 -> 2 at the upper level, 0 -> 1 and 2 -> 3 below.
+	const double n = 1000;
+	cr_assert_float_eq(predict(d, l, cp, by_node).time_us, 20 + n * 0.001 + 0.5 + n * 0.0001,
+			   1e-9);
+	cr_assert_float_eq(predict(d, l, cp, by_slot).time_us, 20 + n * 0.001 + 0.5 + n * 0.0001,
+			   1e-9);
+	const double uniform = predict(d, l, cp).time_us;
+	cr_assert_float_eq(uniform, 2 * (20 + n * 0.001), 1e-9);
+	cr_assert_eq(predict(d, l, cp, apart).time_us, uniform);
+	cr_assert_eq(predict(d, l, cp, together).time_us, uniform);
+	// Rooted at 1 under --map-by node: 1 -> 3 stays on its host.
+	d.root = 1;
+	cr_assert_float_eq(predict(d, l, cp, by_node).time_us, 20 + n * 0.001 + 0.5 + n * 0.0001,
+			   1e-9);
+	// Recursive doubling: the dimension whose partners share a host is local.
+	OpDescriptor a = op(Collective::allreduce, 4, 1, Datatype::float64);
+	a.algorithm = Algorithm::recursive_doubling;
+	const double rd = 20 + 0.5 + 8 * (0.001 + 0.0001) + 2 * 8 * 0.002;
+	cr_assert_float_eq(predict(a, l, cp, by_node).time_us, rd, 1e-9);
+	cr_assert_float_eq(predict(a, l, cp, by_slot).time_us, rd, 1e-9);
+	cr_assert_float_eq(predict(a, l, cp).time_us, 40 + 2 * 8 * 0.001 + 2 * 8 * 0.002, 1e-9);
+	// The ring crosses hosts at every step.
+	a.algorithm = Algorithm::ring;
+	cr_assert_eq(predict(a, l, cp, by_node).time_us, predict(a, l, cp).time_us);
+	// The wrong number of entries is no placement.
+	cr_assert_eq(predict(a, l, cp, std::span<const uint32_t>(by_node, 3)).time_us,
+		     predict(a, l, cp).time_us);
+}
+
+// The selector follows: a mid-size broadcast over two hosts of two members
+// each goes down a binomial tree, whose one level between hosts carries the
+// message once, where the same members on four hosts take the flat tree,
+// whose one level sends it three times.
+Test(engine_selection, model_picks_by_placement)
+{
+	Limits l;
+	CostParams cp{20.0, 0.00033, 0.0002};
+	cp.local_alpha_us = 0.5;
+	cp.local_beta_us_per_byte = 0.0001;
+	const Selector sel(cp, {});
+	const uint32_t by_node[] = {0, 1, 0, 1};
+	const OpDescriptor d = op(Collective::broadcast, 4, 16 << 10, Datatype::uint8);
+	const Choice apart = sel.choose(d, l);
+	cr_assert_eq(apart.algorithm, Algorithm::ktree);
+	cr_assert_eq(apart.params.radix, 3u);
+	const Choice placed = sel.choose(d, l, by_node);
+	cr_assert(placed.algorithm == Algorithm::binomial ||
+			  (placed.algorithm == Algorithm::ktree && placed.params.radix == 1),
+		  "chose %s radix %u", std::string(to_string(placed.algorithm)).c_str(),
+		  placed.params.radix);
+	OpDescriptor flat = d, chosen = d;
+	flat.algorithm = apart.algorithm;
+	flat.params = apart.params;
+	chosen.algorithm = placed.algorithm;
+	chosen.params = placed.params;
+	cr_assert_lt(predict(chosen, l, cp, by_node).time_us,
+		     predict(flat, l, cp, by_node).time_us);
+}

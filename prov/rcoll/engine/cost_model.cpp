@@ -31,9 +31,67 @@ Staging staging_of(const OpDescriptor& d, const Limits& limits)
 	}
 }
 
+// The edges between members on one host, for a group that also spans hosts:
+// which communication rounds of a pattern use none but such edges.
+class Edges {
+public:
+	Edges(Placement hosts, uint32_t p) : hosts_(hosts)
+	{
+		if (hosts.size() != p || p < 3)
+			return;
+		std::vector<uint32_t> sorted(hosts.begin(), hosts.end());
+		std::sort(sorted.begin(), sorted.end());
+		const bool shared =
+			std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+		mixed_ = shared && sorted.front() != sorted.back();
+	}
+
+	// Some edges stay on a host and others do not; otherwise every edge
+	// costs alpha and beta, as the group's own constants have it.
+	bool mixed() const noexcept { return mixed_; }
+	bool local(uint32_t a, uint32_t b) const noexcept
+	{
+		return mixed_ && hosts_[a] == hosts_[b];
+	}
+
+	// Levels of the degree-k tree rooted at `root` whose every edge is local.
+	unsigned local_tree_levels(uint32_t p, uint32_t k, uint32_t root) const
+	{
+		if (!mixed_)
+			return 0;
+		const pattern::KnomialTree tree{p, k};
+		unsigned n = 0;
+		for (unsigned level = 0; level < tree.levels(); level++) {
+			bool all = true;
+			for (uint32_t v = 0; v < p && all; v++)
+				for (uint32_t c : tree.children_at(v, level))
+					all &= local(pattern::to_real(v, root, p),
+						     pattern::to_real(c, root, p));
+			n += all;
+		}
+		return n;
+	}
+
+	// Whether every rank r < ranks reaches `partner(r)` locally.
+	template <class Partner>
+	bool round_local(uint32_t ranks, Partner partner) const
+	{
+		if (!mixed_)
+			return false;
+		for (uint32_t r = 0; r < ranks; r++)
+			if (!local(r, partner(r)))
+				return false;
+		return true;
+	}
+
+private:
+	Placement hosts_;
+	bool mixed_ = false;
+};
+
 // The model's figures for `d`, given whether it goes by rendezvous.
 Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParams& c,
-		    bool rendezvous) noexcept
+		    bool rendezvous, const Edges& edges)
 {
 	const double a = c.alpha_us, bt = c.beta_us_per_byte, g = c.gamma_us_per_byte;
 	const uint32_t p = d.size;
@@ -48,33 +106,71 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		return r;
 
 	double lat = 0, bytes = 0, reduce_bytes = 0, serial_bytes = 0;
+	// The parts of lat and serial_bytes that go over edges on one host.
+	double local_lat = 0, local_bytes = 0;
+	const bool fold_local = folded && edges.round_local(cube.extras(), [&](uint32_t r) {
+		return r + cube.pof2();
+	});
 	auto fold = [&] {
 		if (folded) {
 			lat += 2;
 			serial_bytes += 2 * n;
 			reduce_bytes += n;
+			if (fold_local) {
+				local_lat += 2;
+				local_bytes += 2 * n;
+			}
 		}
+	};
+	// Hypercube dimensions whose exchanges all stay on a host, and the
+	// share of the vector that recursive halving moves across them.
+	unsigned local_dims = 0;
+	double local_halving_share = 0;
+	for (unsigned dim = 0; dim < unsigned(lp); dim++)
+		if (edges.round_local(uint32_t(pof2), [&](uint32_t r) {
+			    return pattern::FoldedHypercube::partner(r, dim);
+		    })) {
+			local_dims++;
+			local_halving_share += double(uint32_t(1) << dim) / pof2;
+		}
+	auto tree_levels = [&](uint32_t k, uint32_t root) {
+		return edges.local_tree_levels(p, k, root);
 	};
 	switch (d.coll) {
 	case Collective::barrier:
-		if (d.algorithm == Algorithm::ktree)
-			lat = 2.0 * knomial_levels(p, tree_radix(d, limits));
-		else
-			lat = d.algorithm == Algorithm::pairwise ? lp + (folded ? 2 : 0) : L;
+		if (d.algorithm == Algorithm::ktree) {
+			const uint32_t k = tree_radix(d, limits);
+			lat = 2.0 * knomial_levels(p, k);
+			local_lat = 2.0 * tree_levels(k, 0);
+		} else if (d.algorithm == Algorithm::pairwise) {
+			lat = lp + (folded ? 2 : 0);
+			local_lat = local_dims + (fold_local ? 2 : 0);
+		} else {
+			lat = L;
+			const pattern::Dissemination rounds{p};
+			for (unsigned j = 0; j < rounds.rounds(); j++)
+				local_lat += edges.round_local(
+					p, [&](uint32_t r) { return rounds.to(r, j); });
+		}
 		break;
 	case Collective::broadcast:
 		if (d.algorithm == Algorithm::scatter_allgather) {
+			// A binomial scatter, then a ring (which crosses hosts
+			// wherever any edge does).
 			lat = L + (p - 1) + 1;
 			serial_bytes = 2.0 * (p - 1) / p * n;
 			bytes = serial_bytes;
+			local_lat = tree_levels(1, d.root);
 		} else {
 			// A node sends k messages on each level below it.
-			const double k =
+			const uint32_t k =
 				d.algorithm == Algorithm::ktree ? tree_radix(d, limits) : 1;
-			const double l = knomial_levels(p, static_cast<uint32_t>(k));
+			const double l = knomial_levels(p, k);
 			lat = l;
 			serial_bytes = l * k * n;
 			bytes = l * k * n;
+			local_lat = tree_levels(k, d.root);
+			local_bytes = local_lat * k * n;
 		}
 		break;
 	case Collective::allreduce:
@@ -82,12 +178,14 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		case Algorithm::ktree: {
 			// Per level: k children's vectors into one link and one
 			// reduction, then k copies of the result out of one link.
-			const double k = tree_radix(d, limits);
-			const double l = knomial_levels(p, static_cast<uint32_t>(k));
+			const uint32_t k = tree_radix(d, limits);
+			const double l = knomial_levels(p, k);
 			lat = 2 * l;
 			serial_bytes = 2 * l * k * n;
 			reduce_bytes = l * k * n;
 			bytes = l * k * n;
+			local_lat = 2.0 * tree_levels(k, 0);
+			local_bytes = local_lat * k * n;
 			break;
 		}
 		case Algorithm::recursive_doubling:
@@ -95,6 +193,8 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			serial_bytes = lp * n;
 			reduce_bytes = lp * n;
 			bytes = lp * n + (folded ? n : 0);
+			local_lat = local_dims;
+			local_bytes = local_dims * n;
 			// The fold's two latencies partly overlap the exchange (the
 			// simulated fabric finishes 3 members in two), yet with one
 			// less the model chose this over the tree at 3 ranks, which
@@ -107,6 +207,9 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			serial_bytes = 2 * (pof2 - 1) / pof2 * n;
 			reduce_bytes = (pof2 - 1) / pof2 * n;
 			bytes = serial_bytes + (folded ? n : 0);
+			// Dimension j moves 2^j / pof2 of the vector each way.
+			local_lat = 2.0 * local_dims;
+			local_bytes = 2 * local_halving_share * n;
 			fold();
 			break;
 		default: // ring
@@ -124,12 +227,14 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			reduce_bytes = (p - 1.0) / p * n;
 			bytes = (p - 1.0) / p * n + n / p;
 		} else {
-			const double k = tree_radix(d, limits);
-			const double l = knomial_levels(p, static_cast<uint32_t>(k));
+			const uint32_t k = tree_radix(d, limits);
+			const double l = knomial_levels(p, k);
 			lat = l;
 			serial_bytes = l * k * n;
 			reduce_bytes = l * k * n;
 			bytes = n;
+			local_lat = tree_levels(k, d.root);
+			local_bytes = local_lat * k * n;
 		}
 		break;
 	case Collective::reduce_scatter: {
@@ -140,12 +245,14 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			reduce_bytes = (p - 1) * n;
 			bytes = serial_bytes;
 		} else {
-			const double k = tree_radix(d, limits);
-			const double l = knomial_levels(p, static_cast<uint32_t>(k));
+			const uint32_t k = tree_radix(d, limits);
+			const double l = knomial_levels(p, k);
 			lat = 2 * l;
 			serial_bytes = l * k * total + total;
 			reduce_bytes = l * k * total;
 			bytes = l * k * total;
+			local_lat = 2.0 * tree_levels(k, 0);
+			local_bytes = local_lat / 2 * k * total;
 		}
 		break;
 	}
@@ -153,12 +260,22 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		lat = d.algorithm == Algorithm::bruck ? L : p - 1;
 		serial_bytes = (p - 1) * n;
 		bytes = serial_bytes;
+		if (d.algorithm == Algorithm::bruck) {
+			const pattern::Bruck rounds{p};
+			for (unsigned j = 0; j < rounds.rounds(); j++)
+				if (edges.round_local(
+					    p, [&](uint32_t r) { return rounds.send_to(r, j); })) {
+					local_lat += 1;
+					local_bytes += rounds.blocks_in_round(j) * n;
+				}
+		}
 		break;
 	case Collective::scatter:
 	case Collective::gather:
 		lat = L;
 		serial_bytes = (p - 1) * n;
 		bytes = serial_bytes;
+		local_lat = tree_levels(1, d.root);
 		break;
 	case Collective::alltoall:
 		// All blocks leave at once: one latency, p - 1 blocks through each link.
@@ -172,7 +289,9 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		lat += 1;
 	r.latency_terms = lat;
 	r.bytes_per_rank = bytes;
-	r.time_us = lat * a + serial_bytes * bt + reduce_bytes * g;
+	r.time_us = (lat - local_lat) * a + (serial_bytes - local_bytes) * bt + reduce_bytes * g;
+	if (local_lat > 0 || local_bytes > 0)
+		r.time_us += local_lat * c.local_alpha_us + local_bytes * c.local_beta_us_per_byte;
 	return r;
 }
 
@@ -183,19 +302,21 @@ double allreduce_bandwidth_lower_bound(uint32_t p, double n) noexcept
 	return p <= 1 ? 0.0 : 2.0 * (p - 1) / p * n;
 }
 
-Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& c)
+Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& c,
+		   Placement placement)
 {
+	const Edges edges(placement, d.size);
 	if (d.size <= 1 || d.coll == Collective::barrier)
-		return formulas(d, limits, c, false);
+		return formulas(d, limits, c, false, edges);
 	const Staging staging = staging_of(d, limits);
-	Prediction r = formulas(d, limits, c, staging == Staging::rendezvous);
+	Prediction r = formulas(d, limits, c, staging == Staging::rendezvous, edges);
 	// A schedule that does not fit the limits cannot run at all.
 	if (staging == Staging::unbuildable)
 		r.time_us = INFINITY;
 	return r;
 }
 
-Choice Selector::choose(const OpDescriptor& d, const Limits& limits) const
+Choice Selector::choose(const OpDescriptor& d, const Limits& limits, Placement placement) const
 {
 	const uint64_t bytes = d.count * datatype_size(d.dtype);
 	for (auto it = rules_.rbegin(); it != rules_.rend(); ++it) {
@@ -204,6 +325,7 @@ Choice Selector::choose(const OpDescriptor& d, const Limits& limits) const
 			continue;
 		return {it->algorithm, it->params, true};
 	}
+	const Edges edges(placement, d.size);
 	Choice best, best_on_paper;
 	double best_time = INFINITY, best_paper_time = INFINITY;
 	OpDescriptor probe = d;
@@ -226,14 +348,14 @@ Choice Selector::choose(const OpDescriptor& d, const Limits& limits) const
 			// A rendezvous only adds time, and finding out builds the
 			// schedule (the ring's has 5 p steps): a candidate no
 			// cheaper without one is passed over unbuilt.
-			const double lower = formulas(probe, limits, params_, false).time_us;
+			const double lower = formulas(probe, limits, params_, false, edges).time_us;
 			if (lower < best_paper_time) {
 				best_paper_time = lower;
 				best_on_paper = Choice{alg, probe.params, false};
 			}
 			if (lower >= best_time)
 				continue;
-			double t = predict(probe, limits, params_).time_us;
+			double t = predict(probe, limits, params_, placement).time_us;
 			if (t < best_time) {
 				best_time = t;
 				best = Choice{alg, probe.params, false};

@@ -8,9 +8,15 @@
 // leaves; alpha is latency, so concurrent messages overlap it, while beta
 // is link occupancy, so the bytes a rank sends, and the bytes a rank
 // receives, are serialised; reducing m bytes costs m * gamma. Local copies
-// are not charged.
+// are not charged. In a group whose members run on several hosts, some of
+// them together, a communication round that uses an edge between hosts costs
+// alpha and beta, one whose edges all stay on a host costs local_alpha and
+// local_beta (hierarchy-aware selection, as in Karonis et al. 2000, "Exploiting
+// hierarchy in parallel computer networks to optimize collective operation
+// performance").
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,7 +28,16 @@ struct CostParams {
 	double alpha_us = 2.0;           // per-message latency
 	double beta_us_per_byte = 1e-4;  // 10 GB/s
 	double gamma_us_per_byte = 2e-4; // 5 GB/s reduction throughput
+	// Between two members on one host, where the group also spans hosts.
+	double local_alpha_us = 0.5;
+	double local_beta_us_per_byte = 1e-4;
 };
+
+// Where the members run: host[r] is member r's host, as an index that is
+// equal for members that reach each other through their host's memory.
+// Empty, or with every member on a host of its own or all on one, every edge
+// costs the same: alpha and beta.
+using Placement = std::span<const uint32_t>;
 
 struct Prediction {
 	double time_us = 0;
@@ -34,7 +49,8 @@ struct Prediction {
 // Predicted cost of `d` (its algorithm and radix must be concrete): infinite
 // when its schedule does not fit the limits. Throws std::bad_alloc when it
 // cannot build the schedule it asks about.
-Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& params);
+Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& params,
+		   Placement placement = {});
 
 // Lower bound on the bytes some rank must send for an allreduce of n bytes
 // over p ranks (Patarasuk and Yuan, section 3): 2 (p - 1) / p * n.
@@ -67,8 +83,9 @@ public:
 	// matching tuning rule, else the cheapest by the model (ties: the
 	// earlier algorithm of algorithms_for()) among those that fit the
 	// limits, or the cheapest on paper if none does. Message size is count times
-	// the datatype size. Deterministic, so all members agree.
-	Choice choose(const OpDescriptor& d, const Limits& limits) const;
+	// the datatype size. Deterministic, so all members agree (they pass
+	// the same placement).
+	Choice choose(const OpDescriptor& d, const Limits& limits, Placement placement = {}) const;
 
 	const CostParams& params() const noexcept { return params_; }
 	const std::vector<TuneRule>& rules() const noexcept { return rules_; }

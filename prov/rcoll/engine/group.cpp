@@ -283,7 +283,7 @@ Errc Group::plan(OpDescriptor& d, std::shared_ptr<const Schedule>& out) noexcept
 	const OpDescriptor posted = d;
 	try {
 		if (d.algorithm == Algorithm::automatic) {
-			const Choice c = config_.selector.choose(d, limits_);
+			const Choice c = config_.selector.choose(d, limits_, config_.hosts);
 			d.algorithm = c.algorithm;
 			d.params = c.params;
 			if (!algorithm_supports(d.coll, d.algorithm))

@@ -43,6 +43,9 @@ struct GroupConfig {
 	uint32_t bcast_blocks = 8;
 	uint32_t max_active = 16; // operations executed concurrently
 	Selector selector;        // cost model and tuning rules
+	// Each member's host (see Placement), the same on every member: empty
+	// when every edge costs the selector's alpha and beta.
+	std::vector<uint32_t> hosts;
 };
 
 struct Request {

@@ -108,11 +108,11 @@ inline uint32_t tree_radix(const OpDescriptor& d, const Limits& limits) noexcept
 }
 
 inline constexpr size_t memory_key_bytes = 24;
-// Changes whenever schedules, or the counter and scratch layouts they
-// address, change: members must build mirror images of one another, and
-// the glue's join compares it (with the configuration) to refuse members of
-// another version.
-inline constexpr uint32_t schedule_version = 2;
+// Changes whenever schedules, the counter and scratch layouts they address,
+// or the selector's choices change: members must build mirror images of one
+// another, and the glue's join compares it (with the configuration) to
+// refuse members of another version. 3: choices by placement.
+inline constexpr uint32_t schedule_version = 3;
 inline constexpr uint32_t monotone_counter = 1u << 31;
 
 enum class Buf : uint8_t { input, output, landing, own_keys };

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <unordered_map>
 #include <cstring>
 #include <iterator>
 
@@ -98,6 +99,19 @@ CollTransport::LocalAddress CollTransport::local_address() const
 	return a;
 }
 
+std::vector<uint32_t> CollTransport::placement() const
+{
+	const LocalAddress own = local_address(); // as our record says it
+	std::unordered_map<uint64_t, uint32_t> first_on_host;
+	std::vector<uint32_t> index(members_.size());
+	for (uint32_t rank = 0; rank < members_.size(); rank++) {
+		const uint64_t host =
+			rank == rank_ ? (own.fd >= 0 ? own.host : 0) : members_[rank].memory_host;
+		index[rank] = host ? first_on_host.try_emplace(host, rank).first->second : rank;
+	}
+	return index;
+}
+
 void CollTransport::set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch,
 			       const LocalAddress& local)
 {
@@ -107,6 +121,7 @@ void CollTransport::set_member(uint32_t rank, uint32_t slot, const engine::Memor
 	m.scratch_addr = r.addr;
 	m.scratch_key = r.key;
 	m.scratch_len = r.len;
+	m.memory_host = local.fd >= 0 ? local.host : 0;
 	if (host_ && local.host == host_) {
 		members_on_host_++;
 		m.on_host = true;

@@ -83,6 +83,12 @@ public:
 	// whether it runs on this host.
 	void set_member(uint32_t rank, uint32_t slot, const engine::MemoryKey& scratch,
 			const LocalAddress& local);
+	// Each member's host for the cost model (engine::Placement): members
+	// whose join records name one host and offer the node-local path share
+	// an index (the rank of the first of them), every other member has its
+	// own rank. Built from the records alone, so every member builds the
+	// same.
+	std::vector<uint32_t> placement() const;
 	// Once the join completed: our scratch is faulted in now, rather than a
 	// page at a time over the first few hundred operations (each takes the
 	// next piece of a half: engine/group.hpp). Our mapping of a local
@@ -186,8 +192,9 @@ private:
 	struct Member {
 		Peer* peer = nullptr;
 		uint32_t slot = 0;
-		bool on_host = false; // its join record names this host
-		pid_t pid = 0;        // and this process (0: none; unchecked, a hint)
+		bool on_host = false;     // its join record names this host
+		uint64_t memory_host = 0; // the host its record offers its memory on (0: none)
+		pid_t pid = 0;            // and this process (0: none; unchecked, a hint)
 		uint64_t scratch_addr = 0, scratch_key = 0, scratch_len = 0;
 		// On this host and offering the node-local path: its scratch file,
 		// mapped (null when that failed), and its process.

@@ -82,6 +82,11 @@ const Param params[] = {
 	 "Collective writes to group members on the same host go straight into their memory "
 	 "(shared scratch, cross-memory attach) instead of through the core provider (0: always "
 	 "through the core)"},
+	{"coll_placement", &Config::coll_placement,
+	 "In a group across hosts with several members on one, the cost model charges the "
+	 "rounds that stay on a host the local constants (FI_RCOLL_COLL_LOCAL_ALPHA_US, "
+	 "FI_RCOLL_COLL_LOCAL_BETA_US_PER_BYTE); not while waits yield (FI_RCOLL_YIELD_WHEN_IDLE), "
+	 "where every hop waits for its receiver to be scheduled (0: every edge alike)"},
 	{"coll_cma", &Config::coll_cma,
 	 "On the node-local path, writes into the call buffers of members on this host use "
 	 "cross-memory attach (process_vm_writev), and so do the one-copy reads of large "

@@ -27,6 +27,8 @@ struct Config {
 	bool coll_local = true;    // collective writes to members on this host bypass the core
 	bool coll_cma = true;      // ... and into their call buffers by cross-memory attach
 	bool coll_prefault = true; // scratch faulted in ahead (FI_RCOLL_COLL_PREFAULT)
+	bool coll_placement =
+		true; // the cost model prices edges on a host apart (unless waits yield)
 	size_t unexpected_max = size_t(256) << 20; // bytes per peer waiting for a receive
 	// Join records per peer ahead of our fi_join.
 	size_t coll_early_max = 1024;
