@@ -15,8 +15,9 @@
 #   RCOLL_NETNS_P2P_CASES   rcoll_p2p_test cases (default: a representative subset;
 #                           many-peers puts 17 ranks on the 4 hosts)
 #   RCOLL_NETNS_COLL_CASES  rcoll_coll_test cases (default: a few, 3 to 8 ranks;
-#                           sweep-8 puts 2 on every host, so that algorithms
-#                           are chosen by placement: fi_rcoll(7))
+#                           sweep-8 puts 2 on every host; they run with
+#                           FI_RCOLL_COLL_PLACEMENT=1, so that algorithms are
+#                           chosen by placement there)
 #   RCOLL_NETNS_CASES       rcoll_netns_test cases (default: all)
 #   RCOLL_NETNS_TCP_RETRIES2  net.ipv4.tcp_retries2 of the hosts during the
 #                           silent-host cases (default 4: TCP gives up on
@@ -191,7 +192,7 @@ for name in $p2p_cases; do
     run_case "$p2p_client" "$name" --quick
 done
 for name in $coll_cases; do
-    run_case "$coll_client" "$name" --quick
+    FI_RCOLL_COLL_PLACEMENT=1 run_case "$coll_client" "$name" --quick
 done
 set_tcp_retries2 "$retries2"
 for name in $netns_cases; do

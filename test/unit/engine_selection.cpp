@@ -264,6 +264,21 @@ Test(engine_selection, model_charges_each_round_by_its_edges)
 	cr_assert_float_eq(predict(a, l, cp, by_node).time_us, rd, 1e-9);
 	cr_assert_float_eq(predict(a, l, cp, by_slot).time_us, rd, 1e-9);
 	cr_assert_float_eq(predict(a, l, cp).time_us, 40 + 2 * 8 * 0.001 + 2 * 8 * 0.002, 1e-9);
+	// Rabenseifner: dimension 1 (partners 2 apart) is local under --map-by
+	// node and moves half the vector each way.
+	a.algorithm = Algorithm::rabenseifner;
+	a.count = 1024;
+	const double v = 8 * 1024;
+	cr_assert_float_eq(predict(a, l, cp, by_node).time_us,
+			   2 * 20 + 0.5 * v * 0.001 + 0.75 * v * 0.002 + 2 * 0.5 + v * 0.0001,
+			   1e-9);
+	// A fold onto a member on the same host: its two latencies are local.
+	OpDescriptor folded = op(Collective::allreduce, 3, 1, Datatype::float64);
+	folded.algorithm = Algorithm::recursive_doubling;
+	const uint32_t fold_together[] = {0, 1, 0};
+	cr_assert_float_eq(predict(folded, l, cp, fold_together).time_us,
+			   20 + 8 * 0.001 + 2 * 8 * 0.002 + 2 * 0.5 + 2 * 8 * 0.0001, 1e-9);
+	a.count = 1;
 	// The ring crosses hosts at every step.
 	a.algorithm = Algorithm::ring;
 	cr_assert_eq(predict(a, l, cp, by_node).time_us, predict(a, l, cp).time_us);

@@ -155,8 +155,9 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		break;
 	case Collective::broadcast:
 		if (d.algorithm == Algorithm::scatter_allgather) {
-			// A binomial scatter, then a ring (which crosses hosts
-			// wherever any edge does).
+			// A binomial scatter, then an allgather along the members
+			// in order (which crosses hosts wherever any edge does);
+			// the scatter's bytes are all charged between hosts.
 			lat = L + (p - 1) + 1;
 			serial_bytes = 2.0 * (p - 1) / p * n;
 			bytes = serial_bytes;
@@ -302,10 +303,11 @@ double allreduce_bandwidth_lower_bound(uint32_t p, double n) noexcept
 	return p <= 1 ? 0.0 : 2.0 * (p - 1) / p * n;
 }
 
-Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& c,
-		   Placement placement)
+namespace {
+
+Prediction predict_on(const OpDescriptor& d, const Limits& limits, const CostParams& c,
+		      const Edges& edges)
 {
-	const Edges edges(placement, d.size);
 	if (d.size <= 1 || d.coll == Collective::barrier)
 		return formulas(d, limits, c, false, edges);
 	const Staging staging = staging_of(d, limits);
@@ -314,6 +316,14 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 	if (staging == Staging::unbuildable)
 		r.time_us = INFINITY;
 	return r;
+}
+
+} // namespace
+
+Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams& c,
+		   Placement placement)
+{
+	return predict_on(d, limits, c, Edges(placement, d.size));
 }
 
 Choice Selector::choose(const OpDescriptor& d, const Limits& limits, Placement placement) const
@@ -355,7 +365,7 @@ Choice Selector::choose(const OpDescriptor& d, const Limits& limits, Placement p
 			}
 			if (lower >= best_time)
 				continue;
-			double t = predict(probe, limits, params_, placement).time_us;
+			double t = predict_on(probe, limits, params_, edges).time_us;
 			if (t < best_time) {
 				best_time = t;
 				best = Choice{alg, probe.params, false};

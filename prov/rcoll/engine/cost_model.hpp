@@ -34,7 +34,8 @@ struct CostParams {
 };
 
 // Where the members run: host[r] is member r's host, as an index that is
-// equal for members that reach each other through their host's memory.
+// equal for members that say they share a host and offer its memory (the
+// path a pair takes may still differ; every member must see the same).
 // Empty, or with every member on a host of its own or all on one, every edge
 // costs the same: alpha and beta.
 using Placement = std::span<const uint32_t>;

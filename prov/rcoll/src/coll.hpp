@@ -166,7 +166,6 @@ private:
 	static std::chrono::milliseconds quiet_bound();
 	engine::GroupConfig group_config(bool local) const;
 	uint64_t config_fingerprint() const;
-	bool prices_placement() const;
 
 	// A control record for a join this endpoint has not made yet: a join
 	// record, or a member's stop notice (it failed that join already).

@@ -45,7 +45,7 @@ double parse_double(const std::string& text, double fallback, const char* name)
 		return fallback;
 	char* end = nullptr;
 	double v = strtod(text.c_str(), &end);
-	if (text.empty() || !end || *end || !(v >= 0)) {
+	if (!end || *end || !(v >= 0)) {
 		RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_%s=%s is not a number; using %g\n", name,
 			   text.c_str(), fallback);
 		return fallback;
@@ -143,16 +143,6 @@ engine::GroupConfig Collectives::group_config(bool local) const
 	return g;
 }
 
-// Whether the cost model sees where members run (engine::Placement). Not
-// while waits yield: a hop to an idle member on one host then waits for it
-// to be scheduled as a hop between hosts does: 2 hosts x 2 ranks sharing 2
-// CPUs took 1.2-2.2x of Open MPI's time for 1-16 KiB broadcasts down the
-// binomial tree the placement chose, against 0.75-1.1x down the flat tree.
-bool Collectives::prices_placement() const
-{
-	return config().coll_placement && !config().yield_when_idle;
-}
-
 // Members must run the same configuration and engine (schedule_version):
 // the schedules they build must mirror each other.
 uint64_t Collectives::config_fingerprint() const
@@ -172,8 +162,8 @@ uint64_t Collectives::config_fingerprint() const
 		}
 		h = fnv1a(h, &g->broadcast_eager_bytes, sizeof(g->broadcast_eager_bytes));
 	}
-	const bool placement = prices_placement();
-	h = fnv1a(h, &placement, sizeof(placement));
+	// And on whether the model sees where they run.
+	h = fnv1a(h, &c.coll_placement, sizeof(c.coll_placement));
 	// Members must agree on which calls take the shared-memory path.
 	for (size_t v :
 	     {size_t(c.coll_shm), c.coll_shm_bcast_max, c.coll_shm_reduce_max, c.coll_shm_split_min,
@@ -547,12 +537,12 @@ void Collectives::finish_join(CollGroup& g, int err, const engine::GroupConfig& 
 		try {
 			// The cost model sees which members share a host.
 			engine::GroupConfig placed = config;
-			if (prices_placement())
+			if (rcoll::config().coll_placement)
 				placed.hosts = g.transport->placement();
 			uint32_t hosts = 0; // a host's index is its first member's rank
 			for (uint32_t rank = 0; rank < placed.hosts.size(); rank++)
 				hosts += placed.hosts[rank] == rank;
-			if (hosts)
+			if (hosts > 1 && hosts < g.size)
 				RCOLL_INFO(FI_LOG_EP_CTRL,
 					   "collective group (slot %u, %u members): the cost model "
 					   "sees them on %u hosts\n",

@@ -85,8 +85,9 @@ const Param params[] = {
 	{"coll_placement", &Config::coll_placement,
 	 "In a group across hosts with several members on one, the cost model charges the "
 	 "rounds that stay on a host the local constants (FI_RCOLL_COLL_LOCAL_ALPHA_US, "
-	 "FI_RCOLL_COLL_LOCAL_BETA_US_PER_BYTE); not while waits yield (FI_RCOLL_YIELD_WHEN_IDLE), "
-	 "where every hop waits for its receiver to be scheduled (0: every edge alike)"},
+	 "FI_RCOLL_COLL_LOCAL_BETA_US_PER_BYTE): for ranks with CPUs of their own; where they "
+	 "yield them, a hop waits for its receiver to be scheduled wherever it runs (members "
+	 "must agree)"},
 	{"coll_cma", &Config::coll_cma,
 	 "On the node-local path, writes into the call buffers of members on this host use "
 	 "cross-memory attach (process_vm_writev), and so do the one-copy reads of large "
