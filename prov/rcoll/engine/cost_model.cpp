@@ -46,9 +46,9 @@ public:
 		mixed_ = shared && sorted.front() != sorted.back();
 	}
 
-	// Some edges stay on a host and others do not; otherwise every edge
-	// costs alpha and beta, as the group's own constants have it.
-	bool mixed() const noexcept { return mixed_; }
+	// Whether the edge a-b stays on a host, in a group where some edges do
+	// and others do not (otherwise every edge costs alpha and beta, as the
+	// group's own constants have it).
 	bool local(uint32_t a, uint32_t b) const noexcept
 	{
 		return mixed_ && hosts_[a] == hosts_[b];

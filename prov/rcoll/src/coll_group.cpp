@@ -513,9 +513,7 @@ void Collectives::accept_record(CollGroup& g, uint64_t peer_key, const proto::Jo
 	if (rec.slot >= CollTransport::kMaxSlots)
 		return refuse("slot");
 	if (rec.config != config_fingerprint())
-		return refuse(
-			"collective configuration (FI_RCOLL_COLL_*, FI_RCOLL_YIELD_WHEN_IDLE) "
-			"differs between members");
+		return refuse("collective configuration (FI_RCOLL_COLL_*) differs between members");
 	if (g.state != CollGroup::State::joining || g.heard[rec.rank])
 		return;
 	g.heard[rec.rank] = true;

@@ -24,11 +24,10 @@ struct Config {
 	size_t linger_ms = 1000;             // closing: let sends drain at most this long
 	size_t coll_timeout_ms = 60000;      // a collective group stuck this long fails (0: never)
 	size_t probe_interval_ms = 1000; // probe a silent peer that operations wait on (0: never)
-	bool coll_local = true;    // collective writes to members on this host bypass the core
-	bool coll_cma = true;      // ... and into their call buffers by cross-memory attach
-	bool coll_prefault = true; // scratch faulted in ahead (FI_RCOLL_COLL_PREFAULT)
-	bool coll_placement =
-		true; // the cost model prices edges on a host apart (unless waits yield)
+	bool coll_local = true;      // collective writes to members on this host bypass the core
+	bool coll_cma = true;        // ... and into their call buffers by cross-memory attach
+	bool coll_prefault = true;   // scratch faulted in ahead (FI_RCOLL_COLL_PREFAULT)
+	bool coll_placement = false; // the cost model prices edges on a host apart
 	size_t unexpected_max = size_t(256) << 20; // bytes per peer waiting for a receive
 	// Join records per peer ahead of our fi_join.
 	size_t coll_early_max = 1024;
