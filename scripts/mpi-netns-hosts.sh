@@ -6,7 +6,13 @@
 # their namespaces, so ranks on different hosts share neither a network nor a
 # host name: MPI places them as it would on separate machines, and rcoll
 # tells hosts apart as it does between machines (its host identity includes
-# the network namespace). Needs root and iproute2, util-linux (unshare).
+# the network namespace). Each host runs on a share of this machine's CPUs
+# of its own (taskset, when there are at least as many CPUs as hosts; else
+# host i shares CPU i mod the count), as separate machines would: without
+# it, ranks of different hosts took turns on one CPU while ranks of one host
+# spread over several, which no cluster does, and which rank the scheduler
+# happened to pair with which swung a 4-rank broadcast's time by 2x from one
+# job to the next. Needs root and iproute2, util-linux (unshare, taskset).
 #
 #   mpi_hosts_up N SUBNET WORKDIR   creates hosts SUBNET.1 .. SUBNET.N; sets
 #                                   mpi_hosts (their names), mpi_host_list
@@ -20,13 +26,14 @@
 #
 # Open MPI:  "$mpi_on_first_host" mpirun --hostfile "$mpi_hostfile" --map-by node
 #              --mca plm_rsh_agent "$mpi_agent" --mca oob_tcp_if_include eth0 ...
-#            (the hosts share this machine's hardware threads, which Open MPI
-#            cannot see: with more ranks than threads, add --mca
-#            mpi_yield_when_idle 1, which it sets by itself on one host)
+#            (a host has fewer hardware threads than Open MPI sees: with
+#            more ranks than its share, add --mca mpi_yield_when_idle 1,
+#            which it sets by itself on one host)
 # MPICH:     "$mpi_on_first_host" mpiexec -hosts "$mpi_host_list" -launcher rsh
 #              -launcher-exec "$mpi_agent" ...
 
 mpi_hosts=()
+mpi_host_cpus=() # each host's CPUs, as taskset -c takes them
 mpi_hosts_made=()
 
 # Safe in an EXIT trap under set -e: nothing here stops the cleanup.
@@ -50,6 +57,7 @@ mpi_hosts_up() {
 	ip netns add "$prefix-sw" && mpi_hosts_made+=("$prefix-sw") &&
 		ip -n "$prefix-sw" link add br0 type bridge && ip -n "$prefix-sw" link set br0 up || return 1
 	mpi_hosts=()
+	mpi_host_cpus=()
 	for ((i = 0; i < count; i++)); do
 		ns=$prefix-h$i
 		ip netns add "$ns" && mpi_hosts_made+=("$ns") &&
@@ -70,20 +78,36 @@ mpi_hosts_up() {
 	mpi_hostfile=$work/hostfile
 	printf '%s slots=64\n' "${mpi_hosts[@]}" >"$mpi_hostfile" || return 1
 	mpi_host_list=$(IFS=, && echo "${mpi_hosts[*]}")
+	# Host i's CPUs: the i-th of `count` equal shares of the ones this
+	# shell may use, or one of them in turn when they are fewer.
+	local cpus=() share cpu_case=
+	mapfile -t cpus < <(taskset -pc $$ | sed 's/.*: //' | tr ',' '\n' |
+		awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }')
+	[ ${#cpus[@]} -gt 0 ] || return 1
+	for ((i = 0; i < count; i++)); do
+		if ((${#cpus[@]} >= count)); then
+			share=$(printf '%s\n' "${cpus[@]:i * ${#cpus[@]} / count:(i + 1) * ${#cpus[@]} / count - i * ${#cpus[@]} / count}" | paste -sd,)
+		else
+			share=${cpus[i % ${#cpus[@]}]}
+		fi
+		mpi_host_cpus[i]=$share
+		cpu_case="$cpu_case ${mpi_hosts[i]}) cpus=$share ;;"
+	done
 	# The launchers call "AGENT [options] HOST COMMAND...", as they would rsh.
 	mpi_agent=$work/rsh-agent
-	cat >"$mpi_agent" <<-'EOF'
+	cat >"$mpi_agent" <<-EOF
 		#!/bin/sh
-		while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done
-		host=$1
+		while [ \$# -gt 0 ] && [ "\${1#-}" != "\$1" ]; do shift; done
+		host=\$1
 		shift
-		exec ip netns exec "$host" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$host" "$*"
+		case \$host in $cpu_case *) exit 1 ;; esac
+		exec taskset -c "\$cpus" ip netns exec "\$host" unshare --uts sh -c 'hostname "\$0" && exec sh -c "\$1"' "\$host" "\$*"
 	EOF
 	chmod +x "$mpi_agent" || return 1
 	mpi_on_first_host=$work/on-first-host
 	cat >"$mpi_on_first_host" <<-EOF
 		#!/bin/sh
-		exec ip netns exec ${mpi_hosts[0]} unshare --uts sh -c 'hostname "\$0" && exec "\$@"' ${mpi_hosts[0]} "\$@"
+		exec taskset -c ${mpi_host_cpus[0]} ip netns exec ${mpi_hosts[0]} unshare --uts sh -c 'hostname "\$0" && exec "\$@"' ${mpi_hosts[0]} "\$@"
 	EOF
 	chmod +x "$mpi_on_first_host" || return 1
 }

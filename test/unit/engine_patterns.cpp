@@ -4,7 +4,9 @@
 // ranks in the advertised number of rounds.
 #include <criterion/criterion.h>
 
+#include <algorithm>
 #include <set>
+#include <span>
 
 #include "engine/patterns.hpp"
 
@@ -154,6 +156,77 @@ Test(engine_patterns, knomial_tree_spans_group)
 		for (uint32_t v = 1; v < p; ++v)
 			cr_assert_eq(*knomial.parent(v), *binomial.parent(v));
 	}
+}
+
+// Members grouped by host: a permutation with the root first, each host's
+// members consecutive and in the rotation's order, the root's host first
+// and the others in the order their first member follows the root; the
+// rotation itself without a placement that has a host of several members
+// besides others.
+Test(engine_patterns, tree_order_groups_members_by_host)
+{
+	for (uint32_t p = 1; p <= 40; ++p)
+		for (uint32_t hosts : {1u, 2u, 3u, 5u, p})
+			for (int blocked = 0; blocked < 2; ++blocked) {
+				// A host's index is its first member's rank.
+				std::vector<uint32_t> place(p), first(hosts, UINT32_MAX);
+				for (uint32_t r = 0; r < p; ++r) {
+					const uint32_t h = blocked ? r * hosts / p : r % hosts;
+					first[h] = std::min(first[h], r);
+					place[r] = first[h];
+				}
+				for (uint32_t root = 0; root < p; ++root) {
+					const TreeOrder order(p, root, place);
+					const TreeOrder rotation(p, root);
+					std::vector<bool> seen(p, false);
+					std::vector<uint32_t> host_seq;
+					for (uint32_t v = 0; v < p; ++v) {
+						const uint32_t r = order.to_real(v);
+						cr_assert(r < p && !seen[r]);
+						seen[r] = true;
+						cr_assert_eq(order.to_virtual(r), v);
+						cr_assert_eq(rotation.to_real(v),
+							     to_real(v, root, p));
+						if (host_seq.empty() || host_seq.back() != place[r])
+							host_seq.push_back(place[r]);
+					}
+					cr_assert_eq(order.to_real(0), root);
+					// Each host one run, in the order their first member
+					// follows the root.
+					std::vector<uint32_t> first_seen;
+					for (uint32_t v = 0; v < p; ++v) {
+						const uint32_t h = place[to_real(v, root, p)];
+						if (std::find(first_seen.begin(), first_seen.end(),
+							      h) == first_seen.end())
+							first_seen.push_back(h);
+					}
+					cr_assert(host_seq == first_seen, "p=%u hosts=%u root=%u",
+						  p, hosts, root);
+					// Within a host, the rotation's order.
+					for (uint32_t v = 1; v < p; ++v) {
+						const uint32_t a = order.to_real(v - 1),
+							       b = order.to_real(v);
+						if (place[a] == place[b])
+							cr_assert_lt(to_virtual(a, root, p),
+								     to_virtual(b, root, p));
+					}
+					if (hosts == 1 || hosts == p || p < 3)
+						for (uint32_t v = 0; v < p; ++v)
+							cr_assert_eq(order.to_real(v),
+								     to_real(v, root, p));
+				}
+			}
+	// --map-by node over two hosts: 0 2 | 1 3, so a binomial tree's lower
+	// level stays on the hosts.
+	const uint32_t by_node[] = {0, 1, 0, 1};
+	const TreeOrder order(4, 0, by_node);
+	cr_assert(order.to_real(1) == 2 && order.to_real(2) == 1 && order.to_real(3) == 3);
+	// A placement of another group, or naming no member, is no placement.
+	const uint32_t short_one[] = {0, 1, 0};
+	const uint32_t bad[] = {0, 9, 0, 9};
+	for (auto place : {std::span<const uint32_t>(short_one), std::span<const uint32_t>(bad)})
+		for (uint32_t v = 0; v < 4; ++v)
+			cr_assert_eq(TreeOrder(4, 1, place).to_real(v), to_real(v, 1, 4));
 }
 
 Test(engine_patterns, folded_hypercube)

@@ -243,7 +243,9 @@ Test(engine_selection, model_charges_each_round_by_its_edges)
 	OpDescriptor d = op(Collective::broadcast, 4, 1000, Datatype::uint8);
 	d.algorithm = Algorithm::ktree;
 	d.params.radix = 1;
-	// Binomial from 0: 0 -> 2 at the upper level, 0 -> 1 and 2 -> 3 below.
+	// Binomial from 0 over the members grouped by host (0 2 | 1 3 under
+	// --map-by node, 0 1 | 2 3 under --map-by slot): the upper level goes
+	// between the hosts, the lower one stays on them.
 	const double n = 1000;
 	cr_assert_float_eq(predict(d, l, cp, by_node).time_us, 20 + n * 0.001 + 0.5 + n * 0.0001,
 			   1e-9);
@@ -253,7 +255,8 @@ Test(engine_selection, model_charges_each_round_by_its_edges)
 	cr_assert_float_eq(uniform, 2 * (20 + n * 0.001), 1e-9);
 	cr_assert_eq(predict(d, l, cp, apart).time_us, uniform);
 	cr_assert_eq(predict(d, l, cp, together).time_us, uniform);
-	// Rooted at 1 under --map-by node: 1 -> 3 stays on its host.
+	// Rooted at 1 under --map-by node (1 3 | 2 0): 1 -> 3 and 2 -> 0 stay on
+	// their hosts.
 	d.root = 1;
 	cr_assert_float_eq(predict(d, l, cp, by_node).time_us, 20 + n * 0.001 + 0.5 + n * 0.0001,
 			   1e-9);

@@ -64,6 +64,57 @@ Test(engine_sim, every_algorithm_every_size_every_root, .timeout = 600)
 		}
 }
 
+// Members placed on hosts, several on each: the tree algorithms group them
+// by host (pattern::TreeOrder) and every algorithm still gives every result
+// at every root, under --map-by node (round-robin) and --map-by slot
+// (blocks) over 2 and 3 hosts, with forced and automatic choices.
+Test(engine_sim, every_algorithm_with_members_placed_on_hosts, .timeout = 600)
+{
+	for (uint32_t p : {3u, 4u, 5u, 7u, 8u, 12u})
+		for (uint32_t hosts : {2u, 3u})
+			for (int blocked = 0; blocked < 2; ++blocked) {
+				if (hosts >= p)
+					continue;
+				ClusterOptions o =
+					small_cluster(p, 9000 + 10 * p + hosts + blocked);
+				// A host's index is its first member's rank.
+				std::vector<uint32_t> first(hosts, UINT32_MAX);
+				o.config.price_placement = blocked;
+				o.config.hosts.resize(p);
+				for (uint32_t r = 0; r < p; ++r) {
+					const uint32_t h = blocked ? r * hosts / p : r % hosts;
+					first[h] = std::min(first[h], r);
+					o.config.hosts[r] = first[h];
+				}
+				std::vector<OpSpec> ops;
+				for (Entry e : every_algorithm())
+					for (uint64_t count : {1ull, 13ull, 1000ull}) {
+						ops.push_back(spec(e, count, (p - 1) / 2));
+						// A group's barriers share one radix.
+						if (e.coll == Collective::barrier)
+							continue;
+						for (uint32_t k : {1u, 2u, 3u}) {
+							OpSpec s = spec(e, count, p - 1);
+							s.params.radix = k;
+							ops.push_back(s);
+						}
+					}
+				for (uint32_t root = 0; root < p; ++root)
+					for (Collective c :
+					     {Collective::broadcast, Collective::reduce})
+						for (Algorithm a : algorithms_for(c))
+							ops.push_back(spec({c, a}, 7, root));
+				ops.push_back(spec({Collective::broadcast, Algorithm::automatic},
+						   300, 1));
+				ops.push_back(
+					spec({Collective::allreduce, Algorithm::automatic}, 300));
+				Cluster cluster(p, o);
+				std::string err = cluster.run(ops);
+				cr_assert(err.empty(), "p %u hosts %u blocked %d: %s", p, hosts,
+					  blocked, err.c_str());
+			}
+}
+
 // The k-nomial broadcast at every degree, binomial (k = 1) to flat (k =
 // p - 1) and beyond (clamped), every root: with small_cluster's eager limit
 // in one block or through more chunks than landing blocks (credits), and

@@ -75,15 +75,17 @@ Errc build_barrier_ktree(ScheduleBuilder& b, const Limits& limits)
 		return monotone_counter | mc.tree_gather(tree.child_slot(child));
 	};
 	const uint32_t release = monotone_counter | mc.tree_release();
-	const auto children = tree.children_in_send_order(b.rank());
+	const pattern::TreeOrder order = b.tree_order(0);
+	const uint32_t v = order.to_virtual(b.rank());
+	const auto children = tree.children_in_send_order(v);
 	for (uint32_t child : children)
 		b.wait(gather(child));
-	if (auto parent = tree.parent(b.rank())) {
-		b.signal(*parent, gather(b.rank()));
+	if (auto parent = tree.parent(v)) {
+		b.signal(order.to_real(*parent), gather(v));
 		b.wait(release);
 	}
 	for (uint32_t child : children)
-		b.signal(child, release);
+		b.signal(order.to_real(child), release);
 	return Errc::ok;
 }
 

@@ -43,10 +43,11 @@ Errc build_broadcast_tree(ScheduleBuilder& b, const Limits& limits, uint32_t rad
 		return Errc::ok;
 
 	const KnomialTree tree{p, radix};
-	const uint32_t v = pattern::to_virtual(b.rank(), d.root, p);
+	const pattern::TreeOrder order = b.tree_order(d.root);
+	const uint32_t v = order.to_virtual(b.rank());
 	// A landing slot, a credit counter and a key slot per possible child.
 	const unsigned fanout = tree.slots();
-	auto real = [&](uint32_t vr) { return pattern::to_real(vr, d.root, p); };
+	auto real = [&](uint32_t vr) { return order.to_real(vr); };
 
 	// Eager if the blocks of one edge fit; else rendezvous.
 	uint64_t chunk = std::min(
@@ -152,9 +153,10 @@ Errc build_broadcast_scatter_allgather(ScheduleBuilder& b, const Limits& limits)
 
 	const BinomialTree tree{p};
 	const Partition part{d.count, p};
-	const uint32_t v = pattern::to_virtual(b.rank(), d.root, p);
+	const pattern::TreeOrder order = b.tree_order(d.root);
+	const uint32_t v = order.to_virtual(b.rank());
 	const unsigned fanout = pattern::ceil_log2(p);
-	auto real = [&](uint32_t vr) { return pattern::to_real(vr, d.root, p); };
+	auto real = [&](uint32_t vr) { return order.to_real(vr); };
 	// Segments [u, u + subtree) reach u during the scatter; the root has all.
 	auto has = [&](uint32_t u, uint32_t s) {
 		return u == 0 || (s >= u && s < u + tree.subtree_size(u));

@@ -14,13 +14,18 @@ enum class OwnKey : uint8_t { landing = 0, output = 1 };
 
 class ScheduleBuilder {
 public:
-	ScheduleBuilder(Schedule& s, const OpDescriptor& d, uint32_t rank)
-		: s_(s), d_(d), rank_(rank)
+	ScheduleBuilder(Schedule& s, const OpDescriptor& d, uint32_t rank, Placement placement = {})
+		: s_(s), d_(d), rank_(rank), placement_(placement)
 	{}
 
 	const OpDescriptor& op() const noexcept { return d_; }
 	uint32_t rank() const noexcept { return rank_; }
 	uint32_t size() const noexcept { return d_.size; }
+	// The order of a tree rooted at `root`, its members grouped by host.
+	pattern::TreeOrder tree_order(uint32_t root) const
+	{
+		return pattern::TreeOrder(d_.size, root, placement_);
+	}
 	size_t elem() const noexcept { return datatype_size(d_.dtype); }
 	ScheduleLayout& layout() noexcept { return s_.layout; }
 	bool eager() const noexcept { return s_.layout.landing_in_scratch; }
@@ -85,6 +90,7 @@ private:
 	Schedule& s_;
 	const OpDescriptor& d_;
 	uint32_t rank_;
+	Placement placement_;
 };
 
 using Builder = Errc (*)(ScheduleBuilder&, const Limits&);

@@ -54,19 +54,22 @@ public:
 		return mixed_ && hosts_[a] == hosts_[b];
 	}
 
-	// Levels of the degree-k tree rooted at `root` whose every edge is local.
-	unsigned local_tree_levels(uint32_t p, uint32_t k, uint32_t root) const
+	// Levels of the degree-k tree rooted at `root` whose every edge is local:
+	// a tree whose builder groups its members by host (pattern::TreeOrder),
+	// or, `grouped` false, one in the rotation's order.
+	unsigned local_tree_levels(uint32_t p, uint32_t k, uint32_t root, bool grouped) const
 	{
 		if (!mixed_)
 			return 0;
 		const pattern::KnomialTree tree{p, k};
+		const pattern::TreeOrder order =
+			grouped ? pattern::TreeOrder(p, root, hosts_) : pattern::TreeOrder(p, root);
 		unsigned n = 0;
 		for (unsigned level = 0; level < tree.levels(); level++) {
 			bool all = true;
 			for (uint32_t v = 0; v < p && all; v++)
 				for (uint32_t c : tree.children_at(v, level))
-					all &= local(pattern::to_real(v, root, p),
-						     pattern::to_real(c, root, p));
+					all &= local(order.to_real(v), order.to_real(c));
 			n += all;
 		}
 		return n;
@@ -133,8 +136,8 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			local_dims++;
 			local_halving_share += double(uint32_t(1) << dim) / pof2;
 		}
-	auto tree_levels = [&](uint32_t k, uint32_t root) {
-		return edges.local_tree_levels(p, k, root);
+	auto tree_levels = [&](uint32_t k, uint32_t root, bool grouped = true) {
+		return edges.local_tree_levels(p, k, root, grouped);
 	};
 	switch (d.coll) {
 	case Collective::barrier:
@@ -252,7 +255,7 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			serial_bytes = l * k * total + total;
 			reduce_bytes = l * k * total;
 			bytes = l * k * total;
-			local_lat = 2.0 * tree_levels(k, 0);
+			local_lat = 2.0 * tree_levels(k, 0, false);
 			local_bytes = local_lat / 2 * k * total;
 		}
 		break;
@@ -276,7 +279,7 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		lat = L;
 		serial_bytes = (p - 1) * n;
 		bytes = serial_bytes;
-		local_lat = tree_levels(1, d.root);
+		local_lat = tree_levels(1, d.root, false);
 		break;
 	case Collective::alltoall:
 		// All blocks leave at once: one latency, p - 1 blocks through each link.

@@ -33,13 +33,6 @@ struct CostParams {
 	double local_beta_us_per_byte = 1e-4;
 };
 
-// Where the members run: host[r] is member r's host, as an index that is
-// equal for members that say they share a host and offer its memory (the
-// path a pair takes may still differ; every member must see the same).
-// Empty, or with every member on a host of its own or all on one, every edge
-// costs the same: alpha and beta.
-using Placement = std::span<const uint32_t>;
-
 struct Prediction {
 	double time_us = 0;
 	double latency_terms = 0;  // multiples of alpha on the critical path

@@ -283,14 +283,17 @@ Errc Group::plan(OpDescriptor& d, std::shared_ptr<const Schedule>& out) noexcept
 	const OpDescriptor posted = d;
 	try {
 		if (d.algorithm == Algorithm::automatic) {
-			const Choice c = config_.selector.choose(d, limits_, config_.hosts);
+			const Choice c = config_.selector.choose(
+				d, limits_,
+				config_.price_placement ? Placement(config_.hosts) : Placement());
 			d.algorithm = c.algorithm;
 			d.params = c.params;
 			if (!algorithm_supports(d.coll, d.algorithm))
 				return Errc::invalid_argument;
 		}
 		auto schedule = std::make_shared<Schedule>();
-		if (Errc e = build_schedule(d, rank_, limits_, *schedule); e != Errc::ok)
+		if (Errc e = build_schedule(d, rank_, limits_, *schedule, config_.hosts);
+		    e != Errc::ok)
 			return e;
 		out = std::move(schedule);
 	} catch (const std::bad_alloc&) {

@@ -2,6 +2,40 @@
 
 namespace rcoll::engine::pattern {
 
+TreeOrder::TreeOrder(uint32_t p, uint32_t root, std::span<const uint32_t> hosts)
+	: p_(p), root_(root)
+{
+	if (hosts.size() != p || p < 3)
+		return;
+	// Hosts numbered in the order their first member follows the root.
+	std::vector<uint32_t> slot_of(p, UINT32_MAX), members;
+	bool grouped = false;
+	for (uint32_t v = 0; v < p; v++) {
+		const uint32_t host = hosts[pattern::to_real(v, root, p)];
+		if (host >= p)
+			return; // not a host index of this group: the rotation
+		if (slot_of[host] == UINT32_MAX) {
+			slot_of[host] = uint32_t(members.size());
+			members.push_back(0);
+		}
+		grouped |= ++members[slot_of[host]] > 1;
+	}
+	if (!grouped || members.size() == 1)
+		return;
+	// Counting sort by host, the rotation's order within each.
+	std::vector<uint32_t> next(members.size(), 0);
+	for (size_t h = 1; h < members.size(); h++)
+		next[h] = next[h - 1] + members[h - 1];
+	real_.resize(p);
+	virtual_.resize(p);
+	for (uint32_t v = 0; v < p; v++) {
+		const uint32_t rank = pattern::to_real(v, root, p);
+		const uint32_t position = next[slot_of[hosts[rank]]]++;
+		real_[position] = rank;
+		virtual_[rank] = position;
+	}
+}
+
 std::vector<uint32_t> BinomialTree::children(uint32_t v) const
 {
 	std::vector<uint32_t> out;

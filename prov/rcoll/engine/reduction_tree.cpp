@@ -31,7 +31,11 @@ Errc build_ktree(ScheduleBuilder& b, const Limits& limits, TreeRole role)
 	const uint64_t n = role == TreeRole::reduce_scatter ? d.count * p : d.count;
 	const uint64_t nb = n * esz;
 	const uint64_t block = d.count * esz; // reduce_scatter output block
-	const uint32_t v = pattern::to_virtual(b.rank(), root, p);
+	// reduce_scatter's blocks go down by subtree, each one contiguous run
+	// of ranks: it keeps the ranks' own order.
+	const pattern::TreeOrder order =
+		role == TreeRole::reduce_scatter ? pattern::TreeOrder(p, root) : b.tree_order(root);
+	const uint32_t v = order.to_virtual(b.rank());
 
 	if (p == 1) {
 		b.copy(Buf::output, 0, Buf::input, 0, nb);
@@ -44,7 +48,7 @@ Errc build_ktree(ScheduleBuilder& b, const Limits& limits, TreeRole role)
 	const uint32_t k = tree.k;
 	const unsigned levels = tree.levels();
 	const uint32_t slots = levels * k;
-	auto real = [&](uint32_t vr) { return pattern::to_real(vr, root, p); };
+	auto real = [&](uint32_t vr) { return order.to_real(vr); };
 	// Receiving levels of u: every level below the one it sends at.
 	auto up_slots = [&](uint32_t u) {
 		return uint64_t(u == 0 ? levels : tree.send_level(u)) * k;

@@ -143,8 +143,8 @@ BufferSizes buffer_sizes(const OpDescriptor& d, uint32_t rank) noexcept
 	return {0, 0};
 }
 
-Errc build_schedule(const OpDescriptor& d, uint32_t rank, const Limits& limits,
-		    Schedule& out) noexcept
+Errc build_schedule(const OpDescriptor& d, uint32_t rank, const Limits& limits, Schedule& out,
+		    Placement placement) noexcept
 {
 	if (Errc e = validate(d); e != Errc::ok)
 		return e;
@@ -155,7 +155,7 @@ Errc build_schedule(const OpDescriptor& d, uint32_t rank, const Limits& limits,
 		return Errc::invalid_argument;
 	try {
 		out = Schedule{};
-		detail::ScheduleBuilder b(out, d, rank);
+		detail::ScheduleBuilder b(out, d, rank, placement);
 		if (Errc e = entry->build(b, limits); e != Errc::ok)
 			return e;
 	} catch (const std::bad_alloc&) {

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -111,8 +112,9 @@ inline constexpr size_t memory_key_bytes = 24;
 // Changes whenever schedules, the counter and scratch layouts they address,
 // or the selector's choices change: members must build mirror images of one
 // another, and the glue's join compares it (with the configuration) to
-// refuse members of another version. 3: choices by placement.
-inline constexpr uint32_t schedule_version = 3;
+// refuse members of another version. 3: choices by placement; 4: trees
+// grouped by host.
+inline constexpr uint32_t schedule_version = 4;
 inline constexpr uint32_t monotone_counter = 1u << 31;
 
 enum class Buf : uint8_t { input, output, landing, own_keys };
@@ -223,9 +225,18 @@ struct BufferSizes {
 };
 BufferSizes buffer_sizes(const OpDescriptor&, uint32_t rank) noexcept;
 
+// Where the members run: host[r] is member r's host, as an index that is
+// equal for members that say they share a host and offer its memory (the
+// path a pair takes may still differ; every member must see the same).
+// Empty, or with every member on a host of its own or all on one, every edge
+// costs the same: alpha and beta, and trees keep the rotation's order.
+using Placement = std::span<const uint32_t>;
+
 // Builds rank `rank`'s schedule. The descriptor must have passed validate()
 // and name a concrete algorithm. Fails with no_resources when the operation
-// cannot fit the limits and no_memory when allocation fails.
-Errc build_schedule(const OpDescriptor&, uint32_t rank, const Limits&, Schedule&) noexcept;
+// cannot fit the limits and no_memory when allocation fails. The tree
+// algorithms group their members by `placement` (pattern::TreeOrder).
+Errc build_schedule(const OpDescriptor&, uint32_t rank, const Limits&, Schedule&,
+		    Placement placement = {}) noexcept;
 
 } // namespace rcoll::engine

@@ -533,18 +533,21 @@ void Collectives::finish_join(CollGroup& g, int err, const engine::GroupConfig& 
 		std::unique_ptr<engine::Group> group;
 		engine::Errc e = engine::Errc::no_memory;
 		try {
-			// The cost model sees which members share a host.
+			// The trees group the members of each host, and the cost
+			// model may price where they run.
 			engine::GroupConfig placed = config;
-			if (rcoll::config().coll_placement)
-				placed.hosts = g.transport->placement();
+			placed.hosts = g.transport->placement();
+			placed.price_placement = rcoll::config().coll_placement;
 			uint32_t hosts = 0; // a host's index is its first member's rank
 			for (uint32_t rank = 0; rank < placed.hosts.size(); rank++)
 				hosts += placed.hosts[rank] == rank;
 			if (hosts > 1 && hosts < g.size)
 				RCOLL_INFO(FI_LOG_EP_CTRL,
-					   "collective group (slot %u, %u members): the cost model "
-					   "sees them on %u hosts\n",
-					   g.transport->slot(), g.size, hosts);
+					   "collective group (slot %u, %u members) on %u hosts: "
+					   "trees go between hosts at their top levels%s\n",
+					   g.transport->slot(), g.size, hosts,
+					   placed.price_placement ? ", and the cost model prices it"
+								  : "");
 			e = engine::Group::create(g.rank, g.size, *g.transport, placed, group);
 		} catch (const std::bad_alloc&) {
 		}
