@@ -163,7 +163,7 @@ Test(engine_patterns, knomial_tree_spans_group)
 // and the others in the order their first member follows the root; the
 // rotation itself without a placement that has a host of several members
 // besides others.
-Test(engine_patterns, tree_order_groups_members_by_host)
+Test(engine_patterns, host_order_groups_members_by_host)
 {
 	for (uint32_t p = 1; p <= 40; ++p)
 		for (uint32_t hosts : {1u, 2u, 3u, 5u, p})
@@ -176,8 +176,8 @@ Test(engine_patterns, tree_order_groups_members_by_host)
 					place[r] = first[h];
 				}
 				for (uint32_t root = 0; root < p; ++root) {
-					const TreeOrder order(p, root, place);
-					const TreeOrder rotation(p, root);
+					const HostOrder order(p, root, place);
+					const HostOrder rotation(p, root);
 					std::vector<bool> seen(p, false);
 					std::vector<uint32_t> host_seq;
 					for (uint32_t v = 0; v < p; ++v) {
@@ -219,14 +219,14 @@ Test(engine_patterns, tree_order_groups_members_by_host)
 	// --map-by node over two hosts: 0 2 | 1 3, so a binomial tree's lower
 	// level stays on the hosts.
 	const uint32_t by_node[] = {0, 1, 0, 1};
-	const TreeOrder order(4, 0, by_node);
+	const HostOrder order(4, 0, by_node);
 	cr_assert(order.to_real(1) == 2 && order.to_real(2) == 1 && order.to_real(3) == 3);
 	// A placement of another group, or naming no member, is no placement.
 	const uint32_t short_one[] = {0, 1, 0};
 	const uint32_t bad[] = {0, 9, 0, 9};
 	for (auto place : {std::span<const uint32_t>(short_one), std::span<const uint32_t>(bad)})
 		for (uint32_t v = 0; v < 4; ++v)
-			cr_assert_eq(TreeOrder(4, 1, place).to_real(v), to_real(v, 1, 4));
+			cr_assert_eq(HostOrder(4, 1, place).to_real(v), to_real(v, 1, 4));
 }
 
 Test(engine_patterns, folded_hypercube)

@@ -75,7 +75,7 @@ Errc build_barrier_ktree(ScheduleBuilder& b, const Limits& limits)
 		return monotone_counter | mc.tree_gather(tree.child_slot(child));
 	};
 	const uint32_t release = monotone_counter | mc.tree_release();
-	const pattern::TreeOrder order = b.tree_order(0);
+	const pattern::HostOrder order = b.host_order(0);
 	const uint32_t v = order.to_virtual(b.rank());
 	const auto children = tree.children_in_send_order(v);
 	for (uint32_t child : children)

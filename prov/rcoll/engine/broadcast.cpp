@@ -43,7 +43,7 @@ Errc build_broadcast_tree(ScheduleBuilder& b, const Limits& limits, uint32_t rad
 		return Errc::ok;
 
 	const KnomialTree tree{p, radix};
-	const pattern::TreeOrder order = b.tree_order(d.root);
+	const pattern::HostOrder order = b.host_order(d.root);
 	const uint32_t v = order.to_virtual(b.rank());
 	// A landing slot, a credit counter and a key slot per possible child.
 	const unsigned fanout = tree.slots();
@@ -153,7 +153,7 @@ Errc build_broadcast_scatter_allgather(ScheduleBuilder& b, const Limits& limits)
 
 	const BinomialTree tree{p};
 	const Partition part{d.count, p};
-	const pattern::TreeOrder order = b.tree_order(d.root);
+	const pattern::HostOrder order = b.host_order(d.root);
 	const uint32_t v = order.to_virtual(b.rank());
 	const unsigned fanout = pattern::ceil_log2(p);
 	auto real = [&](uint32_t vr) { return order.to_real(vr); };

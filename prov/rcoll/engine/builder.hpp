@@ -21,10 +21,10 @@ public:
 	const OpDescriptor& op() const noexcept { return d_; }
 	uint32_t rank() const noexcept { return rank_; }
 	uint32_t size() const noexcept { return d_.size; }
-	// The order of a tree rooted at `root`, its members grouped by host.
-	pattern::TreeOrder tree_order(uint32_t root) const
+	// The order of a tree rooted at `root` (or a ring), members grouped by host.
+	pattern::HostOrder host_order(uint32_t root) const
 	{
-		return pattern::TreeOrder(d_.size, root, placement_);
+		return pattern::HostOrder(d_.size, root, placement_);
 	}
 	size_t elem() const noexcept { return datatype_size(d_.dtype); }
 	ScheduleLayout& layout() noexcept { return s_.layout; }

@@ -55,15 +55,15 @@ public:
 	}
 
 	// Levels of the degree-k tree rooted at `root` whose every edge is local:
-	// a tree whose builder groups its members by host (pattern::TreeOrder),
+	// a tree whose builder groups its members by host (pattern::HostOrder),
 	// or, `grouped` false, one in the rotation's order.
 	unsigned local_tree_levels(uint32_t p, uint32_t k, uint32_t root, bool grouped) const
 	{
 		if (!mixed_)
 			return 0;
 		const pattern::KnomialTree tree{p, k};
-		const pattern::TreeOrder order =
-			grouped ? pattern::TreeOrder(p, root, hosts_) : pattern::TreeOrder(p, root);
+		const pattern::HostOrder order =
+			grouped ? pattern::HostOrder(p, root, hosts_) : pattern::HostOrder(p, root);
 		unsigned n = 0;
 		for (unsigned level = 0; level < tree.levels(); level++) {
 			bool all = true;

@@ -44,7 +44,7 @@ struct GroupConfig {
 	uint32_t max_active = 16; // operations executed concurrently
 	Selector selector;        // cost model and tuning rules
 	// Each member's host (see Placement), the same on every member: the
-	// tree algorithms group each host's members (pattern::TreeOrder), and
+	// tree algorithms group each host's members (pattern::HostOrder), and
 	// with price_placement the selector charges the edges that stay on a
 	// host its local constants. Empty: one host, or unknown.
 	std::vector<uint32_t> hosts;

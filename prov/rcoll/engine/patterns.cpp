@@ -2,7 +2,7 @@
 
 namespace rcoll::engine::pattern {
 
-TreeOrder::TreeOrder(uint32_t p, uint32_t root, std::span<const uint32_t> hosts)
+HostOrder::HostOrder(uint32_t p, uint32_t root, std::span<const uint32_t> hosts)
 	: p_(p), root_(root)
 {
 	if (hosts.size() != p || p < 3)

@@ -40,17 +40,19 @@ constexpr uint32_t to_real(uint32_t vrank, uint32_t root, uint32_t p) noexcept
 	return r >= p ? r - p : r;
 }
 
-// The virtual ranks of a tree rooted at `root`: the root is 0 and, where
-// each member's host is known (`hosts`, a host index per member), the
-// members of a host are consecutive, the root's host first and the others
-// in the order their first member follows the root. A k-nomial tree's lower
-// levels join neighbouring virtual ranks, so they stay on a host and only
-// its top levels cross between hosts (Karonis et al. 2000); with ranks
-// placed round-robin over hosts, the rotation would send every level across.
-// Without hosts, or with one member per host or all on one, the rotation.
-class TreeOrder {
+// The virtual ranks of a tree rooted at `root`, or the positions around a
+// ring: `root` is 0 and, where each member's host is known (`hosts`, a host
+// index per member), the members of a host are consecutive, the root's host
+// first and the others in the order their first member follows the root. A
+// k-nomial tree's lower levels join neighbouring virtual ranks, so they stay
+// on a host and only its top levels cross between hosts (Karonis et al.
+// 2000), and a ring crosses once per host; with ranks placed round-robin
+// over hosts, the rotation would send every level and every ring step
+// across. Without hosts, or with one member per host or all on one, the
+// rotation.
+class HostOrder {
 public:
-	TreeOrder(uint32_t p, uint32_t root, std::span<const uint32_t> hosts = {});
+	HostOrder(uint32_t p, uint32_t root, std::span<const uint32_t> hosts = {});
 	uint32_t to_virtual(uint32_t rank) const noexcept
 	{
 		return virtual_.empty() ? pattern::to_virtual(rank, root_, p_) : virtual_[rank];

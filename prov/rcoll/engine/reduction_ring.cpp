@@ -33,7 +33,13 @@ Errc build_ring(ScheduleBuilder& b, const Limits& limits, RingRole role)
 	const uint32_t p = d.size;
 	const uint64_t esz = b.elem();
 	const uint64_t total = role == RingRole::reduce_scatter ? d.count * p : d.count;
-	const uint32_t r = b.rank();
+	// Positions around the ring: with the members grouped by host, the ring
+	// crosses between hosts once per host instead of at every step where
+	// ranks alternate between hosts. reduce_scatter's block r must end at
+	// rank r: it keeps the ranks' order.
+	const pattern::HostOrder order =
+		role == RingRole::reduce_scatter ? pattern::HostOrder(p, 0) : b.host_order(0);
+	const uint32_t r = order.to_virtual(b.rank()); // this member's position
 	if (p == 1) {
 		b.copy(Buf::output, 0, Buf::input, 0, total * esz);
 		return Errc::ok;
@@ -43,7 +49,7 @@ Errc build_ring(ScheduleBuilder& b, const Limits& limits, RingRole role)
 
 	const Partition part{total, p};
 	const pattern::Ring ring{p, role == RingRole::reduce_scatter ? -1 : 0};
-	const uint32_t right = pattern::ring_right(r, p);
+	const uint32_t right = order.to_real(pattern::ring_right(r, p));
 	const uint32_t steps = p - 1;
 	const bool gather_phase = role == RingRole::allreduce;
 	const uint32_t phases = gather_phase ? 2 : 1;
@@ -89,16 +95,17 @@ Errc build_ring(ScheduleBuilder& b, const Limits& limits, RingRole role)
 		b.layout().landing_bytes = slot(phases, 0);
 
 	if (rdv) {
-		const uint32_t left = pattern::ring_left(r, p);
+		const uint32_t left = order.to_real(pattern::ring_left(r, p));
 		b.ship_key(left, into_output ? OwnKey::output : OwnKey::landing, right_key_slot,
 			   right_key_counter);
 		b.wait(right_key_counter);
 	}
-	const bool root = role == RingRole::reduce && r == d.root;
+	const bool root = role == RingRole::reduce && b.rank() == d.root;
 	if (role == RingRole::reduce && rdv && root)
 		for (uint32_t q = 0; q < p; ++q)
 			if (q != r && part.size(ring.owned_after_reduce_scatter(q)) > 0)
-				b.ship_key(q, OwnKey::output, root_key_slot, root_key_counter);
+				b.ship_key(order.to_real(q), OwnKey::output, root_key_slot,
+					   root_key_counter);
 
 	auto seg_off = [&](uint32_t s, const Chunking& ch, uint32_t c) {
 		return (part.offset(s) + ch.offset(c)) * esz;

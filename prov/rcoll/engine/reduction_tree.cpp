@@ -33,8 +33,8 @@ Errc build_ktree(ScheduleBuilder& b, const Limits& limits, TreeRole role)
 	const uint64_t block = d.count * esz; // reduce_scatter output block
 	// reduce_scatter's blocks go down by subtree, each one contiguous run
 	// of ranks: it keeps the ranks' own order.
-	const pattern::TreeOrder order =
-		role == TreeRole::reduce_scatter ? pattern::TreeOrder(p, root) : b.tree_order(root);
+	const pattern::HostOrder order =
+		role == TreeRole::reduce_scatter ? pattern::HostOrder(p, root) : b.host_order(root);
 	const uint32_t v = order.to_virtual(b.rank());
 
 	if (p == 1) {

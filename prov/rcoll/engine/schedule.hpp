@@ -235,7 +235,7 @@ using Placement = std::span<const uint32_t>;
 // Builds rank `rank`'s schedule. The descriptor must have passed validate()
 // and name a concrete algorithm. Fails with no_resources when the operation
 // cannot fit the limits and no_memory when allocation fails. The tree
-// algorithms group their members by `placement` (pattern::TreeOrder).
+// algorithms group their members by `placement` (pattern::HostOrder).
 Errc build_schedule(const OpDescriptor&, uint32_t rank, const Limits&, Schedule&,
 		    Placement placement = {}) noexcept;
 
