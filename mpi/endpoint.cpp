@@ -141,14 +141,19 @@ std::vector<int> world_ranks_of(MPI_Comm comm)
 	return world_ranks;
 }
 
-bool Endpoint::on_one_host(MPI_Comm comm) const
+Spread Endpoint::spread_of(MPI_Comm comm) const
 {
-	const std::vector<int> members = world_ranks_of(comm);
-	for (int w : members)
-		if (w < 0 || size_t(w) >= hosts_.size() ||
-		    hosts_[size_t(w)] != hosts_[size_t(members[0])])
-			return false;
-	return true;
+	std::vector<uint64_t> hosts;
+	for (int w : world_ranks_of(comm)) {
+		if (w < 0 || size_t(w) >= hosts_.size())
+			return Spread::apart; // not a member of the world: as if alone
+		hosts.push_back(hosts_[size_t(w)]);
+	}
+	std::sort(hosts.begin(), hosts.end());
+	if (hosts.empty() || hosts.front() == hosts.back())
+		return Spread::host;
+	return std::adjacent_find(hosts.begin(), hosts.end()) != hosts.end() ? Spread::shared
+									     : Spread::apart;
 }
 
 void Operation::end(int err, std::string text)

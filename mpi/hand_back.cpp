@@ -1,6 +1,9 @@
 #include "hand_back.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <iterator>
+#include <utility>
 
 namespace rcoll::mpi {
 namespace {
@@ -73,12 +76,17 @@ std::string parse_rule(std::string_view text, HandBackRule& rule)
 	if (fields.size() > 3)
 		return "more than three fields";
 	size_t next = 0;
-	if (fields.size() > 1 && (fields[0] == "host" || fields[0] == "net")) {
-		rule.where =
-			fields[0] == "host" ? HandBackRule::Where::host : HandBackRule::Where::net;
+	using W = HandBackRule::Where;
+	static constexpr std::pair<std::string_view, W> kWheres[] = {
+		{"host", W::host}, {"net", W::net}, {"apart", W::apart}, {"shared", W::shared}};
+	const auto where = std::find_if(std::begin(kWheres), std::end(kWheres),
+					[&](const auto& w) { return w.first == fields[0]; });
+	if (fields.size() > 1 && where != std::end(kWheres)) {
+		rule.where = where->second;
 		next = 1;
 	} else if (fields.size() == 3) {
-		return "where the members run is \"host\" or \"net\", not \"" +
+		return "where the members run is \"host\", \"net\", \"apart\" or \"shared\", "
+		       "not \"" +
 		       std::string(fields[0]) + "\"";
 	}
 	if (fields.size() - next == 2 &&

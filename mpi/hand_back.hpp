@@ -7,7 +7,10 @@
 //   RULES := RULE [";" RULE]...         (empty: no call goes back)
 //   RULE  := [WHERE ":"] [RANKS ":"] BYTES
 //   WHERE := "host" (every member on one host, on rcoll's node-local path)
-//          | "net" (otherwise)
+//          | "net" (otherwise: "apart" or "shared")
+//          | "apart" (on several hosts, one member on each)
+//          | "shared" (on several hosts, several members on one of them,
+//            which reach each other through its memory)
 //   RANKS := RANGE of communicator sizes; BYTES := RANGE of payload bytes
 //   RANGE := N | N "-" | N "-" N | "-" N | "*"   (inclusive; N may end in
 //            k, m or g: KiB, MiB, GiB)
@@ -22,8 +25,11 @@
 
 namespace rcoll::mpi {
 
+// Where a communicator's members run, as the rules tell them apart.
+enum class Spread { host, apart, shared };
+
 struct HandBackRule {
-	enum class Where { any, host, net };
+	enum class Where { any, host, net, apart, shared };
 	Where where = Where::any;
 	uint64_t ranks_min = 0, ranks_max = UINT64_MAX;
 	uint64_t bytes_min = 0, bytes_max = UINT64_MAX;
@@ -34,20 +40,32 @@ public:
 	// Reads `text`: an empty string, or what is wrong with it (the rules
 	// read before then stay).
 	std::string parse(std::string_view text);
-	// Whether a call of `bytes` on `ranks` members goes back to the MPI.
-	bool matches(uint64_t bytes, uint64_t ranks, bool one_host) const noexcept
+	// Whether a call of `bytes` on `ranks` members spread as `spread` goes
+	// back to the MPI.
+	bool matches(uint64_t bytes, uint64_t ranks, Spread spread) const noexcept
 	{
 		for (const HandBackRule& r : rules_)
 			if (bytes >= r.bytes_min && bytes <= r.bytes_max && ranks >= r.ranks_min &&
-			    ranks <= r.ranks_max &&
-			    (r.where == HandBackRule::Where::any ||
-			     (r.where == HandBackRule::Where::host) == one_host))
+			    ranks <= r.ranks_max && takes(r.where, spread))
 				return true;
 		return false;
 	}
 	const std::vector<HandBackRule>& rules() const noexcept { return rules_; }
 
 private:
+	static bool takes(HandBackRule::Where where, Spread spread) noexcept
+	{
+		using W = HandBackRule::Where;
+		switch (where) {
+		case W::any: return true;
+		case W::host: return spread == Spread::host;
+		case W::net: return spread != Spread::host;
+		case W::apart: return spread == Spread::apart;
+		case W::shared: return spread == Spread::shared;
+		}
+		return false;
+	}
+
 	std::vector<HandBackRule> rules_;
 };
 
@@ -84,11 +102,24 @@ inline constexpr const char* kHandBackVariables[] = {
 // 64 B broadcasts, 1.13 and 1.20 for reduces), and the mid-size ones of 3-4.
 // Its 2-rank allreduces on one host from 8 MiB are rcoll's since they go
 // in one copy (in-job 0.69-0.88).
+// The rules of 3-4 ranks between hosts above hold where each member has a
+// host of its own ("apart"). Where some share a host ("shared": the MPI's
+// shared memory and rcoll's node-local path between them, and rcoll's
+// trees and rings grouped by host), measured with --hosts 2 --ranks 4
+// (namespace hosts of one CPU each), three runs, in-job medians: reduces
+// of 512 B and 256 KiB are the MPI's (forced 1.30 and 1.23, handed back
+// 0.88 and 0.98); allreduces from 1 MiB (forced 0.66-0.71, 0.74 by these
+// rules, where the old ones gave 1.02) and broadcasts from 16 KiB (256 KiB
+// 0.66, 1.09 handed back) are rcoll's. Broadcasts up to 512 B took
+// 1.6-1.9 forced and 2.3 handed back, and allgathers 1.0-1.2 either way:
+// the offloaded barrier before each call releases the root last, which
+// delays whichever broadcast follows, so they stay rcoll's.
 inline constexpr const char* kOpenMpiHandBack[] = {
 	"net:2:*",
-	"host:3-4:16k-128k;net:2:-128k;net:2:1m-8m;net:3-4:16k-1m",
-	"net:2:-2k;net:3-4:1m-",
-	"host:2:128k-2m;net:2:-16k;net:2:1m-;net:3-4:128k-1m",
+	"host:3-4:16k-128k;net:2:-128k;net:2:1m-8m;apart:3-4:16k-1m",
+	"net:2:-2k;apart:3-4:1m-",
+	"host:2:128k-2m;net:2:-16k;net:2:1m-;apart:3-4:128k-1m;shared:3-4:384-768;shared:3-4:"
+	"128k-512k",
 	"host:2:1m-8m;host:3-4:8m-;net:2:-128k;net:3-4:16k-128k;net:3-4:1m-8m",
 	"",
 	"",

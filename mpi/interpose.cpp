@@ -49,7 +49,9 @@ constexpr Kind kKindOf[kCalls] = {kBarrier,   kBcast,         kAllreduce, kReduc
 struct CommEntry {
 	bool usable = false; // an intracommunicator of 2 or more members, with a key
 	uint64_t size = 0;
-	bool one_host = false; // and the node-local path is on
+	// Where its members run; on one host (or together on one) only where
+	// the node-local path is on, which is what tells them apart.
+	Spread spread = Spread::apart;
 	std::optional<uint64_t> key;
 	std::shared_ptr<CommGroup> group;
 };
@@ -269,7 +271,8 @@ CommEntry* entry_of(MPI_Comm comm)
 	entry->key = inter || size < 2 ? std::nullopt : comm_key(comm);
 	entry->usable = entry->key.has_value();
 	entry->size = uint64_t(size);
-	entry->one_host = entry->usable && s.node_local && s.endpoint.on_one_host(comm);
+	if (entry->usable && s.node_local)
+		entry->spread = s.endpoint.spread_of(comm);
 	{
 		std::lock_guard guard(s.entries_lock);
 		s.entries.insert(entry.get());
@@ -388,7 +391,7 @@ Route route(Tally& tally, std::optional<uint64_t> bytes, MPI_Comm comm, bool blo
 		return r;
 	}
 	if (!s.force &&
-	    s.hand_back[kKindOf[tally.call()]].matches(*bytes, r.entry->size, r.entry->one_host)) {
+	    s.hand_back[kKindOf[tally.call()]].matches(*bytes, r.entry->size, r.entry->spread)) {
 		tally.outcome = kByRule;
 		return r;
 	}

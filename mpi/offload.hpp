@@ -37,6 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "hand_back.hpp"
+
 // The MPI_ entry points the library defines: exported whatever the MPI's
 // header says (Open MPI's marks them visible, MPICH's does not), everything
 // else stays hidden.
@@ -106,9 +108,10 @@ public:
 	// set, when rcoll refused it.
 	std::shared_ptr<CommGroup> join(MPI_Comm comm, std::optional<uint64_t> key,
 					std::string& error);
-	// Whether every member of `comm` runs on one host (by the MPI's
-	// processor names, exchanged when the endpoint opened).
-	bool on_one_host(MPI_Comm comm) const;
+	// Where the members of `comm` run (by the MPI's processor names,
+	// exchanged when the endpoint opened): on one host, on several with
+	// one on each, or on several with some together.
+	Spread spread_of(MPI_Comm comm) const;
 	// Blocks until the group joined and its queued calls are posted; false
 	// (with the reason in g.failure) when the join failed.
 	bool await_ready(CommGroup& g);
