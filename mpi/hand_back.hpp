@@ -8,7 +8,8 @@
 //   RULE  := [WHERE ":"] [RANKS ":"] BYTES
 //   WHERE := "host" (every member on one host, on rcoll's node-local path)
 //          | "net" (otherwise: "apart" or "shared")
-//          | "apart" (on several hosts, one member on each)
+//          | "apart" (on several hosts, one member on each, or rcoll's
+//            node-local path off)
 //          | "shared" (on several hosts, several members on one of them,
 //            which reach each other through its memory)
 //   RANKS := RANGE of communicator sizes; BYTES := RANGE of payload bytes

@@ -114,10 +114,18 @@ hows="own offloaded"
 
 # job_command NP PATH HOW: sets `command` to the launcher's command line.
 job_command() {
-	local np=$1 path=$2 how=$3 bind=hwthread crowded=0 settings=() var
+	local np=$1 path=$2 how=$3 bind=hwthread crowded=0 settings=() var i share
 	[ "$np" -gt "$(OMP_NUM_THREADS='' OMP_THREAD_LIMIT='' nproc)" ] && bind=none crowded=1
-	# The namespace hosts share this machine's hardware threads.
-	[ "$path" = hosts ] && bind=none
+	if [ "$path" = hosts ]; then
+		# Each namespace host runs on its share of the hardware threads
+		# (mpi-netns-hosts.sh); --map-by node gives host i the ranks i,
+		# i + hosts, ...: crowded where a host has more than its share.
+		bind=none crowded=0
+		for ((i = 0; i < hosts && i < np; i++)); do
+			share=$(tr ',' '\n' <<<"${mpi_host_cpus[i]}" | wc -l)
+			(((np - i + hosts - 1) / hosts > share)) && crowded=1
+		done
+	fi
 	# The library's own settings from the caller's environment
 	# (RCOLL_MPI_FORCE=1: every size offloaded, the rules aside).
 	if [ "$how" != own ]; then
@@ -128,8 +136,8 @@ job_command() {
 		[ "$how" = also ] && settings+=("$also")
 		# rcoll's collectives through its core, as between hosts.
 		[ "$path" = tcp ] && settings+=(FI_RCOLL_COLL_LOCAL=0)
-		# More ranks than hardware threads, which the namespace hosts hide
-		# from rcoll as from the MPI: waits yield.
+		# More ranks on a host than its hardware threads, which the
+		# namespace hosts hide from rcoll as from the MPI: waits yield.
 		[ "$path" = hosts ] && [ $crowded = 1 ] && settings+=(FI_RCOLL_YIELD_WHEN_IDLE=1)
 	fi
 	command=()

@@ -15,7 +15,9 @@
 # for everything above; a measured rank count stands for the counts above
 # the next smaller one (larger communicators than measured get no rule: a
 # guess either way). The library's defaults (mpi/hand_back.hpp) come from
-# it, measured with RCOLL_MPI_FORCE=1.
+# it, measured with RCOLL_MPI_FORCE=1; where they also have rules for
+# "shared" communicators (measured on namespace hosts, which it refuses),
+# its "net" rules of those sizes went in as "apart".
 #
 #   RCOLL_MPI_FORCE=1 scripts/bench-mpi.sh --full --rounds 3 | tee bench.txt
 #   scripts/hand-back-rules.sh [--max-ratio R] bench.txt [bench2.txt...]

@@ -24,7 +24,7 @@
 #                                   host, where the launcher goes)
 #   mpi_hosts_down                  removes everything mpi_hosts_up made
 #
-# Open MPI:  "$mpi_on_first_host" mpirun --hostfile "$mpi_hostfile" --map-by node
+# Open MPI:  "$mpi_on_first_host" mpirun --hostfile "$mpi_hostfile" --map-by node --bind-to none
 #              --mca plm_rsh_agent "$mpi_agent" --mca oob_tcp_if_include eth0 ...
 #            (a host has fewer hardware threads than Open MPI sees: with
 #            more ranks than its share, add --mca mpi_yield_when_idle 1,
@@ -78,17 +78,28 @@ mpi_hosts_up() {
 	mpi_hostfile=$work/hostfile
 	printf '%s slots=64\n' "${mpi_hosts[@]}" >"$mpi_hostfile" || return 1
 	mpi_host_list=$(IFS=, && echo "${mpi_hosts[*]}")
-	# Host i's CPUs: the i-th of `count` equal shares of the ones this
-	# shell may use, or one of them in turn when they are fewer.
-	local cpus=() share cpu_case=
+	# Host i's CPUs: the i-th of `count` shares of the ones this shell may
+	# use (the first hosts, which --map-by node gives the most ranks, take
+	# what does not divide), or one of them in turn when they are fewer.
+	# Ordered by core, so that a host takes whole cores, hardware threads
+	# and all, where lscpu tells which share one.
+	local cpus=() share cpu_case= n start end
+	command -v taskset >/dev/null || { echo "mpi-netns-hosts: needs taskset (util-linux)" >&2; return 1; }
 	mapfile -t cpus < <(taskset -pc $$ | sed 's/.*: //' | tr ',' '\n' |
 		awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }')
-	[ ${#cpus[@]} -gt 0 ] || return 1
+	if [ ${#cpus[@]} -gt 1 ] && command -v lscpu >/dev/null; then
+		mapfile -t cpus < <(lscpu -p=CPU,CORE 2>/dev/null | grep -v '^#' |
+			awk -F, -v allowed=" ${cpus[*]} " 'index(allowed, " " $1 " ") { print $2, $1 }' |
+			sort -n -k1,1 -k2,2 | awk '{ print $2 }')
+	fi
+	[ ${#cpus[@]} -gt 0 ] || { echo "mpi-netns-hosts: cannot read this shell's CPUs" >&2; return 1; }
+	n=${#cpus[@]}
 	for ((i = 0; i < count; i++)); do
-		if ((${#cpus[@]} >= count)); then
-			share=$(printf '%s\n' "${cpus[@]:i * ${#cpus[@]} / count:(i + 1) * ${#cpus[@]} / count - i * ${#cpus[@]} / count}" | paste -sd,)
+		if ((n >= count)); then
+			start=$(((i * n + count - 1) / count)) end=$((((i + 1) * n + count - 1) / count))
+			share=$(printf '%s\n' "${cpus[@]:start:end - start}" | paste -sd,)
 		else
-			share=${cpus[i % ${#cpus[@]}]}
+			share=${cpus[i % n]}
 		fi
 		mpi_host_cpus[i]=$share
 		cpu_case="$cpu_case ${mpi_hosts[i]}) cpus=$share ;;"
@@ -100,7 +111,7 @@ mpi_hosts_up() {
 		while [ \$# -gt 0 ] && [ "\${1#-}" != "\$1" ]; do shift; done
 		host=\$1
 		shift
-		case \$host in $cpu_case *) exit 1 ;; esac
+		case \$host in $cpu_case *) echo "rsh-agent: no host \$host" >&2; exit 1 ;; esac
 		exec taskset -c "\$cpus" ip netns exec "\$host" unshare --uts sh -c 'hostname "\$0" && exec sh -c "\$1"' "\$host" "\$*"
 	EOF
 	chmod +x "$mpi_agent" || return 1

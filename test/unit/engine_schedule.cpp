@@ -504,3 +504,35 @@ Test(engine_schedule, broadcast_stages_up_to_its_own_limit)
 			}
 		}
 }
+
+// With a placement, the trees and rings visit each host's members together
+// (pattern::HostOrder); without one, in the ranks' order. Under --map-by
+// node over two hosts (0 2 | 1 3), the binomial broadcast's root writes
+// first to the other host's first member, 1, where the rotation sends to 2;
+// the ring allreduce's rank 0 writes to its host's 2, not to 1.
+Test(engine_schedule, placement_groups_trees_and_rings_by_host)
+{
+	const uint32_t by_node[] = {0, 1, 0, 1};
+	const Limits limits = eager_limits();
+	auto first_write = [&](const OpDescriptor& d, uint32_t rank, Placement placement) {
+		Schedule s;
+		cr_assert_eq(build_schedule(d, rank, limits, s, placement), Errc::ok);
+		for (const Step& st : s.steps)
+			if (st.kind == Step::Kind::write)
+				return st.peer;
+		cr_assert_fail("no write");
+		return UINT32_MAX;
+	};
+	const OpDescriptor bcast =
+		descriptor({Collective::broadcast, Algorithm::binomial}, 4, 64, 0);
+	cr_assert_eq(first_write(bcast, 0, by_node), 1u);
+	cr_assert_eq(first_write(bcast, 0, {}), 2u);
+	cr_assert_eq(first_write(bcast, 1, by_node), 3u); // 1 forwards on its host
+	const OpDescriptor ring = descriptor({Collective::allreduce, Algorithm::ring}, 4, 64, 0);
+	cr_assert_eq(first_write(ring, 0, by_node), 2u);
+	cr_assert_eq(first_write(ring, 0, {}), 1u);
+	cr_assert_eq(first_write(ring, 3, by_node), 0u); // the ring closes: 0 2 1 3
+	// reduce_scatter's blocks belong to ranks: its ring keeps their order.
+	const OpDescriptor rs = descriptor({Collective::reduce_scatter, Algorithm::ring}, 4, 16, 0);
+	cr_assert_eq(first_write(rs, 0, by_node), first_write(rs, 0, {}));
+}

@@ -282,9 +282,21 @@ Test(engine_selection, model_charges_each_round_by_its_edges)
 	cr_assert_float_eq(predict(folded, l, cp, fold_together).time_us,
 			   20 + 8 * 0.001 + 2 * 8 * 0.002 + 2 * 0.5 + 2 * 8 * 0.0001, 1e-9);
 	a.count = 1;
-	// The ring crosses hosts at every step.
+	// Every ring step has an edge between hosts, grouped or not: all are
+	// charged alike.
 	a.algorithm = Algorithm::ring;
 	cr_assert_eq(predict(a, l, cp, by_node).time_us, predict(a, l, cp).time_us);
+	// Grouped by host, a tree keeps levels on the hosts where the ranks'
+	// order has none: 6 members round-robin over 3 hosts (0 3 | 1 4 | 2 5),
+	// the binomial tree's lowest level joins each host's pair, at the
+	// local cost.
+	const uint32_t three_hosts[] = {0, 1, 2, 0, 1, 2};
+	OpDescriptor six = op(Collective::broadcast, 6, 1000, Datatype::uint8);
+	six.algorithm = Algorithm::ktree;
+	six.params.radix = 1;
+	cr_assert_float_eq(predict(six, l, cp, three_hosts).time_us,
+			   2 * (20 + n * 0.001) + 0.5 + n * 0.0001, 1e-9);
+	cr_assert_float_eq(predict(six, l, cp).time_us, 3 * (20 + n * 0.001), 1e-9);
 	// The wrong number of entries is no placement.
 	cr_assert_eq(predict(a, l, cp, std::span<const uint32_t>(by_node, 3)).time_us,
 		     predict(a, l, cp).time_us);

@@ -1,8 +1,8 @@
 // Allreduce, reduce_scatter and reduce around a ring (Patarasuk and Yuan
 // 2009). Floating-point bracketing: segment s is accumulated along the ring
-// starting at rank s + 1: ((x_{s+1} (op) x_{s+2}) ...) (op) x_s; a
-// different bracketing per segment, identical on every rank (Patarasuk and
-// Yuan, section 2.1).
+// starting at position s + 1 (pattern::HostOrder):
+// ((x_{s+1} (op) x_{s+2}) ...) (op) x_s; a different bracketing per
+// segment, identical on every rank (Patarasuk and Yuan, section 2.1).
 #include <algorithm>
 
 #include "engine/builder.hpp"

@@ -17,7 +17,8 @@ enum class TreeRole { allreduce, reduce, reduce_scatter };
 
 // Gupta's degree-k tree (ch. 6): a node receives from at most k children
 // per step, each into its own landing slot (Gupta: "a sender of rank r
-// always writes into block r"), and reduces them in ascending rank order.
+// always writes into block r"), and reduces them in ascending order of
+// their positions in the tree (pattern::HostOrder).
 // Generalised to any N and k with the k-nomial tree of radix k + 1.
 // allreduce then broadcasts the result down the same tree; reduce_scatter
 // reduces the whole p * count vector to rank 0 and scatters the blocks
