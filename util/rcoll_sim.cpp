@@ -69,6 +69,8 @@ void usage(FILE* out)
 		"      --alpha US          latency per message (%.3g)\n"
 		"      --beta US           time per byte on the wire (%.3g)\n"
 		"      --gamma US          time per byte reduced (%.3g)\n"
+		"      --overhead US       CPU time per message a rank sends or receives\n"
+		"                          beyond one per round, LogP's o (%.3g)\n"
 		"      --radix K           degree of the k-ary tree (%u)\n"
 		"      --chunk BYTES       pipeline chunk (%lluk)\n"
 		"      --eager BYTES       most bytes a schedule copies out of scratch (%lluk)\n"
@@ -81,7 +83,7 @@ void usage(FILE* out)
 		"      --csv               comma-separated output\n"
 		"  -h, --help\n",
 		CostParams{}.alpha_us, CostParams{}.beta_us_per_byte,
-		CostParams{}.gamma_us_per_byte, GroupConfig{}.radix,
+		CostParams{}.gamma_us_per_byte, CostParams{}.overhead_us, GroupConfig{}.radix,
 		(unsigned long long)GroupConfig{}.chunk_bytes / 1024,
 		(unsigned long long)GroupConfig{}.eager_bytes / 1024);
 }
@@ -136,6 +138,7 @@ bool parse_args(int argc, char** argv, Args& a)
 		opt_alpha = 256,
 		opt_beta,
 		opt_gamma,
+		opt_overhead,
 		opt_radix,
 		opt_chunk,
 		opt_eager,
@@ -158,6 +161,7 @@ bool parse_args(int argc, char** argv, Args& a)
 		{"alpha", required_argument, nullptr, opt_alpha},
 		{"beta", required_argument, nullptr, opt_beta},
 		{"gamma", required_argument, nullptr, opt_gamma},
+		{"overhead", required_argument, nullptr, opt_overhead},
 		{"radix", required_argument, nullptr, opt_radix},
 		{"chunk", required_argument, nullptr, opt_chunk},
 		{"eager", required_argument, nullptr, opt_eager},
@@ -223,11 +227,13 @@ bool parse_args(int argc, char** argv, Args& a)
 		case opt_alpha:
 		case opt_beta:
 		case opt_gamma:
+		case opt_overhead:
 			if (!parse_double(optarg, d))
 				return fail("model constant", optarg);
-			(c == opt_alpha  ? a.cost.alpha_us
-			 : c == opt_beta ? a.cost.beta_us_per_byte
-					 : a.cost.gamma_us_per_byte) = d;
+			(c == opt_alpha   ? a.cost.alpha_us
+			 : c == opt_beta  ? a.cost.beta_us_per_byte
+			 : c == opt_gamma ? a.cost.gamma_us_per_byte
+					  : a.cost.overhead_us) = d;
 			break;
 		case opt_radix:
 			if (!parse_size(optarg, v) || v == 0 || v > UINT32_MAX)

@@ -331,3 +331,40 @@ Test(engine_selection, model_picks_by_placement)
 	cr_assert_lt(predict(chosen, l, cp, by_node).time_us,
 		     predict(flat, l, cp, by_node).time_us);
 }
+
+// LogP's o: a flat tree's root sends (and in a barrier, also hears) its k
+// children one after another, so each level costs alpha + (k - 1) o. With o
+// large next to alpha the selector leaves the flat trees it takes at o = 0.
+Test(engine_selection, model_charges_a_members_messages_one_after_another)
+{
+	Limits l;
+	CostParams cp{20.0, 0.00033, 0.0002};
+	OpDescriptor b = op(Collective::barrier, 4, 0);
+	b.algorithm = Algorithm::ktree;
+	b.params.radix = 3;
+	const double flat = predict(b, l, cp).time_us;
+	cr_assert_float_eq(flat, 2 * 20.0, 1e-9);
+	CostParams busy = cp;
+	busy.overhead_us = 4;
+	cr_assert_float_eq(predict(b, l, busy).time_us, 2 * (20.0 + 2 * 4.0), 1e-9);
+	// One message per member per round: o is never charged.
+	for (Algorithm a : {Algorithm::pairwise, Algorithm::dissemination}) {
+		b.algorithm = a;
+		cr_assert_eq(predict(b, l, busy).time_us, predict(b, l, cp).time_us);
+	}
+	OpDescriptor bc = op(Collective::broadcast, 8, 1);
+	bc.algorithm = Algorithm::binomial;
+	cr_assert_eq(predict(bc, l, busy).time_us, predict(bc, l, cp).time_us);
+
+	const Choice lean = Selector(cp, {}).choose(op(Collective::barrier, 4, 0), l);
+	cr_assert_eq(lean.algorithm, Algorithm::ktree);
+	cr_assert_eq(lean.params.radix, 3u);
+	busy.overhead_us = 20;
+	const Choice costly = Selector(busy, {}).choose(op(Collective::barrier, 4, 0), l);
+	cr_assert_neq(costly.algorithm, Algorithm::ktree);
+	const Choice tree = Selector(busy, {}).choose(op(Collective::broadcast, 8, 1), l);
+	cr_assert(tree.algorithm == Algorithm::binomial ||
+			  (tree.algorithm == Algorithm::ktree && tree.params.radix < 7),
+		  "chose %s radix %u", std::string(to_string(tree.algorithm)).c_str(),
+		  tree.params.radix);
+}

@@ -776,6 +776,39 @@ Test(engine_sim, modelled_time_tracks_cost_model)
 		  "simulated %.1f us, predicted %.1f us", sim_time, pred.time_us);
 }
 
+// The simulated fabric charges LogP's o as the model does: a flat tree's
+// root posts its k messages one after another, a binomial tree's members one
+// per level, so o lengthens the first and leaves the second alone.
+Test(engine_sim, modelled_time_charges_overhead_per_message)
+{
+	const uint32_t p = 8;
+	for (uint32_t k : {1u, 7u})
+		for (double o : {0.0, 5.0}) {
+			ClusterOptions opt;
+			opt.sim.timing = sim::Timing::modelled;
+			opt.sim.check_memory = false;
+			opt.sim.cost = CostParams{10.0, 1e-6, 1e-6};
+			opt.sim.cost.overhead_us = o;
+			Cluster cluster(p, opt);
+			OpSpec one = spec({Collective::broadcast, Algorithm::ktree}, 1);
+			one.params.radix = k;
+			cr_assert_eq(cluster.run({one}), "");
+			OpDescriptor d;
+			d.coll = Collective::broadcast;
+			d.algorithm = Algorithm::ktree;
+			d.params.radix = k;
+			d.size = p;
+			d.count = 1;
+			d.dtype = Datatype::int32;
+			const double predicted =
+				predict(d, Group::limits(p, opt.config), opt.sim.cost).time_us;
+			const double simulated = cluster.fabric().makespan();
+			cr_assert(std::fabs(simulated - predicted) < 1.0,
+				  "k=%u o=%g: simulated %.2f us, predicted %.2f us", k, o,
+				  simulated, predicted);
+		}
+}
+
 // The model charges a key exchange exactly where the schedule makes one. A
 // 4-member recursive-doubling allreduce of 128 KiB stages 256 KiB but
 // copies none of it out of the scratch, so it stays eager; a model that

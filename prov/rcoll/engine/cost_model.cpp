@@ -109,8 +109,11 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		return r;
 
 	double lat = 0, bytes = 0, reduce_bytes = 0, serial_bytes = 0;
-	// The parts of lat and serial_bytes that go over edges on one host.
-	double local_lat = 0, local_bytes = 0;
+	// Messages on the critical path that wait for their rank's previous
+	// one (LogP's o each), beyond the one per round that alpha covers.
+	double queued = 0;
+	// The parts of lat, serial_bytes and queued that go over edges on one host.
+	double local_lat = 0, local_bytes = 0, local_queued = 0;
 	const bool fold_local = folded && edges.round_local(cube.extras(), [&](uint32_t r) {
 		return r + cube.pof2();
 	});
@@ -145,6 +148,9 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			const uint32_t k = tree_radix(d, limits);
 			lat = 2.0 * knomial_levels(p, k);
 			local_lat = 2.0 * tree_levels(k, 0);
+			// Per level, a parent hears k children, then releases them.
+			queued = lat * (k - 1);
+			local_queued = local_lat * (k - 1);
 		} else if (d.algorithm == Algorithm::pairwise) {
 			lat = lp + (folded ? 2 : 0);
 			local_lat = local_dims + (fold_local ? 2 : 0);
@@ -175,6 +181,8 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			bytes = l * k * n;
 			local_lat = tree_levels(k, d.root);
 			local_bytes = local_lat * k * n;
+			queued = lat * (k - 1);
+			local_queued = local_lat * (k - 1);
 		}
 		break;
 	case Collective::allreduce:
@@ -190,6 +198,8 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			bytes = l * k * n;
 			local_lat = 2.0 * tree_levels(k, 0);
 			local_bytes = local_lat * k * n;
+			queued = lat * (k - 1);
+			local_queued = local_lat * (k - 1);
 			break;
 		}
 		case Algorithm::recursive_doubling:
@@ -239,6 +249,8 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			bytes = n;
 			local_lat = tree_levels(k, d.root);
 			local_bytes = local_lat * k * n;
+			queued = lat * (k - 1);
+			local_queued = local_lat * (k - 1);
 		}
 		break;
 	case Collective::reduce_scatter: {
@@ -257,6 +269,8 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			bytes = l * k * total;
 			local_lat = 2.0 * tree_levels(k, 0, false);
 			local_bytes = local_lat / 2 * k * total;
+			queued = lat * (k - 1);
+			local_queued = local_lat * (k - 1);
 		}
 		break;
 	}
@@ -286,6 +300,7 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		lat = 1;
 		serial_bytes = (p - 1) * n;
 		bytes = serial_bytes;
+		queued = p - 2;
 		break;
 	}
 	r.rendezvous = rendezvous;
@@ -293,9 +308,11 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		lat += 1;
 	r.latency_terms = lat;
 	r.bytes_per_rank = bytes;
-	r.time_us = (lat - local_lat) * a + (serial_bytes - local_bytes) * bt + reduce_bytes * g;
+	r.time_us = (lat - local_lat) * a + (serial_bytes - local_bytes) * bt + reduce_bytes * g +
+		    (queued - local_queued) * c.overhead_us;
 	if (local_lat > 0 || local_bytes > 0)
-		r.time_us += local_lat * c.local_alpha_us + local_bytes * c.local_beta_us_per_byte;
+		r.time_us += local_lat * c.local_alpha_us + local_bytes * c.local_beta_us_per_byte +
+			     local_queued * c.local_overhead_us;
 	return r;
 }
 
@@ -347,9 +364,9 @@ Choice Selector::choose(const OpDescriptor& d, const Limits& limits, Placement p
 		std::vector<uint32_t> radixes{0};
 		if (alg == Algorithm::ktree) {
 			// Degrees 1 (binomial) to 7, Gupta's range: wider trees look
-			// cheap to a model without per-message receive overhead, and
-			// Gupta measured the flat tree as poor (reduction work and
-			// contention all at the root).
+			// cheap where o is small next to alpha, and Gupta measured
+			// the flat tree as poor (reduction work and contention all
+			// at the root).
 			radixes.clear();
 			for (uint32_t k = 1; k <= 7 && k < d.size; ++k)
 				radixes.push_back(k);

@@ -14,6 +14,14 @@
 // local_beta (hierarchy-aware selection, as in Karonis et al. 2000, "Exploiting
 // hierarchy in parallel computer networks to optimize collective operation
 // performance").
+//
+// A rank's own messages do not overlap, however: each costs its CPU the
+// overhead o of the LogP model (Culler et al. 1993, "LogP: towards a
+// realistic model of parallel computation"), a system call on a kernel TCP
+// core. alpha includes one message's o at each end, so a round in which a
+// rank sends or receives k messages costs alpha + (k - 1) o: what makes a
+// flat tree's root, with its k sends per level, slower than a binomial
+// tree's where o is large.
 #pragma once
 
 #include <span>
@@ -31,6 +39,9 @@ struct CostParams {
 	// Between two members on one host, where the group also spans hosts.
 	double local_alpha_us = 0.5;
 	double local_beta_us_per_byte = 1e-4;
+	// LogP's o, per message a rank sends or receives beyond one per round.
+	double overhead_us = 0;
+	double local_overhead_us = 0;
 };
 
 struct Prediction {

@@ -105,23 +105,27 @@ engine::GroupConfig Collectives::group_config(bool local) const
 					       "COLL_BETA_US_PER_BYTE");
 	remote.gamma_us_per_byte = parse_double(c.coll_gamma_us_per_byte, core.gamma_us_per_byte,
 						"COLL_GAMMA_US_PER_BYTE");
+	remote.overhead_us = parse_double(c.coll_overhead_us, 0, "COLL_OVERHEAD_US");
 	remote.local_alpha_us =
 		parse_double(c.coll_local_alpha_us, remote.alpha_us, "COLL_LOCAL_ALPHA_US");
 	remote.local_beta_us_per_byte =
 		parse_double(c.coll_local_beta_us_per_byte, remote.beta_us_per_byte,
 			     "COLL_LOCAL_BETA_US_PER_BYTE");
+	remote.local_overhead_us = parse_double(c.coll_local_overhead_us, remote.overhead_us,
+						"COLL_LOCAL_OVERHEAD_US");
 	engine::CostParams cost = remote;
 	if (local) {
 		cost.alpha_us = remote.local_alpha_us;
 		cost.beta_us_per_byte = remote.local_beta_us_per_byte;
+		cost.overhead_us = remote.local_overhead_us;
 		cost.gamma_us_per_byte =
 			parse_double(c.coll_local_gamma_us_per_byte, remote.gamma_us_per_byte,
 				     "COLL_LOCAL_GAMMA_US_PER_BYTE");
 	}
 	RCOLL_INFO(FI_LOG_CORE,
-		   "collective cost model%s: alpha %g us, beta %g us/B, gamma %g us/B\n",
+		   "collective cost model%s: alpha %g us, beta %g us/B, gamma %g us/B, o %g us\n",
 		   local ? " on this host" : " between hosts", cost.alpha_us, cost.beta_us_per_byte,
-		   cost.gamma_us_per_byte);
+		   cost.gamma_us_per_byte, cost.overhead_us);
 	std::vector<engine::TuneRule> rules;
 	if (!c.coll_tune.empty()) {
 		std::string error;
@@ -156,7 +160,8 @@ uint64_t Collectives::config_fingerprint() const
 	for (const engine::GroupConfig* g : {&config_, &local_config_}) {
 		const engine::CostParams& cost = g->selector.params();
 		for (double v : {cost.alpha_us, cost.beta_us_per_byte, cost.gamma_us_per_byte,
-				 cost.local_alpha_us, cost.local_beta_us_per_byte}) {
+				 cost.local_alpha_us, cost.local_beta_us_per_byte, cost.overhead_us,
+				 cost.local_overhead_us}) {
 			v = v == 0 ? 0.0 : v; // -0 and 0 alike
 			h = fnv1a(h, &v, sizeof(v));
 		}

@@ -137,6 +137,9 @@ const Param params[] = {
 	 "tcp, net and sockets cores, 0.0001 on others)"},
 	{"coll_gamma_us_per_byte", &Config::coll_gamma_us_per_byte,
 	 "Collective cost model: reduction time per byte, in microseconds"},
+	{"coll_overhead_us", &Config::coll_overhead_us,
+	 "Collective cost model: CPU time a member spends on each message it sends or receives "
+	 "beyond one per round, LogP's o, in microseconds"},
 	{"coll_local_alpha_us", &Config::coll_local_alpha_us,
 	 "Collective cost model for groups whose members all run on this host and reach each "
 	 "other through its memory: latency of one message, in microseconds"},
@@ -146,6 +149,9 @@ const Param params[] = {
 	{"coll_local_gamma_us_per_byte", &Config::coll_local_gamma_us_per_byte,
 	 "Collective cost model for groups on this host: reduction time per byte, in "
 	 "microseconds (unset: FI_RCOLL_COLL_GAMMA_US_PER_BYTE)"},
+	{"coll_local_overhead_us", &Config::coll_local_overhead_us,
+	 "Collective cost model for groups on this host: CPU time per message beyond one per "
+	 "round, in microseconds"},
 	{"coll_tune", &Config::coll_tune,
 	 "Collective algorithm overrides, e.g. "
 	 "allreduce:0-4k:@recursive_doubling#allreduce:4k-inf:@ring (see fi_rcoll(7))"},

@@ -55,9 +55,11 @@ struct Config {
 	std::string coll_alpha_us;         // empty: the core's (coll_group.cpp)
 	std::string coll_beta_us_per_byte; // empty: the core's
 	std::string coll_gamma_us_per_byte = "0.0002";
+	std::string coll_overhead_us = "0";
 	std::string coll_local_alpha_us = "0.5";
 	std::string coll_local_beta_us_per_byte = "0.0001";
 	std::string coll_local_gamma_us_per_byte; // empty: coll_gamma_us_per_byte
+	std::string coll_local_overhead_us = "0";
 	std::string coll_tune = "";
 
 	bool rndv_poll_last_byte() const { return rndv_completion == "poll"; }

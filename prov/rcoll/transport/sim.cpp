@@ -186,8 +186,8 @@ size_t SimTransport::poll(std::span<TransportEvent> out) noexcept
 Fabric::Fabric(uint32_t ranks, uint64_t scratch_bytes, Options options)
 	: options_(options), groups_(ranks, nullptr), regions_(ranks), next_region_id_(ranks, 1),
 	  inflight_(ranks, 0), stats_(ranks), clock_(ranks, 0), nic_free_(ranks, 0),
-	  rx_free_(ranks, 0), call_start_(ranks, 0), reduced_at_call_(ranks, 0),
-	  rng_(options.seed * 0x9E3779B97F4A7C15ull + 1)
+	  cpu_free_(ranks, 0), rx_free_(ranks, 0), call_start_(ranks, 0),
+	  reduced_at_call_(ranks, 0), rng_(options.seed * 0x9E3779B97F4A7C15ull + 1)
 {
 	transports_.reserve(ranks);
 	checkers_.reserve(ranks);
@@ -317,7 +317,11 @@ Errc Fabric::post(uint32_t rank, const engine::WriteRequest& w) noexcept
 		order = random_bits();
 		break;
 	case Timing::modelled: {
-		double start = std::max(rank_time(rank), nic_free_[rank]);
+		// The rank's CPU posts its messages one after another (LogP's
+		// o), its link sends their bytes one after another.
+		const double posted = std::max(rank_time(rank), cpu_free_[rank]);
+		cpu_free_[rank] = posted + options_.cost.overhead_us;
+		const double start = std::max(posted, nic_free_[rank]);
 		nic_free_[rank] = start + double(w.length) * options_.cost.beta_us_per_byte;
 		when = nic_free_[rank];
 		break;
@@ -456,11 +460,13 @@ uint64_t Fabric::run()
 				order = random_bits();
 			} else if (options_.timing == Timing::modelled) {
 				// Cut-through: the last byte lands alpha after it left,
-				// unless the target's incoming link is still busy.
-				const double bytes =
-					double(f.length) * options_.cost.beta_us_per_byte;
+				// unless the target is still taking in an earlier
+				// message: its link the bytes, its CPU o.
+				const double busy =
+					std::max(double(f.length) * options_.cost.beta_us_per_byte,
+						 options_.cost.overhead_us);
 				when = std::max(now_ + options_.cost.alpha_us,
-						rx_free_[f.to] + bytes);
+						rx_free_[f.to] + busy);
 				rx_free_[f.to] = when;
 			}
 			push_event(Event{when, order, ev.flight, true});

@@ -139,6 +139,7 @@ private:
 	std::vector<RankStats> stats_;
 	std::vector<double> clock_;      // modelled: rank's local time
 	std::vector<double> nic_free_;   // modelled: when the rank's outgoing link is idle
+	std::vector<double> cpu_free_;   // modelled: when the rank may post its next message
 	std::vector<double> rx_free_;    // modelled: when the rank's incoming link is idle
 	std::vector<double> call_start_; // modelled: time the current progress call began
 	std::vector<uint64_t> reduced_at_call_;
