@@ -67,18 +67,20 @@ Test(engine_selection, grammar_accepts_documented_example)
 Test(engine_selection, grammar_rejects_with_a_reason)
 {
 	const char* bad[] = {
-		"allgather",               // no algorithm
-		"reduce_all:@ring",        // unknown collective
-		"allreduce:@fastest",      // unknown algorithm
-		"barrier:@ring",           // not an algorithm of barriers
-		"allreduce:8k-4k:@ring",   // empty range
-		"allreduce:4k:@ring",      // not a range
-		"allreduce::@ring",        // empty field
-		"allreduce:@ktree:k=0",    // degree must be positive
-		"allreduce:@ring:chunk=0", // chunk must be positive
-		"allreduce:@ring:speed=1", // unknown field
-		"allreduce:p=0-4:@ring",   // group sizes start at 1
-		"allreduce:@ring#",        // empty rule
+		"allgather",                  // no algorithm
+		"reduce_all:@ring",           // unknown collective
+		"allreduce:@fastest",         // unknown algorithm
+		"barrier:@ring",              // not an algorithm of barriers
+		"allreduce:8k-4k:@ring",      // empty range
+		"allreduce:4k:@ring",         // not a range
+		"allreduce::@ring",           // empty field
+		"allreduce:@ktree:k=0",       // degree must be positive
+		"allreduce:@ring:chunk=0",    // chunk must be positive
+		"allreduce:@ring:speed=1",    // unknown field
+		"allreduce:p=0-4:@ring",      // group sizes start at 1
+		"allreduce:@ring#",           // empty rule
+		"allreduce:hosts=some:@ring", // unknown placement
+		"allreduce:hosts=:@ring",     // no placement
 	};
 	for (const char* text : bad) {
 		std::vector<TuneRule> rules(1);
@@ -114,6 +116,56 @@ Test(engine_selection, last_matching_rule_wins)
 	c = sel.choose(op(Collective::broadcast, 8, 10), l);
 	cr_assert(!c.from_rule);
 	cr_assert(algorithm_supports(Collective::broadcast, c.algorithm));
+}
+
+// A rule with hosts= matches only the groups its placement names; @auto hands
+// what it covers back to the model, under a rule that would match.
+Test(engine_selection, rules_match_by_placement)
+{
+	std::vector<TuneRule> rules;
+	std::string err;
+	cr_assert_eq(parse_tuning("barrier:hosts=shared:@ktree:k=1#barrier:hosts=apart:@pairwise"
+				  "#barrier:hosts=one:@dissemination"
+				  "#broadcast:@binomial#broadcast:0-8:hosts=shared:@auto",
+				  rules, err),
+		     Errc::ok, "%s", err.c_str());
+	cr_assert_eq(rules.size(), 5u);
+	cr_assert_eq(rules[0].hosts, Spread::shared);
+	cr_assert_eq(rules[1].hosts, Spread::apart);
+	cr_assert_eq(rules[2].hosts, Spread::one_host);
+	cr_assert(!rules[3].hosts);
+	cr_assert_eq(rules[4].algorithm, Algorithm::automatic);
+	const Selector sel(CostParams{20.0, 0.00033, 0.0002}, rules);
+	Limits l;
+	const uint32_t shared[] = {0, 1, 0, 1}, apart[] = {0, 1, 2, 3}, one[] = {2, 2, 2, 2};
+	Choice c = sel.choose(op(Collective::barrier, 4, 0), l, shared, false);
+	cr_assert(c.from_rule);
+	cr_assert_eq(c.algorithm, Algorithm::ktree);
+	cr_assert_eq(c.params.radix, 1u);
+	cr_assert_eq(sel.choose(op(Collective::barrier, 4, 0), l, apart, false).algorithm,
+		     Algorithm::pairwise);
+	cr_assert_eq(sel.choose(op(Collective::barrier, 4, 0), l, one, false).algorithm,
+		     Algorithm::dissemination);
+	// Unknown placement (none, or of another size): no hosts= rule applies.
+	cr_assert(!sel.choose(op(Collective::barrier, 4, 0), l).from_rule);
+	cr_assert(!sel.choose(op(Collective::barrier, 3, 0), l, shared, false).from_rule);
+	// @auto: the 8 B broadcast of the shared group goes to the model, which
+	// takes the flat tree at these constants; elsewhere the binomial rule.
+	c = sel.choose(op(Collective::broadcast, 4, 1), l, shared, false);
+	cr_assert(!c.from_rule);
+	cr_assert_eq(c.algorithm, Algorithm::ktree);
+	cr_assert_eq(c.params.radix, 3u);
+	c = sel.choose(op(Collective::broadcast, 4, 1), l, apart, false);
+	cr_assert(c.from_rule);
+	cr_assert_eq(c.algorithm, Algorithm::binomial);
+	cr_assert(sel.choose(op(Collective::broadcast, 4, 2), l, shared, false).from_rule);
+
+	cr_assert(!spread_of({}, 4));
+	cr_assert(!spread_of(shared, 3));
+	cr_assert_eq(spread_of(shared, 4), Spread::shared);
+	cr_assert_eq(spread_of(apart, 4), Spread::apart);
+	cr_assert_eq(spread_of(one, 4), Spread::one_host);
+	cr_assert_eq(spread_of(std::span<const uint32_t>(one, 1), 1), Spread::one_host);
 }
 
 Test(engine_selection, model_picks_by_regime)

@@ -346,16 +346,26 @@ Prediction predict(const OpDescriptor& d, const Limits& limits, const CostParams
 	return predict_on(d, limits, c, Edges(placement, d.size));
 }
 
-Choice Selector::choose(const OpDescriptor& d, const Limits& limits, Placement placement) const
+Choice Selector::choose(const OpDescriptor& d, const Limits& limits, Placement placement,
+			bool price_placement) const
 {
 	const uint64_t bytes = d.count * datatype_size(d.dtype);
+	std::optional<std::optional<Spread>> spread; // worked out when a rule asks
 	for (auto it = rules_.rbegin(); it != rules_.rend(); ++it) {
 		if (it->coll != d.coll || bytes < it->min_bytes || bytes > it->max_bytes ||
 		    d.size < it->min_size || d.size > it->max_size)
 			continue;
+		if (it->hosts) {
+			if (!spread)
+				spread = spread_of(placement, d.size);
+			if (*spread != it->hosts)
+				continue;
+		}
+		if (it->algorithm == Algorithm::automatic)
+			break; // @auto: the model decides
 		return {it->algorithm, it->params, true};
 	}
-	const Edges edges(placement, d.size);
+	const Edges edges(price_placement ? placement : Placement(), d.size);
 	Choice best, best_on_paper;
 	double best_time = INFINITY, best_paper_time = INFINITY;
 	OpDescriptor probe = d;

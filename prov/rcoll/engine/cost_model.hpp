@@ -67,7 +67,8 @@ struct TuneRule {
 	uint64_t max_bytes = UINT64_MAX; // inclusive
 	uint32_t min_size = 1;
 	uint32_t max_size = UINT32_MAX;
-	Algorithm algorithm = Algorithm::automatic;
+	std::optional<Spread> hosts;                // unset: any placement, even an unknown one
+	Algorithm algorithm = Algorithm::automatic; // automatic: the model decides
 	AlgorithmParams params;
 };
 
@@ -85,12 +86,14 @@ public:
 	{}
 
 	// The algorithm for `d` (whose algorithm field is ignored): the last
-	// matching tuning rule, else the cheapest by the model (ties: the
-	// earlier algorithm of algorithms_for()) among those that fit the
-	// limits, or the cheapest on paper if none does. Message size is count times
-	// the datatype size. Deterministic, so all members agree (they pass
-	// the same placement).
-	Choice choose(const OpDescriptor& d, const Limits& limits, Placement placement = {}) const;
+	// tuning rule that matches it and the placement's spread, else the
+	// cheapest by the model (ties: the earlier algorithm of
+	// algorithms_for()) among those that fit the limits, or the cheapest on
+	// paper if none does; the model charges edges by the placement when
+	// `price_placement`. Message size is count times the datatype size.
+	// Deterministic, so all members agree (they pass the same placement).
+	Choice choose(const OpDescriptor& d, const Limits& limits, Placement placement = {},
+		      bool price_placement = true) const;
 
 	const CostParams& params() const noexcept { return params_; }
 	const std::vector<TuneRule>& rules() const noexcept { return rules_; }

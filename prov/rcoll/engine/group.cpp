@@ -283,9 +283,8 @@ Errc Group::plan(OpDescriptor& d, std::shared_ptr<const Schedule>& out) noexcept
 	const OpDescriptor posted = d;
 	try {
 		if (d.algorithm == Algorithm::automatic) {
-			const Choice c = config_.selector.choose(
-				d, limits_,
-				config_.price_placement ? Placement(config_.hosts) : Placement());
+			const Choice c = config_.selector.choose(d, limits_, config_.hosts,
+								 config_.price_placement);
 			d.algorithm = c.algorithm;
 			d.params = c.params;
 			if (!algorithm_supports(d.coll, d.algorithm))

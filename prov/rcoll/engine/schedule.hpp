@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -231,6 +232,12 @@ BufferSizes buffer_sizes(const OpDescriptor&, uint32_t rank) noexcept;
 // Empty, or with every member on a host of its own or all on one, every edge
 // costs the same: alpha and beta, and trees keep the rotation's order.
 using Placement = std::span<const uint32_t>;
+
+// How a placement spreads a group of p members over hosts: all on one, each
+// on a host of its own, or across hosts with some together. Empty or of
+// another size: unknown.
+enum class Spread : uint8_t { one_host, apart, shared };
+std::optional<Spread> spread_of(Placement placement, uint32_t p);
 
 // Builds rank `rank`'s schedule. The descriptor must have passed validate()
 // and name a concrete algorithm. Fails with no_resources when the operation

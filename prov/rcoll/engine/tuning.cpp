@@ -92,16 +92,21 @@ Errc parse_tuning(std::string_view text, std::vector<TuneRule>& rules, std::stri
 			return fail("unknown collective", fields[0]);
 		TuneRule rule;
 		rule.coll = *coll;
+		bool named = false;
 		for (size_t i = 1; i < fields.size(); ++i) {
 			std::string_view f = fields[i];
 			if (f.empty())
 				return fail("empty field", f);
-			if (f[0] == '@') {
+			if (f == "@auto") {
+				rule.algorithm = Algorithm::automatic;
+				named = true;
+			} else if (f[0] == '@') {
 				Algorithm a = parse_algorithm(f.substr(1));
 				if (a == Algorithm::automatic || !algorithm_supports(rule.coll, a))
 					return fail("algorithm not available for this collective",
 						    f.substr(1));
 				rule.algorithm = a;
+				named = true;
 			} else if (f.starts_with("p=")) {
 				uint64_t lo = 0, hi = 0;
 				if (!parse_range(f.substr(2), lo, hi, true) || lo == 0)
@@ -115,6 +120,16 @@ Errc parse_tuning(std::string_view text, std::vector<TuneRule>& rules, std::stri
 				if (!parse_count(f.substr(2), k) || k == 0 || k > UINT32_MAX)
 					return fail("bad tree degree", f);
 				rule.params.radix = static_cast<uint32_t>(k);
+			} else if (f.starts_with("hosts=")) {
+				const std::string_view h = f.substr(6);
+				if (h == "one")
+					rule.hosts = Spread::one_host;
+				else if (h == "apart")
+					rule.hosts = Spread::apart;
+				else if (h == "shared")
+					rule.hosts = Spread::shared;
+				else
+					return fail("bad placement (one, apart or shared)", f);
 			} else if (f.starts_with("chunk=")) {
 				uint64_t c = 0;
 				if (!parse_size(f.substr(6), c) || c == 0)
@@ -127,7 +142,7 @@ Errc parse_tuning(std::string_view text, std::vector<TuneRule>& rules, std::stri
 				return fail("unknown field", f);
 			}
 		}
-		if (rule.algorithm == Algorithm::automatic)
+		if (!named)
 			return fail("no @algorithm", "");
 		parsed.push_back(rule);
 	}

@@ -3,15 +3,19 @@
 //
 //   tune   := rule ( '#' rule )*
 //   rule   := collective ( ':' field )*
-//   field  := range | 'p=' count '-' count | '@' algorithm
-//           | 'k=' count | 'chunk=' size
+//   field  := range | 'p=' count '-' count | '@' ( algorithm | 'auto' )
+//           | 'k=' count | 'chunk=' size | 'hosts=' spread
+//   spread := 'one' | 'apart' | 'shared'
 //   range  := size '-' ( size | 'inf' )      message bytes, inclusive
 //   size   := digits [ 'k' | 'm' | 'g' ]      binary multiples, any case
 //
 // A rule must name an algorithm the collective implements. The message size
 // is count times the datatype size (per rank block for allgather, gather,
 // scatter, alltoall and reduce_scatter). When several rules match, the last
-// one wins, so a later rule refines an earlier one. Example:
+// one wins, so a later rule refines an earlier one. A rule with hosts=
+// applies only to groups whose members the join records place so: all on
+// one host, each on a host of its own, or across hosts with some together.
+// '@auto' hands the calls a rule covers back to the cost model. Example:
 //
 //   allreduce:0-4k:@recursive_doubling#allreduce:4k-inf:@ring:chunk=256k
 //   #bcast:@binomial#allreduce:0-64:p=2-16:@ktree:k=3

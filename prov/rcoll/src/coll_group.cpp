@@ -5,6 +5,8 @@
 // application got back.
 #include "coll.hpp"
 
+#include <string_view>
+
 #include "attr.hpp"
 #include "av.hpp"
 #include "av_set.hpp"
@@ -70,6 +72,25 @@ engine::CostParams core_costs(const fi_info* core)
 	return cost;
 }
 
+// Tuning rules of the core the endpoint runs on, before the user's
+// (FI_RCOLL_COLL_TUNE, whose rules win where both match). On the kernel's
+// TCP, in groups across hosts with several members on a host, binomial
+// trees grouped by host (Karonis et al. 2000) beat the model's flat trees
+// and recursive doubling: each level between hosts carries one message,
+// the rest stays on the node-local path, and the barrier releases members
+// in the order in which the next tree reaches them. Measured on two
+// namespace hosts of one CPU each (fi_rcoll(7)); the model, which sees
+// neither a host's members sharing its CPUs nor one call's release
+// order before the next, prices the pairwise exchanges below them.
+const char* core_rules(const fi_info* core)
+{
+	return kernel_tcp_core(core) ? "barrier:hosts=shared:@ktree:k=1"
+				       "#broadcast:hosts=shared:0-64k:@binomial"
+				       "#allreduce:hosts=shared:0-256k:@ktree:k=1"
+				       "#reduce:hosts=shared:0-64k:@ktree:k=1"
+				     : "";
+}
+
 } // namespace
 
 namespace {
@@ -126,14 +147,15 @@ engine::GroupConfig Collectives::group_config(bool local) const
 		   "collective cost model%s: alpha %g us, beta %g us/B, gamma %g us/B, o %g us\n",
 		   local ? " on this host" : " between hosts", cost.alpha_us, cost.beta_us_per_byte,
 		   cost.gamma_us_per_byte, cost.overhead_us);
-	std::vector<engine::TuneRule> rules;
-	if (!c.coll_tune.empty()) {
-		std::string error;
-		if (engine::parse_tuning(c.coll_tune, rules, error) != engine::Errc::ok) {
-			RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_COLL_TUNE ignored: %s\n", error.c_str());
-			rules.clear();
-		}
-	}
+	std::vector<engine::TuneRule> rules, user_rules;
+	std::string error;
+	if (engine::parse_tuning(core_rules(ep_.domain->core_info.get()), rules, error) !=
+	    engine::Errc::ok)
+		RCOLL_WARN(FI_LOG_CORE, "the core's tuning rules ignored: %s\n", error.c_str());
+	if (engine::parse_tuning(c.coll_tune, user_rules, error) == engine::Errc::ok)
+		rules.insert(rules.end(), user_rules.begin(), user_rules.end());
+	else
+		RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_COLL_TUNE ignored: %s\n", error.c_str());
 	engine::GroupConfig g;
 	g.selector = engine::Selector(cost, std::move(rules));
 	// On the kernel's TCP a write straight into a member's buffer (after
@@ -155,6 +177,8 @@ uint64_t Collectives::config_fingerprint() const
 	uint64_t h = 0xcbf29ce484222325ULL;
 	h = fnv1a(h, &engine::schedule_version, sizeof(engine::schedule_version));
 	h = fnv1a(fnv1a(h, c.coll_tune.data(), c.coll_tune.size()), "|", 1);
+	const std::string_view core_tune = core_rules(ep_.domain->core_info.get());
+	h = fnv1a(fnv1a(h, core_tune.data(), core_tune.size()), "|", 1);
 	// The constants in use, not their spelling: a value set to the core's
 	// default agrees with one left unset, and two cores' defaults differ.
 	for (const engine::GroupConfig* g : {&config_, &local_config_}) {
