@@ -109,9 +109,11 @@ int main()
 		write("records", "retire", b);
 	}
 	int n = 0;
-	for (const char* tune : {"allreduce:0-64k:@recursive_doubling",
-				 "bcast:@binomial#allreduce:1m-inf:@ring:chunk=128k",
-				 "allgather:0-4k:p=2-8:@ring#reduce:@ktree:k=4"}) {
+	for (const char* tune :
+	     {"allreduce:0-64k:@recursive_doubling",
+	      "bcast:@binomial#allreduce:1m-inf:@ring:chunk=128k",
+	      "allgather:0-4k:p=2-8:@ring#reduce:@ktree:k=4",
+	      "barrier:hosts=shared:@ktree:k=1#broadcast:hosts=apart:0-8:@auto"}) {
 		const std::string s = tune;
 		write("tuning", "rule" + std::to_string(n++), {s.begin(), s.end()});
 	}

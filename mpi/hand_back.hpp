@@ -108,19 +108,20 @@ inline constexpr const char* kHandBackVariables[] = {
 // shared memory and rcoll's node-local path between them, and rcoll's
 // trees and rings grouped by host), measured with --hosts 2 --ranks 4
 // (namespace hosts of one CPU each), three runs, in-job medians: reduces
-// of 512 B and 256 KiB are the MPI's (forced 1.30 and 1.23, handed back
-// 0.88 and 0.98); allreduces from 1 MiB (forced 0.66-0.71, 0.74 by these
-// rules, where the old ones gave 1.02) and broadcasts from 16 KiB (256 KiB
-// 0.66, 1.09 handed back) are rcoll's. Broadcasts up to 512 B took
-// 1.6-1.9 forced and 2.3 handed back, and allgathers 1.0-1.2 either way:
-// the offloaded barrier before each call releases the root last, which
-// delays whichever broadcast follows, so they stay rcoll's.
+// of 128-384 KiB are the MPI's (forced 0.64-1.25 between runs at 128 KiB,
+// 0.81-1.15 at 256 KiB, 1.03 at 384 KiB; handed back 0.95-1.01), those of
+// 512 KiB rcoll's (forced 0.39-0.42, handed back 1.05-1.08); allreduces
+// from 1 MiB (forced 0.66-0.71, 0.74 by these rules, where the old ones
+// gave 1.02) and broadcasts from 16 KiB (256 KiB 0.66, 1.09 handed back)
+// are rcoll's. Since the tcp core's own tuning rules give such groups
+// binomial trees and a barrier that releases the root first (fi_rcoll(7),
+// TUNING), small broadcasts (8 B: 0.80, was 1.6-1.9) and 512 B reduces
+// (forced 0.78-0.79, handed back 0.83-0.89) are rcoll's too.
 inline constexpr const char* kOpenMpiHandBack[] = {
 	"net:2:*",
 	"host:3-4:16k-128k;net:2:-128k;net:2:1m-8m;apart:3-4:16k-1m",
 	"net:2:-2k;apart:3-4:1m-",
-	"host:2:128k-2m;net:2:-16k;net:2:1m-;apart:3-4:128k-1m;shared:3-4:384-768;shared:3-4:"
-	"128k-512k",
+	"host:2:128k-2m;net:2:-16k;net:2:1m-;apart:3-4:128k-1m;shared:3-4:128k-384k",
 	"host:2:1m-8m;host:3-4:8m-;net:2:-128k;net:3-4:16k-128k;net:3-4:1m-8m",
 	"",
 	"",

@@ -81,6 +81,7 @@ Test(engine_selection, grammar_rejects_with_a_reason)
 		"allreduce:@ring#",           // empty rule
 		"allreduce:hosts=some:@ring", // unknown placement
 		"allreduce:hosts=:@ring",     // no placement
+		"allreduce:@auto:k=3",        // nothing to apply it to
 	};
 	for (const char* text : bad) {
 		std::vector<TuneRule> rules(1);
@@ -419,4 +420,28 @@ Test(engine_selection, model_charges_a_members_messages_one_after_another)
 			  (tree.algorithm == Algorithm::ktree && tree.params.radix < 7),
 		  "chose %s radix %u", std::string(to_string(tree.algorithm)).c_str(),
 		  tree.params.radix);
+}
+
+// The kernel TCP cores' own rules parse, apply only to groups that share
+// hosts, and give way to the model elsewhere.
+Test(engine_selection, kernel_tcp_rules_apply_where_members_share_hosts)
+{
+	std::vector<TuneRule> rules;
+	std::string err;
+	cr_assert_eq(parse_tuning(kernel_tcp_tuning, rules, err), Errc::ok, "%s", err.c_str());
+	cr_assert_eq(rules.size(), 4u);
+	for (const TuneRule& r : rules)
+		cr_assert_eq(r.hosts, Spread::shared);
+	const Selector sel(CostParams{20.0, 0.00033, 0.0002}, rules);
+	Limits l;
+	const uint32_t shared[] = {0, 1, 0, 1}, apart[] = {0, 1, 2, 3};
+	const Choice c = sel.choose(op(Collective::barrier, 4, 0), l, shared, false);
+	cr_assert(c.from_rule);
+	cr_assert_eq(c.algorithm, Algorithm::ktree);
+	cr_assert_eq(c.params.radix, 1u);
+	cr_assert(!sel.choose(op(Collective::barrier, 4, 0), l, apart, false).from_rule);
+	cr_assert(sel.choose(op(Collective::allreduce, 4, 256 << 10 >> 3), l, shared, false)
+			  .from_rule);
+	cr_assert(!sel.choose(op(Collective::allreduce, 4, 512 << 10 >> 3), l, shared, false)
+			   .from_rule);
 }

@@ -146,9 +146,10 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 			      (unsigned long long)bytes);
 	cr_assert(allgather.matches(1u << 20, 2, Spread::host));
 	// 3-4 ranks between hosts: where some share a host (namespace hosts of
-	// two ranks each), reduces of 512 B and 256 KiB went faster in Open
-	// MPI, broadcasts from 16 KiB and allreduces from 1 MiB in rcoll; with
-	// a host each, the rules measured on loopback still hold.
+	// two ranks each), reduces of 128-384 KiB went faster in Open MPI,
+	// those of 512 B and 512 KiB, broadcasts from 16 KiB and allreduces from
+	// 1 MiB in rcoll; with a host each, the rules measured on loopback still
+	// hold.
 	HandBack shared_reduce;
 	cr_assert(shared_reduce.parse(rcoll::mpi::kOpenMpiHandBack[3]).empty());
 	for (uint64_t bytes : {16384u, 262144u, 1u << 20})
@@ -159,10 +160,11 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 		cr_assert_not(allreduce.matches(bytes, 4, Spread::shared));
 		cr_assert(allreduce.matches(bytes, 4, Spread::apart));
 	}
-	cr_assert(shared_reduce.matches(512, 4, Spread::shared));
-	cr_assert_not(shared_reduce.matches(512, 4, Spread::apart));
 	cr_assert(shared_reduce.matches(262144, 4, Spread::shared));
+	cr_assert(shared_reduce.matches(384u << 10, 4, Spread::shared));
+	cr_assert_not(shared_reduce.matches(512, 4, Spread::shared));
 	cr_assert_not(shared_reduce.matches(4096, 4, Spread::shared));
+	cr_assert_not(shared_reduce.matches(512u << 10, 4, Spread::shared));
 	cr_assert_not(shared_reduce.matches(1u << 20, 4, Spread::shared));
 	// Between hosts, 2 ranks: broadcasts up to 128 KiB and reduces up to
 	// 16 KiB went faster in Open MPI, the smallest included; a 256 KiB

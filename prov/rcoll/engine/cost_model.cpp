@@ -54,25 +54,26 @@ public:
 		return mixed_ && hosts_[a] == hosts_[b];
 	}
 
-	// Levels of the degree-k tree rooted at `root` whose every edge is local:
-	// a tree whose builder groups its members by host (pattern::HostOrder),
-	// or, `grouped` false, one in the rotation's order.
-	unsigned local_tree_levels(uint32_t p, uint32_t k, uint32_t root, bool grouped) const
+	// Which levels of the degree-k tree rooted at `root` have every edge
+	// local: a tree whose builder groups its members by host
+	// (pattern::HostOrder), or, `grouped` false, one in the rotation's order.
+	std::vector<bool> local_tree_levels(uint32_t p, uint32_t k, uint32_t root,
+					    bool grouped) const
 	{
-		if (!mixed_)
-			return 0;
 		const pattern::KnomialTree tree{p, k};
+		std::vector<bool> out(tree.levels(), false);
+		if (!mixed_)
+			return out;
 		const pattern::HostOrder order =
 			grouped ? pattern::HostOrder(p, root, hosts_) : pattern::HostOrder(p, root);
-		unsigned n = 0;
 		for (unsigned level = 0; level < tree.levels(); level++) {
 			bool all = true;
 			for (uint32_t v = 0; v < p && all; v++)
 				for (uint32_t c : tree.children_at(v, level))
 					all &= local(order.to_real(v), order.to_real(c));
-			n += all;
+			out[level] = all;
 		}
-		return n;
+		return out;
 	}
 
 	// Whether every rank r < ranks reaches `partner(r)` locally.
@@ -139,18 +140,37 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			local_dims++;
 			local_halving_share += double(uint32_t(1) << dim) / pof2;
 		}
+	// A degree-k tree's levels on one host, and, for LogP's o, the messages
+	// its root sends (or hears) on each level beyond the first: the root
+	// has the most children on every level, so it sets the pace. Both
+	// count one direction; a tree that goes up and down doubles them.
+	struct TreeLevels {
+		double local = 0, queued = 0, local_queued = 0;
+	};
 	auto tree_levels = [&](uint32_t k, uint32_t root, bool grouped = true) {
-		return edges.local_tree_levels(p, k, root, grouped);
+		const pattern::KnomialTree tree{p, k};
+		const std::vector<bool> local = edges.local_tree_levels(p, k, root, grouped);
+		TreeLevels t;
+		for (unsigned level = 0; level < tree.levels(); level++) {
+			const double extra = double(tree.children_at(0, level).size()) - 1;
+			t.queued += extra;
+			if (local[level]) {
+				t.local += 1;
+				t.local_queued += extra;
+			}
+		}
+		return t;
 	};
 	switch (d.coll) {
 	case Collective::barrier:
 		if (d.algorithm == Algorithm::ktree) {
 			const uint32_t k = tree_radix(d, limits);
+			// Per level, a parent hears its children, then releases them.
+			const TreeLevels t = tree_levels(k, 0);
 			lat = 2.0 * knomial_levels(p, k);
-			local_lat = 2.0 * tree_levels(k, 0);
-			// Per level, a parent hears k children, then releases them.
-			queued = lat * (k - 1);
-			local_queued = local_lat * (k - 1);
+			local_lat = 2.0 * t.local;
+			queued = 2.0 * t.queued;
+			local_queued = 2.0 * t.local_queued;
 		} else if (d.algorithm == Algorithm::pairwise) {
 			lat = lp + (folded ? 2 : 0);
 			local_lat = local_dims + (fold_local ? 2 : 0);
@@ -170,19 +190,20 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			lat = L + (p - 1) + 1;
 			serial_bytes = 2.0 * (p - 1) / p * n;
 			bytes = serial_bytes;
-			local_lat = tree_levels(1, d.root);
+			local_lat = tree_levels(1, d.root).local;
 		} else {
 			// A node sends k messages on each level below it.
 			const uint32_t k =
 				d.algorithm == Algorithm::ktree ? tree_radix(d, limits) : 1;
 			const double l = knomial_levels(p, k);
+			const TreeLevels t = tree_levels(k, d.root);
 			lat = l;
 			serial_bytes = l * k * n;
 			bytes = l * k * n;
-			local_lat = tree_levels(k, d.root);
+			local_lat = t.local;
 			local_bytes = local_lat * k * n;
-			queued = lat * (k - 1);
-			local_queued = local_lat * (k - 1);
+			queued = t.queued;
+			local_queued = t.local_queued;
 		}
 		break;
 	case Collective::allreduce:
@@ -192,14 +213,15 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			// reduction, then k copies of the result out of one link.
 			const uint32_t k = tree_radix(d, limits);
 			const double l = knomial_levels(p, k);
+			const TreeLevels t = tree_levels(k, 0);
 			lat = 2 * l;
 			serial_bytes = 2 * l * k * n;
 			reduce_bytes = l * k * n;
 			bytes = l * k * n;
-			local_lat = 2.0 * tree_levels(k, 0);
+			local_lat = 2.0 * t.local;
 			local_bytes = local_lat * k * n;
-			queued = lat * (k - 1);
-			local_queued = local_lat * (k - 1);
+			queued = 2.0 * t.queued;
+			local_queued = 2.0 * t.local_queued;
 			break;
 		}
 		case Algorithm::recursive_doubling:
@@ -243,14 +265,15 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		} else {
 			const uint32_t k = tree_radix(d, limits);
 			const double l = knomial_levels(p, k);
+			const TreeLevels t = tree_levels(k, d.root);
 			lat = l;
 			serial_bytes = l * k * n;
 			reduce_bytes = l * k * n;
 			bytes = n;
-			local_lat = tree_levels(k, d.root);
+			local_lat = t.local;
 			local_bytes = local_lat * k * n;
-			queued = lat * (k - 1);
-			local_queued = local_lat * (k - 1);
+			queued = t.queued;
+			local_queued = t.local_queued;
 		}
 		break;
 	case Collective::reduce_scatter: {
@@ -267,10 +290,11 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			serial_bytes = l * k * total + total;
 			reduce_bytes = l * k * total;
 			bytes = l * k * total;
-			local_lat = 2.0 * tree_levels(k, 0, false);
+			const TreeLevels t = tree_levels(k, 0, false);
+			local_lat = 2.0 * t.local;
 			local_bytes = local_lat / 2 * k * total;
-			queued = lat * (k - 1);
-			local_queued = local_lat * (k - 1);
+			queued = 2.0 * t.queued;
+			local_queued = 2.0 * t.local_queued;
 		}
 		break;
 	}
@@ -293,7 +317,7 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		lat = L;
 		serial_bytes = (p - 1) * n;
 		bytes = serial_bytes;
-		local_lat = tree_levels(1, d.root, false);
+		local_lat = tree_levels(1, d.root, false).local;
 		break;
 	case Collective::alltoall:
 		// All blocks leave at once: one latency, p - 1 blocks through each link.
@@ -308,11 +332,15 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		lat += 1;
 	r.latency_terms = lat;
 	r.bytes_per_rank = bytes;
-	r.time_us = (lat - local_lat) * a + (serial_bytes - local_bytes) * bt + reduce_bytes * g +
-		    (queued - local_queued) * c.overhead_us;
-	if (local_lat > 0 || local_bytes > 0)
-		r.time_us += local_lat * c.local_alpha_us + local_bytes * c.local_beta_us_per_byte +
-			     local_queued * c.local_overhead_us;
+	// A member's CPU posts its messages while its link moves their bytes:
+	// whichever is busier sets the pace.
+	r.time_us = (lat - local_lat) * a + reduce_bytes * g +
+		    std::max((serial_bytes - local_bytes) * bt,
+			     (queued - local_queued) * c.overhead_us);
+	if (local_lat > 0 || local_bytes > 0 || local_queued > 0)
+		r.time_us += local_lat * c.local_alpha_us +
+			     std::max(local_bytes * c.local_beta_us_per_byte,
+				      local_queued * c.local_overhead_us);
 	return r;
 }
 

@@ -143,7 +143,10 @@ Errc parse_tuning(std::string_view text, std::vector<TuneRule>& rules, std::stri
 			}
 		}
 		if (!named)
-			return fail("no @algorithm", "");
+			return fail("no @algorithm or @auto", "");
+		if (rule.algorithm == Algorithm::automatic &&
+		    (rule.params.radix || rule.params.chunk_bytes))
+			return fail("@auto takes no k= or chunk=", "");
 		parsed.push_back(rule);
 	}
 	rules = std::move(parsed);

@@ -5,6 +5,7 @@
 // application got back.
 #include "coll.hpp"
 
+#include <cmath>
 #include <string_view>
 
 #include "attr.hpp"
@@ -47,7 +48,7 @@ double parse_double(const std::string& text, double fallback, const char* name)
 		return fallback;
 	char* end = nullptr;
 	double v = strtod(text.c_str(), &end);
-	if (!end || *end || !(v >= 0)) {
+	if (!end || *end || !(v >= 0) || !std::isfinite(v)) {
 		RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_%s=%s is not a number; using %g\n", name,
 			   text.c_str(), fallback);
 		return fallback;
@@ -73,22 +74,10 @@ engine::CostParams core_costs(const fi_info* core)
 }
 
 // Tuning rules of the core the endpoint runs on, before the user's
-// (FI_RCOLL_COLL_TUNE, whose rules win where both match). On the kernel's
-// TCP, in groups across hosts with several members on a host, binomial
-// trees grouped by host (Karonis et al. 2000) beat the model's flat trees
-// and recursive doubling: each level between hosts carries one message,
-// the rest stays on the node-local path, and the barrier releases members
-// in the order in which the next tree reaches them. Measured on two
-// namespace hosts of one CPU each (fi_rcoll(7)); the model, which sees
-// neither a host's members sharing its CPUs nor one call's release
-// order before the next, prices the pairwise exchanges below them.
-const char* core_rules(const fi_info* core)
+// (FI_RCOLL_COLL_TUNE, whose rules win where both match).
+std::string_view core_rules(const fi_info* core)
 {
-	return kernel_tcp_core(core) ? "barrier:hosts=shared:@ktree:k=1"
-				       "#broadcast:hosts=shared:0-64k:@binomial"
-				       "#allreduce:hosts=shared:0-256k:@ktree:k=1"
-				       "#reduce:hosts=shared:0-64k:@ktree:k=1"
-				     : "";
+	return kernel_tcp_core(core) ? engine::kernel_tcp_tuning : std::string_view();
 }
 
 } // namespace
