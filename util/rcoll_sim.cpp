@@ -553,11 +553,11 @@ void print_header(const Args& a)
 			    "lower_bound,predicted_us,simulated_us,note\n");
 		return;
 	}
-	std::printf("# %s, alpha %.3g us, beta %.3g us/B (%.2f GB/s), gamma %.3g us/B\n",
+	std::printf("# %s, alpha %.3g us, beta %.3g us/B (%.2f GB/s), gamma %.3g us/B, o %.3g us\n",
 		    std::string(to_string(a.coll)).c_str(), a.cost.alpha_us,
 		    a.cost.beta_us_per_byte,
 		    a.cost.beta_us_per_byte > 0 ? 1e-3 / a.cost.beta_us_per_byte : 0.0,
-		    a.cost.gamma_us_per_byte);
+		    a.cost.gamma_us_per_byte, a.cost.overhead_us);
 	std::printf("%7s %9s  %-24s %6s %7s %12s %12s %6s %10s %10s  %s\n", "p", "bytes",
 		    "algorithm", "rounds", "writes", "bytes/rank", "lower bound", "ratio", "model",
 		    "simulated", "");

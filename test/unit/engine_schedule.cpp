@@ -532,6 +532,12 @@ Test(engine_schedule, placement_groups_trees_and_rings_by_host)
 	cr_assert_eq(first_write(ring, 0, by_node), 2u);
 	cr_assert_eq(first_write(ring, 0, {}), 1u);
 	cr_assert_eq(first_write(ring, 3, by_node), 0u); // the ring closes: 0 2 1 3
+	// The allgather's ring too; its blocks keep their owners' places.
+	const OpDescriptor gather_ring =
+		descriptor({Collective::allgather, Algorithm::ring}, 4, 16, 0);
+	cr_assert_eq(first_write(gather_ring, 0, by_node), 2u);
+	cr_assert_eq(first_write(gather_ring, 1, by_node), 3u);
+	cr_assert_eq(first_write(gather_ring, 0, {}), 1u);
 	// reduce_scatter's blocks belong to ranks: its ring keeps their order.
 	const OpDescriptor rs = descriptor({Collective::reduce_scatter, Algorithm::ring}, 4, 16, 0);
 	cr_assert_eq(first_write(rs, 0, by_node), first_write(rs, 0, {}));

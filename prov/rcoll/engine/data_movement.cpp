@@ -32,9 +32,11 @@ void rotate_into_output(ScheduleBuilder& b, Buf src, uint64_t src_off, uint32_t 
 } // namespace
 
 // Ring allgather (the second half of Patarasuk and Yuan's allreduce): in
-// step j rank r passes block r - j to r + 1; chunked, each chunk forwarded
-// on arrival; written straight into the neighbour's output buffer when it
-// does not fit scratch.
+// step j the member at position v passes the block of position v - j to
+// position v + 1; chunked, each chunk forwarded on arrival; written straight
+// into the neighbour's output buffer when it does not fit scratch. The ring
+// runs through each host's members in turn (pattern::HostOrder), so that
+// only one edge per host crosses hosts; blocks keep their owners' places.
 Errc build_allgather_ring(ScheduleBuilder& b, const Limits& limits)
 {
 	const OpDescriptor& d = b.op();
@@ -42,6 +44,8 @@ Errc build_allgather_ring(ScheduleBuilder& b, const Limits& limits)
 	const uint64_t esz = b.elem();
 	const uint64_t blk = d.count * esz;
 	const uint32_t r = b.rank();
+	const pattern::HostOrder order = b.host_order(0);
+	const uint32_t v = order.to_virtual(r);
 	b.copy(Buf::output, r * blk, Buf::input, 0, blk);
 	if (p == 1 || d.count == 0)
 		return Errc::ok;
@@ -59,10 +63,10 @@ Errc build_allgather_ring(ScheduleBuilder& b, const Limits& limits)
 	const bool rdv = !b.eager();
 	if (rdv) {
 		b.layout().landing_bytes = 0;
-		b.ship_key(pattern::ring_left(r, p), OwnKey::output, 0, key_counter);
+		b.ship_key(order.to_real(pattern::ring_left(v, p)), OwnKey::output, 0, key_counter);
 		b.wait(key_counter);
 	}
-	const uint32_t right = pattern::ring_right(r, p);
+	const uint32_t right = order.to_real(pattern::ring_right(v, p));
 	auto counter = [&](uint32_t step, uint32_t c) { return step * ch.count() + c; };
 	auto send = [&](Buf src, uint64_t src_off, uint32_t step, uint32_t block, uint32_t c) {
 		const uint64_t bytes = ch.size(c) * esz;
@@ -76,7 +80,8 @@ Errc build_allgather_ring(ScheduleBuilder& b, const Limits& limits)
 	for (uint32_t c = 0; c < ch.count(); ++c)
 		send(Buf::input, ch.offset(c) * esz, 0, r, c);
 	for (uint32_t j = 1; j <= steps; ++j) {
-		const uint32_t block = pattern::mod_sub(r, j, p); // received in step j - 1
+		// Received in step j - 1.
+		const uint32_t block = order.to_real(pattern::mod_sub(v, j, p));
 		for (uint32_t c = 0; c < ch.count(); ++c) {
 			b.wait(counter(j - 1, c));
 			const uint64_t out = block * blk + ch.offset(c) * esz;

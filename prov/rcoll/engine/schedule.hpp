@@ -114,8 +114,9 @@ inline constexpr size_t memory_key_bytes = 24;
 // or the selector's choices change: members must build mirror images of one
 // another, and the glue's join compares it (with the configuration) to
 // refuse members of another version. 3: choices by placement; 4: trees
-// grouped by host; 5: tuning rules by placement, o in the model.
-inline constexpr uint32_t schedule_version = 5;
+// grouped by host; 5: tuning rules by placement, o in the model; 6: the
+// allgather ring grouped by host.
+inline constexpr uint32_t schedule_version = 6;
 inline constexpr uint32_t monotone_counter = 1u << 31;
 
 enum class Buf : uint8_t { input, output, landing, own_keys };
