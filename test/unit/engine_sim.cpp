@@ -64,7 +64,7 @@ Test(engine_sim, every_algorithm_every_size_every_root, .timeout = 600)
 		}
 }
 
-// Members placed on hosts, several on each: the tree algorithms group them
+// Members placed on hosts, several on each: the trees and rings group them
 // by host (pattern::HostOrder) and every algorithm still gives every result
 // at every root, under --map-by node (round-robin) and --map-by slot
 // (blocks) over 2 and 3 hosts, with forced and automatic choices.

@@ -262,6 +262,7 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			serial_bytes = 2.0 * (p - 1) / p * n;
 			reduce_bytes = (p - 1.0) / p * n;
 			bytes = (p - 1.0) / p * n + n / p;
+			queued = p - 2; // the root gathers every member's segment
 		} else {
 			const uint32_t k = tree_radix(d, limits);
 			const double l = knomial_levels(p, k);
@@ -334,9 +335,11 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 	r.bytes_per_rank = bytes;
 	// A member's CPU posts its messages while its link moves their bytes:
 	// whichever is busier sets the pace.
-	r.time_us = (lat - local_lat) * a + reduce_bytes * g +
+	// (In this order of terms, o = 0 gives the sum the model gave before o.)
+	r.time_us = (lat - local_lat) * a +
 		    std::max((serial_bytes - local_bytes) * bt,
-			     (queued - local_queued) * c.overhead_us);
+			     (queued - local_queued) * c.overhead_us) +
+		    reduce_bytes * g;
 	if (local_lat > 0 || local_bytes > 0 || local_queued > 0)
 		r.time_us += local_lat * c.local_alpha_us +
 			     std::max(local_bytes * c.local_beta_us_per_byte,

@@ -44,7 +44,7 @@ struct GroupConfig {
 	uint32_t max_active = 16; // operations executed concurrently
 	Selector selector;        // cost model and tuning rules
 	// Each member's host (see Placement), the same on every member: the
-	// tree algorithms group each host's members (pattern::HostOrder), tuning
+	// trees and rings group each host's members (pattern::HostOrder), tuning
 	// rules with hosts= match by its spread, and with price_placement the
 	// selector charges the edges that stay on a host its local constants.
 	// Empty: unknown (trees keep the rotation's order, no hosts= rule

@@ -115,8 +115,9 @@ inline constexpr size_t memory_key_bytes = 24;
 // another, and the glue's join compares it (with the configuration) to
 // refuse members of another version. 3: choices by placement; 4: trees
 // grouped by host; 5: tuning rules by placement, o in the model; 6: the
-// allgather ring grouped by host.
-inline constexpr uint32_t schedule_version = 6;
+// allgather ring grouped by host; 7: the model sums its terms in the order
+// it did before o (the last bit of a near tie may differ from 6).
+inline constexpr uint32_t schedule_version = 7;
 inline constexpr uint32_t monotone_counter = 1u << 31;
 
 enum class Buf : uint8_t { input, output, landing, own_keys };
@@ -242,8 +243,8 @@ std::optional<Spread> spread_of(Placement placement, uint32_t p);
 
 // Builds rank `rank`'s schedule. The descriptor must have passed validate()
 // and name a concrete algorithm. Fails with no_resources when the operation
-// cannot fit the limits and no_memory when allocation fails. The tree
-// algorithms group their members by `placement` (pattern::HostOrder).
+// cannot fit the limits and no_memory when allocation fails. The trees and
+// rings group their members by `placement` (pattern::HostOrder).
 Errc build_schedule(const OpDescriptor&, uint32_t rank, const Limits&, Schedule&,
 		    Placement placement = {}) noexcept;
 

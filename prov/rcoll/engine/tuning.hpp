@@ -10,7 +10,8 @@
 //   size   := digits [ 'k' | 'm' | 'g' ]      binary multiples, any case
 //
 // A rule must name an algorithm the collective implements, or '@auto', which
-// hands the calls it covers back to the cost model. The message size
+// hands the calls it covers back to the cost model (and takes no k= or
+// chunk=). The message size
 // is count times the datatype size (per rank block for allgather, gather,
 // scatter, alltoall and reduce_scatter). When several rules match, the last
 // one wins, so a later rule refines an earlier one. A rule with hosts=

@@ -49,8 +49,8 @@ double parse_double(const std::string& text, double fallback, const char* name)
 	char* end = nullptr;
 	double v = strtod(text.c_str(), &end);
 	if (!end || *end || !(v >= 0) || !std::isfinite(v)) {
-		RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_%s=%s is not a number; using %g\n", name,
-			   text.c_str(), fallback);
+		RCOLL_WARN(FI_LOG_CORE, "FI_RCOLL_%s=%s is not a finite number >= 0; using %g\n",
+			   name, text.c_str(), fallback);
 		return fallback;
 	}
 	return v;
