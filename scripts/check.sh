@@ -73,7 +73,7 @@ phase "valgrind (memcheck)" 330 "$top/scripts/valgrind.sh" || status=1
 # provider (make check-dropin also builds it as a loadable one).
 phase "libfabric drop-in (yes)" 150 make check-dropin DROPIN_MODES=yes || status=1
 # The network-namespace suite with packet loss and a rate limit between hosts.
-phase "network faults (1%, 5% loss)" 120 make -j2 check-faults || status=1
+phase "network faults (1%, 5% loss)" 150 make -j2 check-faults || status=1
 # The Debian packages and RPMs, built from the tarball; as root, installed,
 # used and purged (test/packages.sh).
 phase "packages (deb, rpm)" 270 make check-packages || status=1
