@@ -112,14 +112,15 @@ inline constexpr const char* kHandBackVariables[] = {
 // 0.81-1.15 at 256 KiB, 1.03 at 384 KiB; handed back 0.95-1.01), those of
 // 512 KiB rcoll's (forced 0.39-0.42, handed back 1.05-1.08); allreduces
 // from 1 MiB (forced 0.66-0.71, 0.74 by these rules, where the old ones
-// gave 1.02) and broadcasts from 16 KiB (256 KiB 0.66, 1.09 handed back)
-// are rcoll's. Since the tcp core's own tuning rules give such groups
+// gave 1.02) and broadcasts of 16-256 KiB (256 KiB 0.57-0.66, 1.09 handed
+// back) and from 1 MiB (0.75-0.77) are rcoll's; those of 384-768 KiB the
+// MPI's (forced 1.00-1.47, handed back 0.90-1.01; 2 runs). Since the tcp core's own tuning rules give such groups
 // binomial trees and a barrier that releases the root first (fi_rcoll(7),
 // TUNING), small broadcasts (8 B: 0.80, was 1.6-1.9) and 512 B reduces
 // (forced 0.78-0.79, handed back 0.83-0.89) are rcoll's too.
 inline constexpr const char* kOpenMpiHandBack[] = {
 	"net:2:*",
-	"host:3-4:16k-128k;net:2:-128k;net:2:1m-8m;apart:3-4:16k-1m",
+	"host:3-4:16k-128k;net:2:-128k;net:2:1m-8m;apart:3-4:16k-1m;shared:3-4:384k-768k",
 	"net:2:-2k;apart:3-4:1m-",
 	"host:2:128k-2m;net:2:-16k;net:2:1m-;apart:3-4:128k-1m;shared:3-4:128k-384k",
 	"host:2:1m-8m;host:3-4:8m-;net:2:-128k;net:3-4:16k-128k;net:3-4:1m-8m",

@@ -147,14 +147,16 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 	cr_assert(allgather.matches(1u << 20, 2, Spread::host));
 	// 3-4 ranks between hosts: where some share a host (namespace hosts of
 	// two ranks each), reduces of 128-384 KiB went faster in Open MPI,
-	// those of 512 B and 512 KiB, broadcasts from 16 KiB and allreduces from
-	// 1 MiB in rcoll; with a host each, the rules measured on loopback still
-	// hold.
+	// those of 512 B and 512 KiB, broadcasts of 16-256 KiB and from 1 MiB
+	// and allreduces from 1 MiB in rcoll, broadcasts of 384-768 KiB in Open
+	// MPI; with a host each, the rules measured on loopback still hold.
 	HandBack shared_reduce;
 	cr_assert(shared_reduce.parse(rcoll::mpi::kOpenMpiHandBack[3]).empty());
 	for (uint64_t bytes : {16384u, 262144u, 1u << 20})
 		cr_assert_not(bcast.matches(bytes, 4, Spread::shared), "%llu bytes",
 			      (unsigned long long)bytes);
+	cr_assert(bcast.matches(512u << 10, 4, Spread::shared));
+	cr_assert(bcast.matches(768u << 10, 4, Spread::shared));
 	cr_assert(bcast.matches(262144, 4, Spread::apart));
 	for (uint64_t bytes : {1u << 20, 8u << 20}) {
 		cr_assert_not(allreduce.matches(bytes, 4, Spread::shared));
