@@ -35,16 +35,9 @@ Staging staging_of(const OpDescriptor& d, const Limits& limits)
 // which communication rounds of a pattern use none but such edges.
 class Edges {
 public:
-	Edges(Placement hosts, uint32_t p) : hosts_(hosts)
-	{
-		if (hosts.size() != p || p < 3)
-			return;
-		std::vector<uint32_t> sorted(hosts.begin(), hosts.end());
-		std::sort(sorted.begin(), sorted.end());
-		const bool shared =
-			std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
-		mixed_ = shared && sorted.front() != sorted.back();
-	}
+	Edges(Placement hosts, uint32_t p)
+		: hosts_(hosts), mixed_(spread_of(hosts, p) == Spread::shared)
+	{}
 
 	// Whether the edge a-b stays on a host, in a group where some edges do
 	// and others do not (otherwise every edge costs alpha and beta, as the
