@@ -341,3 +341,28 @@ Test(engine_patterns, ring_owns_each_segment_once)
 					cr_assert_eq(ring.owned_after_reduce_scatter(r), r);
 		}
 }
+
+// Hosts in the order of their first member, members in rank order, and a
+// host's runs of consecutive ranks; without a placement, a host per member.
+Test(engine_patterns, host_groups_follow_the_placement)
+{
+	const uint32_t mixed[] = {7, 3, 7, 7, 3, 9};
+	const HostGroups g(6, mixed);
+	cr_assert_eq(g.count(), 3u);
+	cr_assert(g.members(0) == (std::vector<uint32_t>{0, 2, 3}));
+	cr_assert(g.members(1) == (std::vector<uint32_t>{1, 4}));
+	cr_assert(g.members(2) == (std::vector<uint32_t>{5}));
+	cr_assert_eq(g.host_of(4), 1u);
+	cr_assert_eq(g.position(3), 2u);
+	cr_assert_eq(g.position(5), 0u);
+	cr_assert_eq(g.largest(), 3u);
+	using Runs = std::vector<std::pair<uint32_t, uint32_t>>;
+	cr_assert(g.runs(0) == (Runs{{0, 1}, {2, 4}}));
+	cr_assert(g.runs(1) == (Runs{{1, 2}, {4, 5}}));
+	const HostGroups alone(4);
+	cr_assert_eq(alone.count(), 4u);
+	cr_assert_eq(alone.largest(), 1u);
+	cr_assert(alone.runs(2) == (Runs{{2, 3}}));
+	const uint32_t wrong_size[] = {0, 0};
+	cr_assert_eq(HostGroups(3, wrong_size).count(), 3u);
+}

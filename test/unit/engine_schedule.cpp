@@ -43,7 +43,7 @@ std::string describe(const OpDescriptor& d)
 
 // Two passes over the members' schedules, so memory stays proportional to
 // one schedule even for 1024 ranks.
-Report check_group(const OpDescriptor& d, const Limits& limits)
+Report check_group(const OpDescriptor& d, const Limits& limits, Placement placement = {})
 {
 	const uint32_t p = d.size;
 	const MonotoneCounters mono{p};
@@ -76,7 +76,7 @@ Report check_group(const OpDescriptor& d, const Limits& limits)
 
 	Schedule s;
 	for (uint32_t r = 0; r < p; ++r) {
-		Errc e = build_schedule(d, r, limits, s);
+		Errc e = build_schedule(d, r, limits, s, placement);
 		if (e != Errc::ok)
 			return fail(r, "build failed: " + std::string(to_string(e)));
 		layouts[r] = s.layout;
@@ -121,7 +121,7 @@ Report check_group(const OpDescriptor& d, const Limits& limits)
 	}
 
 	for (uint32_t r = 0; r < p; ++r) {
-		build_schedule(d, r, limits, s);
+		build_schedule(d, r, limits, s, placement);
 		const BufferSizes mine = buffer_sizes(d, r);
 		auto size_of = [&](Buf b) -> uint64_t {
 			switch (b) {
@@ -249,7 +249,7 @@ OpDescriptor descriptor(Entry e, uint32_t p, uint64_t count, uint32_t root)
 Test(engine_schedule, every_algorithm_is_registered)
 {
 	auto all = every_algorithm();
-	cr_assert_eq(all.size(), 19u);
+	cr_assert_eq(all.size(), 20u);
 	for (auto e : all)
 		cr_assert(algorithm_supports(e.coll, e.alg));
 	cr_assert(!algorithm_supports(Collective::barrier, Algorithm::ring));
@@ -293,6 +293,67 @@ Test(engine_schedule, invariants_large_groups, .timeout = 600)
 			Report rep = check_group(d, l);
 			cr_assert(rep.error.empty(), "%s", rep.error.c_str());
 		}
+}
+
+// The invariants with members placed on hosts: blocks (--map-by slot),
+// round-robin (--map-by node), uneven hosts and hosts of one member.
+Test(engine_schedule, invariants_with_placements, .timeout = 600)
+{
+	for (Entry e : every_algorithm())
+		for (uint32_t p = 2; p <= 24; ++p)
+			for (uint32_t hosts : {2u, 3u, 5u}) {
+				if (hosts > p)
+					continue;
+				std::vector<uint32_t> blocked(p), round_robin(p), uneven(p);
+				for (uint32_t r = 0; r < p; ++r) {
+					blocked[r] = r * hosts / p;
+					round_robin[r] = r % hosts;
+					uneven[r] = r < p - hosts + 1 ? 0 : r; // one big host
+				}
+				for (const auto& placement : {blocked, round_robin, uneven})
+					for (uint64_t count : {1ull, 97ull})
+						for (const Limits& l :
+						     {eager_limits(), rendezvous_limits()}) {
+							Report rep = check_group(
+								descriptor(e, p, count, p / 2), l,
+								placement);
+							cr_assert(rep.error.empty(), "%s",
+								  rep.error.c_str());
+						}
+			}
+}
+
+// Between hosts, the hierarchical allgather moves each host's blocks once
+// to every other host, from its leader, where Bruck sends up to half the
+// blocks from every member.
+Test(engine_schedule, hierarchical_allgather_crosses_hosts_once_per_host)
+{
+	const uint32_t p = 8;
+	const uint32_t slot[] = {0, 0, 0, 0, 4, 4, 4, 4};
+	const uint64_t count = 16, n = count * 4;
+	const Limits limits = eager_limits();
+	for (Algorithm a : {Algorithm::hierarchical, Algorithm::bruck}) {
+		uint64_t across = 0, messages = 0;
+		for (uint32_t r = 0; r < p; ++r) {
+			Schedule s;
+			cr_assert_eq(
+				build_schedule(descriptor({Collective::allgather, a}, p, count, 0),
+					       r, limits, s, slot),
+				Errc::ok);
+			for (const Step& st : s.steps)
+				if (st.kind == Step::Kind::write && slot[st.peer] != slot[r] &&
+				    !st.control) {
+					across += st.length;
+					messages++;
+				}
+		}
+		if (a == Algorithm::hierarchical) {
+			cr_assert_eq(across, 2 * 4 * n); // 4 blocks each way
+			cr_assert_eq(messages, 2u);
+		} else {
+			cr_assert_gt(across, 2 * 4 * n);
+		}
+	}
 }
 
 Test(engine_schedule, ring_sends_the_lower_bound)
@@ -357,7 +418,8 @@ Test(engine_schedule, documented_bytes_per_rank)
 			cr_assert_eq(rab.payload[r],
 				     extra ? core_n : core + (folded_core ? core_n : 0));
 		}
-		for (Algorithm a : {Algorithm::ring, Algorithm::bruck}) {
+		// Hierarchical without a placement: every member a host of its own.
+		for (Algorithm a : {Algorithm::ring, Algorithm::bruck, Algorithm::hierarchical}) {
 			Report ag = run(Collective::allgather, a);
 			for (uint32_t r = 0; r < p; ++r)
 				cr_assert_eq(ag.payload[r], (p - 1) * n, "allgather/%s",

@@ -26,6 +26,8 @@ public:
 	{
 		return pattern::HostOrder(d_.size, root, placement_);
 	}
+	// Each host's members, from the placement.
+	pattern::HostGroups host_groups() const { return pattern::HostGroups(d_.size, placement_); }
 	size_t elem() const noexcept { return datatype_size(d_.dtype); }
 	ScheduleLayout& layout() noexcept { return s_.layout; }
 	bool eager() const noexcept { return s_.layout.landing_in_scratch; }
@@ -111,6 +113,7 @@ Errc build_reduce_scatter_ring(ScheduleBuilder&, const Limits&);
 Errc build_reduce_ring(ScheduleBuilder&, const Limits&);
 Errc build_allgather_ring(ScheduleBuilder&, const Limits&);
 Errc build_allgather_bruck(ScheduleBuilder&, const Limits&);
+Errc build_allgather_hierarchical(ScheduleBuilder&, const Limits&);
 Errc build_scatter_binomial(ScheduleBuilder&, const Limits&);
 Errc build_gather_binomial(ScheduleBuilder&, const Limits&);
 Errc build_alltoall_pairwise(ScheduleBuilder&, const Limits&);

@@ -69,6 +69,11 @@ public:
 		return out;
 	}
 
+	// Each host's members, as the placement has them (each member a host
+	// of its own without one).
+	pattern::HostGroups groups(uint32_t p) const { return pattern::HostGroups(p, hosts_); }
+	bool mixed() const noexcept { return mixed_; }
+
 	// Whether every rank r < ranks reaches `partner(r)` locally.
 	template <class Partner>
 	bool round_local(uint32_t ranks, Partner partner) const
@@ -293,6 +298,28 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		break;
 	}
 	case Collective::allgather:
+		if (d.algorithm == Algorithm::hierarchical) {
+			// Members to their leader (one round on the host), leaders to
+			// one another, then down each host's binomial tree. A
+			// leader's messages to the other leaders leave one after
+			// another: with o unknown (0), a latency each, or the
+			// exchange would look as cheap as one message.
+			const pattern::HostGroups hosts = edges.groups(p);
+			const double h = hosts.count(), m = hosts.largest();
+			const double down = pattern::ceil_log2(hosts.largest());
+			const double on_host = (m > 1 ? 1 : 0) + down;
+			const double host_bytes = (m - 1) * n + down * p * n;
+			lat = on_host + (h - 1);
+			serial_bytes = host_bytes + std::max((h - 1) * m * n, (p - m) * n);
+			bytes = (h - 1) * m * n + down * p * n;
+			queued = std::max(m - 2, 0.0);
+			if (edges.mixed()) {
+				local_lat = on_host;
+				local_bytes = host_bytes;
+				local_queued = queued;
+			}
+			break;
+		}
 		lat = d.algorithm == Algorithm::bruck ? L : p - 1;
 		serial_bytes = (p - 1) * n;
 		bytes = serial_bytes;

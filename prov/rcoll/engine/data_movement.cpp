@@ -132,6 +132,114 @@ Errc build_allgather_bruck(ScheduleBuilder& b, const Limits& limits)
 	return Errc::ok;
 }
 
+// Two levels (Karonis et al. 2000): each host's members write their blocks
+// to the host's leader, its first member; the leaders send their host's
+// blocks to one another, once per pair of hosts; and each host passes
+// everything on down a binomial tree of its members. Between hosts a
+// block crosses once per other host, where Bruck's rounds send up to half
+// of all blocks from every member across. Blocks keep their owners' places
+// (rank order) throughout. Staged, everything goes down the tree in one
+// write once all has arrived; by rendezvous, straight into the outputs,
+// each host's blocks as soon as they are there.
+Errc build_allgather_hierarchical(ScheduleBuilder& b, const Limits& limits)
+{
+	const OpDescriptor& d = b.op();
+	const uint32_t p = d.size;
+	const uint64_t blk = d.count * b.elem();
+	const uint32_t r = b.rank();
+	if (p == 1 || d.count == 0) {
+		b.copy(Buf::output, r * blk, Buf::input, 0, blk);
+		return Errc::ok;
+	}
+	const pattern::HostGroups hosts = b.host_groups();
+	const uint32_t h_count = hosts.count();
+	const uint32_t h = hosts.host_of(r);
+	const std::vector<uint32_t>& mine = hosts.members(h);
+	const uint32_t leader = mine.front();
+	const uint32_t q = hosts.position(r);
+	const BinomialTree tree{uint32_t(mine.size())};
+	const unsigned fanout = pattern::ceil_log2(hosts.largest());
+	// Counters: the leader's gather; a host's blocks (at a leader from
+	// that host's leader, at a member from its parent); everything, staged;
+	// keys from leaders; keys from tree children.
+	constexpr uint32_t gathered = 0;
+	auto host_counter = [](uint32_t host) { return 1 + host; };
+	const uint32_t everything = 1 + h_count, leader_keys = 2 + h_count,
+		       child_keys = 3 + h_count;
+	b.set_counters(4 + uint64_t(h_count));
+	// Key slots, by rendezvous: a leader's key in its host's slot, a tree
+	// child's after the hosts'.
+	b.choose_landing(uint64_t(p) * blk, 0, h_count + fanout, limits);
+	const bool rdv = !b.eager();
+	if (rdv)
+		b.layout().landing_bytes = 0;
+	const Buf held = rdv ? Buf::output : Buf::landing;
+	const Dest into = rdv ? Dest::output : Dest::landing;
+	auto send_host = [&](uint32_t peer, uint32_t host, uint32_t counter, uint32_t key) {
+		for (auto [first, last] : hosts.runs(host))
+			b.write(peer, held, first * blk, into, first * blk, (last - first) * blk,
+				counter, key);
+	};
+	const auto parent = tree.parent(q);
+	const std::vector<uint32_t> children = tree.children(q);
+	auto child_slot = [&](uint32_t child) {
+		return h_count + BinomialTree::child_index(*tree.parent(child), child);
+	};
+
+	if (rdv) {
+		if (q == 0) {
+			for (uint32_t g = 0; g < h_count; g++)
+				if (g != h)
+					b.ship_key(hosts.members(g).front(), OwnKey::output, h,
+						   leader_keys);
+			for (uint32_t m = 1; m < mine.size(); m++)
+				b.ship_key(mine[m], OwnKey::output, h, leader_keys);
+		} else {
+			b.ship_key(mine[*parent], OwnKey::output, child_slot(q), child_keys);
+		}
+	}
+	if (q != 0) {
+		// A member's own block comes back down the tree with the rest.
+		if (rdv)
+			b.wait(leader_keys);
+		b.write(leader, Buf::input, 0, into, r * blk, blk, gathered, h);
+	} else {
+		b.copy(held, r * blk, Buf::input, 0, blk);
+		b.wait(gathered, mine.size() - 1);
+		if (rdv)
+			b.wait(leader_keys, h_count - 1);
+		for (uint32_t i = 1; i < h_count; i++) {
+			const uint32_t g = (h + i) % h_count;
+			send_host(hosts.members(g).front(), h, host_counter(h), g);
+		}
+	}
+	// Down the host's tree: the other hosts' blocks in the order their
+	// leaders sent them (the next host first).
+	if (rdv) {
+		b.wait(child_keys, children.size());
+		for (uint32_t i = 0; i < h_count; i++) {
+			const uint32_t g = (h + i) % h_count;
+			if (q != 0 || g != h)
+				b.wait(host_counter(g), hosts.runs(g).size());
+			for (uint32_t child : children)
+				send_host(mine[child], g, host_counter(g), child_slot(child));
+		}
+		return Errc::ok;
+	}
+	if (q == 0) {
+		for (uint32_t g = 0; g < h_count; g++)
+			if (g != h)
+				b.wait(host_counter(g), hosts.runs(g).size());
+	} else {
+		b.wait(everything);
+	}
+	for (uint32_t child : children)
+		b.write(mine[child], Buf::landing, 0, Dest::landing, 0, uint64_t(p) * blk,
+			everything);
+	b.copy(Buf::output, 0, Buf::landing, 0, uint64_t(p) * blk);
+	return Errc::ok;
+}
+
 namespace {
 
 // Binomial tree over virtual ranks (root 0) for scatter and gather. A

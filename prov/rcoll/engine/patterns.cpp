@@ -1,5 +1,8 @@
 #include "engine/patterns.hpp"
 
+#include <algorithm>
+#include <unordered_map>
+
 namespace rcoll::engine::pattern {
 
 HostOrder::HostOrder(uint32_t p, uint32_t root, std::span<const uint32_t> hosts)
@@ -34,6 +37,41 @@ HostOrder::HostOrder(uint32_t p, uint32_t root, std::span<const uint32_t> hosts)
 		real_[position] = rank;
 		virtual_[rank] = position;
 	}
+}
+
+HostGroups::HostGroups(uint32_t p, std::span<const uint32_t> hosts) : host_of_(p), position_(p)
+{
+	const bool known = hosts.size() == p;
+	std::unordered_map<uint32_t, uint32_t> index_of; // the placement's host number: index
+	for (uint32_t r = 0; r < p; r++) {
+		uint32_t h = uint32_t(members_.size());
+		if (known)
+			h = index_of.try_emplace(hosts[r], h).first->second;
+		if (h == members_.size())
+			members_.emplace_back();
+		host_of_[r] = h;
+		position_[r] = uint32_t(members_[h].size());
+		members_[h].push_back(r);
+	}
+}
+
+uint32_t HostGroups::largest() const noexcept
+{
+	size_t most = 0;
+	for (const auto& m : members_)
+		most = std::max(most, m.size());
+	return uint32_t(most);
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> HostGroups::runs(uint32_t host) const
+{
+	std::vector<std::pair<uint32_t, uint32_t>> out;
+	for (uint32_t r : members_[host])
+		if (!out.empty() && out.back().second == r)
+			out.back().second = r + 1;
+		else
+			out.emplace_back(r, r + 1);
+	return out;
 }
 
 std::vector<uint32_t> BinomialTree::children(uint32_t v) const

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace rcoll::engine::pattern {
@@ -65,6 +66,31 @@ public:
 private:
 	uint32_t p_, root_;
 	std::vector<uint32_t> real_, virtual_; // empty: the rotation
+};
+
+// The hosts of a group: each host's members in rank order, hosts in the
+// order of their first member. `hosts` gives a host index per member, as
+// HostOrder takes it; without it (or of another size), each member is a
+// host of its own. A host's `runs` are its maximal ranges of consecutive
+// ranks, [first, last): one write moves a range's blocks, which sit in rank
+// order, so that under --map-by slot a host's blocks travel in one write.
+class HostGroups {
+public:
+	HostGroups(uint32_t p, std::span<const uint32_t> hosts = {});
+	uint32_t count() const noexcept { return uint32_t(members_.size()); }
+	const std::vector<uint32_t>& members(uint32_t host) const noexcept
+	{
+		return members_[host];
+	}
+	uint32_t host_of(uint32_t rank) const noexcept { return host_of_[rank]; }
+	// The member's place among its host's members; 0 is the host's leader.
+	uint32_t position(uint32_t rank) const noexcept { return position_[rank]; }
+	uint32_t largest() const noexcept;
+	std::vector<std::pair<uint32_t, uint32_t>> runs(uint32_t host) const;
+
+private:
+	std::vector<std::vector<uint32_t>> members_;
+	std::vector<uint32_t> host_of_, position_;
 };
 
 constexpr uint32_t ring_right(uint32_t r, uint32_t p) noexcept { return r + 1 == p ? 0 : r + 1; }

@@ -11,8 +11,9 @@ namespace rcoll::engine {
 namespace {
 
 constexpr std::array<std::string_view, algorithm_count> algorithm_names = {
-	"auto",  "pairwise",           "dissemination", "binomial", "scatter_allgather",
-	"ktree", "recursive_doubling", "rabenseifner",  "ring",     "bruck",
+	"auto",         "pairwise",           "dissemination", "binomial", "scatter_allgather",
+	"ktree",        "recursive_doubling", "rabenseifner",  "ring",     "bruck",
+	"hierarchical",
 };
 
 struct Entry {
@@ -25,7 +26,7 @@ struct Entry {
 // collective's algorithms are listed in the order that breaks the cost
 // model's ties; the tree barrier comes first, since it sends the fewest
 // messages in all.
-constexpr std::array<Entry, 19> builders = {{
+constexpr std::array<Entry, 20> builders = {{
 	{Collective::barrier, Algorithm::ktree, detail::build_barrier_ktree},
 	{Collective::barrier, Algorithm::pairwise, detail::build_barrier_pairwise},
 	{Collective::barrier, Algorithm::dissemination, detail::build_barrier_dissemination},
@@ -44,6 +45,7 @@ constexpr std::array<Entry, 19> builders = {{
 	{Collective::reduce_scatter, Algorithm::ktree, detail::build_reduce_scatter_ktree},
 	{Collective::allgather, Algorithm::ring, detail::build_allgather_ring},
 	{Collective::allgather, Algorithm::bruck, detail::build_allgather_bruck},
+	{Collective::allgather, Algorithm::hierarchical, detail::build_allgather_hierarchical},
 	{Collective::scatter, Algorithm::binomial, detail::build_scatter_binomial},
 	{Collective::gather, Algorithm::binomial, detail::build_gather_binomial},
 	{Collective::alltoall, Algorithm::pairwise, detail::build_alltoall_pairwise},

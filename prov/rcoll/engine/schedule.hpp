@@ -41,8 +41,9 @@ enum class Algorithm : uint8_t {
 	rabenseifner,       // allreduce
 	ring,               // allreduce, allgather, reduce_scatter, reduce
 	bruck,              // allgather
+	hierarchical,       // allgather: through one leader per host
 };
-inline constexpr unsigned algorithm_count = 10;
+inline constexpr unsigned algorithm_count = 11;
 
 std::string_view to_string(Algorithm) noexcept;
 Algorithm parse_algorithm(std::string_view) noexcept; // automatic when unknown
@@ -116,8 +117,9 @@ inline constexpr size_t memory_key_bytes = 24;
 // refuse members of another version. 3: choices by placement; 4: trees
 // grouped by host; 5: tuning rules by placement, o in the model; 6: the
 // allgather ring grouped by host; 7: the model sums its terms in the order
-// it did before o (the last bit of a near tie may differ from 6).
-inline constexpr uint32_t schedule_version = 7;
+// it did before o (the last bit of a near tie may differ from 6); 8: the
+// hierarchical allgather.
+inline constexpr uint32_t schedule_version = 8;
 inline constexpr uint32_t monotone_counter = 1u << 31;
 
 enum class Buf : uint8_t { input, output, landing, own_keys };
