@@ -249,7 +249,7 @@ OpDescriptor descriptor(Entry e, uint32_t p, uint64_t count, uint32_t root)
 Test(engine_schedule, every_algorithm_is_registered)
 {
 	auto all = every_algorithm();
-	cr_assert_eq(all.size(), 20u);
+	cr_assert_eq(all.size(), 21u);
 	for (auto e : all)
 		cr_assert(algorithm_supports(e.coll, e.alg));
 	cr_assert(!algorithm_supports(Collective::barrier, Algorithm::ring));
@@ -323,33 +323,43 @@ Test(engine_schedule, invariants_with_placements, .timeout = 600)
 			}
 }
 
-// Between hosts, the hierarchical allgather moves each host's blocks once
-// to every other host, from its leader, where Bruck sends up to half the
-// blocks from every member.
-Test(engine_schedule, hierarchical_allgather_crosses_hosts_once_per_host)
+// Between hosts, the two-level allgathers move each host's blocks once to
+// every other host, where Bruck sends up to half the blocks from every
+// member: the hierarchical one from the host's leader, in one message, the
+// multi-leader one a block from each member, which sends p - 1 in all.
+Test(engine_schedule, two_level_allgathers_cross_hosts_once_per_host)
 {
 	const uint32_t p = 8;
 	const uint32_t slot[] = {0, 0, 0, 0, 4, 4, 4, 4};
 	const uint64_t count = 16, n = count * 4;
 	const Limits limits = eager_limits();
-	for (Algorithm a : {Algorithm::hierarchical, Algorithm::bruck}) {
+	for (Algorithm a : {Algorithm::hierarchical, Algorithm::multi_leader, Algorithm::bruck}) {
 		uint64_t across = 0, messages = 0;
+		std::vector<uint64_t> sent(p, 0);
 		for (uint32_t r = 0; r < p; ++r) {
 			Schedule s;
 			cr_assert_eq(
 				build_schedule(descriptor({Collective::allgather, a}, p, count, 0),
 					       r, limits, s, slot),
 				Errc::ok);
-			for (const Step& st : s.steps)
-				if (st.kind == Step::Kind::write && slot[st.peer] != slot[r] &&
-				    !st.control) {
+			for (const Step& st : s.steps) {
+				if (st.kind != Step::Kind::write || st.control)
+					continue;
+				sent[r] += st.length;
+				if (slot[st.peer] != slot[r]) {
 					across += st.length;
 					messages++;
 				}
+			}
 		}
 		if (a == Algorithm::hierarchical) {
 			cr_assert_eq(across, 2 * 4 * n); // 4 blocks each way
 			cr_assert_eq(messages, 2u);
+		} else if (a == Algorithm::multi_leader) {
+			cr_assert_eq(across, 2 * 4 * n);
+			cr_assert_eq(messages, 8u);
+			for (uint32_t r = 0; r < p; ++r)
+				cr_assert_eq(sent[r], (p - 1) * n);
 		} else {
 			cr_assert_gt(across, 2 * 4 * n);
 		}
@@ -418,8 +428,9 @@ Test(engine_schedule, documented_bytes_per_rank)
 			cr_assert_eq(rab.payload[r],
 				     extra ? core_n : core + (folded_core ? core_n : 0));
 		}
-		// Hierarchical without a placement: every member a host of its own.
-		for (Algorithm a : {Algorithm::ring, Algorithm::bruck, Algorithm::hierarchical}) {
+		// The two-level ones without a placement: every member a host of its own.
+		for (Algorithm a : {Algorithm::ring, Algorithm::bruck, Algorithm::hierarchical,
+				    Algorithm::multi_leader}) {
 			Report ag = run(Collective::allgather, a);
 			for (uint32_t r = 0; r < p; ++r)
 				cr_assert_eq(ag.payload[r], (p - 1) * n, "allgather/%s",

@@ -114,6 +114,7 @@ Errc build_reduce_ring(ScheduleBuilder&, const Limits&);
 Errc build_allgather_ring(ScheduleBuilder&, const Limits&);
 Errc build_allgather_bruck(ScheduleBuilder&, const Limits&);
 Errc build_allgather_hierarchical(ScheduleBuilder&, const Limits&);
+Errc build_allgather_multi_leader(ScheduleBuilder&, const Limits&);
 Errc build_scatter_binomial(ScheduleBuilder&, const Limits&);
 Errc build_gather_binomial(ScheduleBuilder&, const Limits&);
 Errc build_alltoall_pairwise(ScheduleBuilder&, const Limits&);

@@ -320,6 +320,23 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			}
 			break;
 		}
+		if (d.algorithm == Algorithm::multi_leader) {
+			// A block to each other host, then this host's share to each
+			// member of the host. A member's messages leave one after
+			// another: with o unknown (0), a latency each, or writing to
+			// every member at once would look as cheap as one message.
+			const pattern::HostGroups hosts = edges.groups(p);
+			const double h = hosts.count(), m = hosts.largest();
+			const double host_bytes = (p - h) * n;
+			lat = (h - 1) + (m - 1);
+			serial_bytes = (h - 1) * n + host_bytes;
+			bytes = serial_bytes;
+			if (edges.mixed()) {
+				local_lat = m - 1;
+				local_bytes = host_bytes;
+			}
+			break;
+		}
 		lat = d.algorithm == Algorithm::bruck ? L : p - 1;
 		serial_bytes = (p - 1) * n;
 		bytes = serial_bytes;

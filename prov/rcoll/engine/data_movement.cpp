@@ -240,6 +240,121 @@ Errc build_allgather_hierarchical(ScheduleBuilder& b, const Limits& limits)
 	return Errc::ok;
 }
 
+// Two levels, with every member a leader (the multi-leader scheme of
+// Kandalla et al. 2009, after Karonis et al. 2000): member i of a host
+// writes its block to member i (mod that host's size) of every other host,
+// then passes its own block and those it received to the members of its
+// host. Each block crosses to each other host once, as through one leader
+// per host, but every member sends and receives its share, p - 1 blocks in
+// all (Bruck's rounds send up to half of all blocks from every member
+// across hosts). Blocks keep their owners' places (rank order). Staged, a
+// member passes everything on at once when it has arrived; by rendezvous,
+// straight into the outputs, its own block first.
+Errc build_allgather_multi_leader(ScheduleBuilder& b, const Limits& limits)
+{
+	const OpDescriptor& d = b.op();
+	const uint32_t p = d.size;
+	const uint64_t blk = d.count * b.elem();
+	const uint32_t r = b.rank();
+	if (p == 1 || d.count == 0) {
+		b.copy(Buf::output, r * blk, Buf::input, 0, blk);
+		return Errc::ok;
+	}
+	const pattern::HostGroups hosts = b.host_groups();
+	const uint32_t h_count = hosts.count(), most = hosts.largest();
+	const uint32_t h = hosts.host_of(r);
+	const std::vector<uint32_t>& mine = hosts.members(h);
+	// Where x's block goes on host g, and the blocks x passes on: those of
+	// the members of other hosts whose position is x's modulo x's host's size.
+	auto target_on = [&](uint32_t x, uint32_t g) {
+		const auto& there = hosts.members(g);
+		return there[hosts.position(x) % there.size()];
+	};
+	auto passed_on = [&](uint32_t x) {
+		const uint32_t host = hosts.host_of(x);
+		const uint32_t size = uint32_t(hosts.members(host).size());
+		std::vector<uint32_t> out;
+		for (uint32_t g = 0; g < h_count; g++) {
+			const auto& there = hosts.members(g);
+			for (uint32_t i = hosts.position(x); g != host && i < there.size();
+			     i += size)
+				out.push_back(there[i]);
+		}
+		std::sort(out.begin(), out.end());
+		return out;
+	};
+	auto runs_of = [](const std::vector<uint32_t>& ranks) {
+		std::vector<std::pair<uint32_t, uint32_t>> out;
+		for (uint32_t x : ranks)
+			if (!out.empty() && out.back().second == x)
+				out.back().second = x + 1;
+			else
+				out.emplace_back(x, x + 1);
+		return out;
+	};
+	constexpr uint32_t from_hosts = 0, from_host = 1, local_keys = 2, remote_keys = 3;
+	b.set_counters(4);
+	// Key slots, by rendezvous: a member of this host's by its position,
+	// another host's target after them, by host.
+	b.choose_landing(uint64_t(p) * blk, 0, most + h_count, limits);
+	const bool rdv = !b.eager();
+	if (rdv)
+		b.layout().landing_bytes = 0;
+	const Buf held = rdv ? Buf::output : Buf::landing;
+	const Dest into = rdv ? Dest::output : Dest::landing;
+	const std::vector<uint32_t> received = passed_on(r);
+	// What each member of this host writes to each of the others: its own
+	// block, then (by rendezvous, once arrived) the ones it passes on.
+	auto local_writes = [&](uint32_t x) -> std::vector<std::pair<uint32_t, uint32_t>> {
+		std::vector<uint32_t> blocks = passed_on(x);
+		if (rdv) {
+			auto runs = runs_of(blocks);
+			runs.insert(runs.begin(), {x, x + 1});
+			return runs;
+		}
+		blocks.insert(std::upper_bound(blocks.begin(), blocks.end(), x), x);
+		return runs_of(blocks);
+	};
+
+	if (rdv) {
+		for (uint32_t y : mine)
+			if (y != r)
+				b.ship_key(y, OwnKey::output, hosts.position(r), local_keys);
+		for (uint32_t x : received)
+			b.ship_key(x, OwnKey::output, most + h, remote_keys);
+		b.wait(remote_keys, h_count - 1);
+	}
+	b.copy(held, r * blk, Buf::input, 0, blk);
+	for (uint32_t i = 1; i < h_count; i++) {
+		const uint32_t g = (h + i) % h_count;
+		b.write(target_on(r, g), Buf::input, 0, into, r * blk, blk, from_hosts, most + g);
+	}
+	const auto writes = local_writes(r);
+	auto send_local = [&](size_t first, size_t last) {
+		for (uint32_t i = 1; i < mine.size(); i++) {
+			const uint32_t y = mine[(hosts.position(r) + i) % mine.size()];
+			for (size_t w = first; w < last; w++)
+				b.write(y, held, writes[w].first * blk, into, writes[w].first * blk,
+					(writes[w].second - writes[w].first) * blk, from_host,
+					hosts.position(y));
+		}
+	};
+	if (rdv) {
+		b.wait(local_keys, mine.size() - 1);
+		send_local(0, 1);
+	}
+	b.wait(from_hosts, received.size());
+	send_local(rdv ? 1 : 0, writes.size());
+	uint64_t arrivals = 0;
+	for (uint32_t x : mine)
+		if (x != r)
+			arrivals += local_writes(x).size();
+	b.wait(from_host, arrivals);
+	if (!rdv)
+		b.copy(Buf::output, 0, Buf::landing, 0, uint64_t(p) * blk);
+	return Errc::ok;
+}
+
 namespace {
 
 // Binomial tree over virtual ranks (root 0) for scatter and gather. A

@@ -13,7 +13,7 @@ namespace {
 constexpr std::array<std::string_view, algorithm_count> algorithm_names = {
 	"auto",         "pairwise",           "dissemination", "binomial", "scatter_allgather",
 	"ktree",        "recursive_doubling", "rabenseifner",  "ring",     "bruck",
-	"hierarchical",
+	"hierarchical", "multi_leader",
 };
 
 struct Entry {
@@ -26,7 +26,7 @@ struct Entry {
 // collective's algorithms are listed in the order that breaks the cost
 // model's ties; the tree barrier comes first, since it sends the fewest
 // messages in all.
-constexpr std::array<Entry, 20> builders = {{
+constexpr std::array<Entry, 21> builders = {{
 	{Collective::barrier, Algorithm::ktree, detail::build_barrier_ktree},
 	{Collective::barrier, Algorithm::pairwise, detail::build_barrier_pairwise},
 	{Collective::barrier, Algorithm::dissemination, detail::build_barrier_dissemination},
@@ -46,6 +46,7 @@ constexpr std::array<Entry, 20> builders = {{
 	{Collective::allgather, Algorithm::ring, detail::build_allgather_ring},
 	{Collective::allgather, Algorithm::bruck, detail::build_allgather_bruck},
 	{Collective::allgather, Algorithm::hierarchical, detail::build_allgather_hierarchical},
+	{Collective::allgather, Algorithm::multi_leader, detail::build_allgather_multi_leader},
 	{Collective::scatter, Algorithm::binomial, detail::build_scatter_binomial},
 	{Collective::gather, Algorithm::binomial, detail::build_gather_binomial},
 	{Collective::alltoall, Algorithm::pairwise, detail::build_alltoall_pairwise},

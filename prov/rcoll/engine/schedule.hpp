@@ -42,8 +42,9 @@ enum class Algorithm : uint8_t {
 	ring,               // allreduce, allgather, reduce_scatter, reduce
 	bruck,              // allgather
 	hierarchical,       // allgather: through one leader per host
+	multi_leader,       // allgather: every member a leader
 };
-inline constexpr unsigned algorithm_count = 11;
+inline constexpr unsigned algorithm_count = 12;
 
 std::string_view to_string(Algorithm) noexcept;
 Algorithm parse_algorithm(std::string_view) noexcept; // automatic when unknown
@@ -118,7 +119,7 @@ inline constexpr size_t memory_key_bytes = 24;
 // grouped by host; 5: tuning rules by placement, o in the model; 6: the
 // allgather ring grouped by host; 7: the model sums its terms in the order
 // it did before o (the last bit of a near tie may differ from 6); 8: the
-// hierarchical allgather.
+// hierarchical and multi-leader allgathers.
 inline constexpr uint32_t schedule_version = 8;
 inline constexpr uint32_t monotone_counter = 1u << 31;
 
