@@ -35,6 +35,7 @@ if [ "$prov" = rcoll ]; then
         run_client_pass run-coll "$client" "$cases" ${args[@]+"${args[@]}"}
     mixed=${RCOLL_COLL_MIXED_CASES-sweep-3 sweep-5 sweep-8 types-5 large-3 barrier-semantics
         two-groups-in-flight rank-killed algorithm-allreduce-ring-5 algorithm-allgather-bruck-8
+        algorithm-allgather-hierarchical-8 algorithm-allgather-multi_leader-5
         node-local-path member-too-late}
     [ -n "${RCOLL_COLL_CASES:-}" ] && mixed=$RCOLL_COLL_CASES
     RCOLL_TEST_COLL_LOCAL=even case_label="mixed: even ranks node-local" \

@@ -429,7 +429,7 @@ Test(engine_selection, kernel_tcp_rules_apply_where_members_share_hosts)
 	std::vector<TuneRule> rules;
 	std::string err;
 	cr_assert_eq(parse_tuning(kernel_tcp_tuning, rules, err), Errc::ok, "%s", err.c_str());
-	cr_assert_eq(rules.size(), 4u);
+	cr_assert_eq(rules.size(), 6u);
 	for (const TuneRule& r : rules)
 		cr_assert_eq(r.hosts, Spread::shared);
 	const Selector sel(CostParams{20.0, 0.00033, 0.0002}, rules);
@@ -444,4 +444,12 @@ Test(engine_selection, kernel_tcp_rules_apply_where_members_share_hosts)
 			  .from_rule);
 	cr_assert(!sel.choose(op(Collective::allreduce, 4, 512 << 10 >> 3), l, shared, false)
 			   .from_rule);
+	// Allgathers through one leader per host up to 32 KiB blocks, then
+	// through every member.
+	cr_assert_eq(sel.choose(op(Collective::allgather, 4, 8), l, shared, false).algorithm,
+		     Algorithm::hierarchical);
+	cr_assert_eq(
+		sel.choose(op(Collective::allgather, 4, 32 << 10 >> 3), l, shared, false).algorithm,
+		Algorithm::multi_leader);
+	cr_assert(!sel.choose(op(Collective::allgather, 4, 8), l, apart, false).from_rule);
 }

@@ -42,11 +42,17 @@ Errc parse_tuning(std::string_view text, std::vector<TuneRule>& rules, std::stri
 // stays on the node-local path, and the barrier releases members in the
 // order in which the next tree reaches them. The model sees neither a
 // host's members sharing its CPUs nor one call's release order meeting the
-// next. Measured on namespace hosts sharing CPUs (fi_rcoll(7), TUNING).
-inline constexpr std::string_view kernel_tcp_tuning = "barrier:hosts=shared:@ktree:k=1"
-						      "#broadcast:hosts=shared:0-64k:@binomial"
-						      "#allreduce:hosts=shared:0-256k:@ktree:k=1"
-						      "#reduce:hosts=shared:0-32k:@ktree:k=1";
+// next. Allgathers go through leaders, one per host while blocks are
+// small, every member at 32 KiB and beyond: each block crosses to each
+// other host once. Measured on namespace hosts sharing CPUs (fi_rcoll(7),
+// TUNING).
+inline constexpr std::string_view kernel_tcp_tuning =
+	"barrier:hosts=shared:@ktree:k=1"
+	"#broadcast:hosts=shared:0-64k:@binomial"
+	"#allreduce:hosts=shared:0-256k:@ktree:k=1"
+	"#reduce:hosts=shared:0-32k:@ktree:k=1"
+	"#allgather:hosts=shared:@hierarchical"
+	"#allgather:hosts=shared:32k-inf:@multi_leader";
 
 // Parses a size with an optional binary suffix (k, m, g).
 bool parse_size(std::string_view text, uint64_t& out) noexcept;
