@@ -117,13 +117,21 @@ inline constexpr const char* kHandBackVariables[] = {
 // MPI's (forced 1.00-1.47, handed back 0.90-1.01; 2 runs). Since the tcp core's own tuning rules give such groups
 // binomial trees and a barrier that releases the root first (fi_rcoll(7),
 // TUNING), small broadcasts (8 B: 0.80, was 1.6-1.9) and 512 B reduces
-// (forced 0.78-0.79, handed back 0.83-0.89) are rcoll's too.
+// (forced 0.78-0.79, handed back 0.83-0.89) are rcoll's too. With the tcp
+// core's two-level allgathers (one leader per host, then every member a
+// leader), 3 runs: at 3-4 ranks those of 1 MiB are rcoll's (forced
+// 0.85-0.93, handed back 0.92-1.02), those of 16-128 KiB (16 KiB 1.04-1.09
+// against 0.94-0.99; 64 KiB 0.86-1.06 against 0.98-1.00, where one call
+// handed back both ways differed by 0.07) and from 2 MiB the MPI's; at 5-8
+// ranks those of 16-32 KiB the MPI's too (1.41-1.61 against 1.25-1.38:
+// after rcoll's barrier, Open MPI's allgather is slower as well).
 inline constexpr const char* kOpenMpiHandBack[] = {
 	"net:2:*",
 	"host:3-4:16k-128k;net:2:-128k;net:2:1m-8m;apart:3-4:16k-1m;shared:3-4:384k-768k",
 	"net:2:-2k;apart:3-4:1m-",
 	"host:2:128k-2m;net:2:-16k;net:2:1m-;apart:3-4:128k-1m;shared:3-4:128k-384k",
-	"host:2:1m-8m;host:3-4:8m-;net:2:-128k;net:3-4:16k-128k;net:3-4:1m-8m",
+	"host:2:1m-8m;host:3-4:8m-;net:2:-128k;apart:3-4:16k-128k;apart:3-4:1m-8m;"
+	"shared:3-4:16k-128k;shared:3-4:2m-8m;shared:5-8:16k-32k",
 	"",
 	"",
 	"",

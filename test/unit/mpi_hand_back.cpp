@@ -145,6 +145,13 @@ Test(mpi_hand_back, defaults_parse_and_hand_back_what_was_measured_slower)
 		cr_assert_not(allgather.matches(bytes, 2, Spread::host), "%llu bytes",
 			      (unsigned long long)bytes);
 	cr_assert(allgather.matches(1u << 20, 2, Spread::host));
+	// Across hosts with some together, rcoll's two-level allgathers take
+	// 1 MiB blocks at 4 ranks and 64 KiB ones at 8, Open MPI 16-32 KiB ones.
+	cr_assert(allgather.matches(16u << 10, 4, Spread::shared));
+	cr_assert(allgather.matches(32u << 10, 8, Spread::shared));
+	cr_assert_not(allgather.matches(64u << 10, 8, Spread::shared));
+	cr_assert_not(allgather.matches(1u << 20, 4, Spread::shared));
+	cr_assert(allgather.matches(1u << 20, 4, Spread::apart));
 	// 3-4 ranks between hosts: where some share a host (namespace hosts of
 	// two ranks each), reduces of 128-384 KiB went faster in Open MPI,
 	// those of 512 B and 512 KiB, broadcasts of 16-256 KiB and from 1 MiB
