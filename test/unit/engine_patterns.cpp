@@ -366,3 +366,42 @@ Test(engine_patterns, host_groups_follow_the_placement)
 	const uint32_t wrong_size[] = {0, 0};
 	cr_assert_eq(HostGroups(3, wrong_size).count(), 3u);
 }
+
+// Every block off a host is dealt to exactly one of its members, and the
+// members' shares differ by one at most, whatever the hosts' sizes; with
+// hosts of one size, member i gets member i's of every other host.
+Test(engine_patterns, dealt_blocks_are_shared_out_evenly)
+{
+	for (uint32_t p = 1; p <= 24; p++)
+		for (uint32_t seed = 0; seed < 20; seed++) {
+			std::vector<uint32_t> place(p);
+			for (uint32_t r = 0; r < p; r++)
+				place[r] = (r * 7919u + seed * 104729u) % (1 + seed % 5) * 3 + 100;
+			const HostGroups g(p, place);
+			for (uint32_t host = 0; host < g.count(); host++) {
+				size_t least = SIZE_MAX, most = 0, total = 0;
+				for (uint32_t r : g.members(host)) {
+					const auto dealt = g.dealt_blocks(r);
+					cr_assert(std::is_sorted(dealt.begin(), dealt.end()));
+					for (uint32_t x : dealt) {
+						cr_assert_neq(g.host_of(x), host);
+						cr_assert_eq(g.dealt_to(x, host), r);
+					}
+					least = std::min(least, dealt.size());
+					most = std::max(most, dealt.size());
+					total += dealt.size();
+				}
+				cr_assert_eq(total, p - g.members(host).size());
+				cr_assert_leq(most - least, 1u, "p %u seed %u", p, seed);
+			}
+		}
+	const uint32_t even[] = {0, 1, 0, 1, 0, 1};
+	const HostGroups g(6, even);
+	cr_assert_eq(g.dealt_to(2, 1), 3u);
+	cr_assert(g.dealt_blocks(4) == (std::vector<uint32_t>{5}));
+	const uint32_t uneven[] = {0, 0, 0, 0, 1, 2, 3};
+	const HostGroups u(7, uneven);
+	cr_assert(u.dealt_blocks(0) == (std::vector<uint32_t>{4}));
+	cr_assert(u.dealt_blocks(2) == (std::vector<uint32_t>{6}));
+	cr_assert(u.dealt_blocks(3).empty());
+}

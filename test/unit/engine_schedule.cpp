@@ -364,6 +364,25 @@ Test(engine_schedule, two_level_allgathers_cross_hosts_once_per_host)
 			cr_assert_gt(across, 2 * 4 * n);
 		}
 	}
+	// Hosts of unequal sizes: the blocks of the three single-member hosts
+	// are dealt to three different members of the big one, whose members
+	// then send within one forwarded block of one another.
+	const uint32_t uneven[] = {0, 0, 0, 0, 4, 5, 6};
+	std::vector<uint64_t> sent(7, 0);
+	for (uint32_t r = 0; r < 7; ++r) {
+		Schedule s;
+		cr_assert_eq(
+			build_schedule(descriptor({Collective::allgather, Algorithm::multi_leader},
+						  7, count, 0),
+				       r, limits, s, uneven),
+			Errc::ok);
+		for (const Step& st : s.steps)
+			if (st.kind == Step::Kind::write && !st.control)
+				sent[r] += st.length;
+	}
+	const auto [least, most] = std::minmax_element(sent.begin(), sent.begin() + 4);
+	cr_assert_leq(*most - *least, 3 * n);
+	cr_assert_eq(*most, (3 + 3 * 2) * n); // 3 across, own and one dealt to 3
 }
 
 Test(engine_schedule, ring_sends_the_lower_bound)

@@ -115,6 +115,29 @@ Test(engine_sim, every_algorithm_with_members_placed_on_hosts, .timeout = 600)
 			}
 }
 
+// The allgathers on hosts of very unequal sizes (one of four members and
+// three of one; two of three and one of one), staged and by rendezvous,
+// in random order of delivery, with forced and automatic choices.
+Test(engine_sim, allgathers_on_uneven_hosts, .timeout = 600)
+{
+	const std::vector<std::vector<uint32_t>> placements = {{0, 0, 0, 0, 4, 5, 6},
+							       {5, 2, 5, 7, 2, 5, 2}};
+	for (const auto& hosts : placements)
+		for (uint32_t seed = 0; seed < 4; ++seed) {
+			ClusterOptions o = small_cluster(7, 700 + seed);
+			o.config.hosts = hosts;
+			o.config.price_placement = seed % 2;
+			std::vector<OpSpec> ops;
+			for (Algorithm a : algorithms_for(Collective::allgather))
+				for (uint64_t count : {1ull, 13ull, 251ull, 1000ull})
+					ops.push_back(spec({Collective::allgather, a}, count));
+			ops.push_back(spec({Collective::allgather, Algorithm::automatic}, 300));
+			Cluster cluster(7, o);
+			std::string err = cluster.run(ops);
+			cr_assert(err.empty(), "seed %u: %s", seed, err.c_str());
+		}
+}
+
 // The k-nomial broadcast at every degree, binomial (k = 1) to flat (k =
 // p - 1) and beyond (clamped), every root: with small_cluster's eager limit
 // in one block or through more chunks than landing blocks (credits), and

@@ -301,17 +301,26 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 		if (d.algorithm == Algorithm::hierarchical) {
 			// Members to their leader (one round on the host), leaders to
 			// one another, then down each host's binomial tree. A
-			// leader's messages to the other leaders leave one after
-			// another: with o unknown (0), a latency each, or the
-			// exchange would look as cheap as one message.
+			// member's messages leave one after another: with o unknown
+			// (0), a latency each, or writing to every leader at once
+			// would look as cheap as one message. A host's blocks go in
+			// a write per run of consecutive ranks: to the other leaders,
+			// and, by rendezvous, down the tree.
 			const pattern::HostGroups hosts = edges.groups(p);
 			const double h = hosts.count(), m = hosts.largest();
-			const double down = pattern::ceil_log2(hosts.largest());
-			const double on_host = (m > 1 ? 1 : 0) + down;
-			const double host_bytes = (m - 1) * n + down * p * n;
-			lat = on_host + (h - 1);
+			double exchange = 0, all_runs = 0;
+			for (uint32_t g = 0; g < hosts.count(); g++) {
+				const double runs = double(hosts.runs(g).size());
+				exchange = std::max(exchange, (h - 1) * runs);
+				all_runs += runs;
+			}
+			const double levels = pattern::ceil_log2(hosts.largest());
+			const double on_host =
+				(m > 1 ? 1 : 0) + levels * (rendezvous ? all_runs : 1);
+			const double host_bytes = (m - 1) * n + levels * p * n;
+			lat = on_host + exchange;
 			serial_bytes = host_bytes + std::max((h - 1) * m * n, (p - m) * n);
-			bytes = (h - 1) * m * n + down * p * n;
+			bytes = (h - 1) * m * n + levels * p * n;
 			queued = std::max(m - 2, 0.0);
 			if (edges.mixed()) {
 				local_lat = on_host;
@@ -321,18 +330,36 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			break;
 		}
 		if (d.algorithm == Algorithm::multi_leader) {
-			// A block to each other host, then this host's share to each
-			// member of the host. A member's messages leave one after
-			// another: with o unknown (0), a latency each, or writing to
-			// every member at once would look as cheap as one message.
+			// A block to each other host, then this member's own and the
+			// blocks dealt to it to each member of its host, a write per
+			// run of consecutive ranks (by rendezvous, its own first).
+			// Messages count a latency each, as above. A host's first
+			// member is dealt the most.
 			const pattern::HostGroups hosts = edges.groups(p);
-			const double h = hosts.count(), m = hosts.largest();
-			const double host_bytes = (p - h) * n;
-			lat = (h - 1) + (m - 1);
+			const double h = hosts.count();
+			double on_host = 0, host_bytes = 0;
+			for (uint32_t g = 0; g < hosts.count(); g++) {
+				const uint32_t first = hosts.members(g).front();
+				std::vector<uint32_t> blocks = hosts.dealt_blocks(first);
+				const double dealt = double(blocks.size());
+				double writes =
+					1 + double(pattern::HostGroups::runs_of(blocks).size());
+				if (!rendezvous) {
+					blocks.insert(std::upper_bound(blocks.begin(), blocks.end(),
+								       first),
+						      first);
+					writes =
+						double(pattern::HostGroups::runs_of(blocks).size());
+				}
+				const double others = double(hosts.members(g).size()) - 1;
+				on_host = std::max(on_host, others * writes);
+				host_bytes = std::max(host_bytes, others * (1 + dealt) * n);
+			}
+			lat = (h - 1) + on_host;
 			serial_bytes = (h - 1) * n + host_bytes;
 			bytes = serial_bytes;
 			if (edges.mixed()) {
-				local_lat = m - 1;
+				local_lat = on_host;
 				local_bytes = host_bytes;
 			}
 			break;

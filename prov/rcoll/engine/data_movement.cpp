@@ -241,13 +241,14 @@ Errc build_allgather_hierarchical(ScheduleBuilder& b, const Limits& limits)
 }
 
 // Two levels, with every member a leader (the multi-leader scheme of
-// Kandalla et al. 2009, after Karonis et al. 2000): member i of a host
-// writes its block to member i (mod that host's size) of every other host,
+// Kandalla et al. 2009, after Karonis et al. 2000): a member writes its
+// block to one member of every other host (HostGroups::dealt_to: member i
+// of each host to member i of the others, where hosts are of one size),
 // then passes its own block and those it received to the members of its
 // host. Each block crosses to each other host once, as through one leader
-// per host, but every member sends and receives its share, p - 1 blocks in
-// all (Bruck's rounds send up to half of all blocks from every member
-// across hosts). Blocks keep their owners' places (rank order). Staged, a
+// per host, but every member sends and receives its share: with hosts of
+// one size, p - 1 blocks in all (Bruck's rounds send up to half of all
+// blocks from every member across hosts). Blocks keep their owners' places (rank order). Staged, a
 // member passes everything on at once when it has arrived; by rendezvous,
 // straight into the outputs, its own block first.
 Errc build_allgather_multi_leader(ScheduleBuilder& b, const Limits& limits)
@@ -264,34 +265,6 @@ Errc build_allgather_multi_leader(ScheduleBuilder& b, const Limits& limits)
 	const uint32_t h_count = hosts.count(), most = hosts.largest();
 	const uint32_t h = hosts.host_of(r);
 	const std::vector<uint32_t>& mine = hosts.members(h);
-	// Where x's block goes on host g, and the blocks x passes on: those of
-	// the members of other hosts whose position is x's modulo x's host's size.
-	auto target_on = [&](uint32_t x, uint32_t g) {
-		const auto& there = hosts.members(g);
-		return there[hosts.position(x) % there.size()];
-	};
-	auto passed_on = [&](uint32_t x) {
-		const uint32_t host = hosts.host_of(x);
-		const uint32_t size = uint32_t(hosts.members(host).size());
-		std::vector<uint32_t> out;
-		for (uint32_t g = 0; g < h_count; g++) {
-			const auto& there = hosts.members(g);
-			for (uint32_t i = hosts.position(x); g != host && i < there.size();
-			     i += size)
-				out.push_back(there[i]);
-		}
-		std::sort(out.begin(), out.end());
-		return out;
-	};
-	auto runs_of = [](const std::vector<uint32_t>& ranks) {
-		std::vector<std::pair<uint32_t, uint32_t>> out;
-		for (uint32_t x : ranks)
-			if (!out.empty() && out.back().second == x)
-				out.back().second = x + 1;
-			else
-				out.emplace_back(x, x + 1);
-		return out;
-	};
 	constexpr uint32_t from_hosts = 0, from_host = 1, local_keys = 2, remote_keys = 3;
 	b.set_counters(4);
 	// Key slots, by rendezvous: a member of this host's by its position,
@@ -302,18 +275,18 @@ Errc build_allgather_multi_leader(ScheduleBuilder& b, const Limits& limits)
 		b.layout().landing_bytes = 0;
 	const Buf held = rdv ? Buf::output : Buf::landing;
 	const Dest into = rdv ? Dest::output : Dest::landing;
-	const std::vector<uint32_t> received = passed_on(r);
+	const std::vector<uint32_t> received = hosts.dealt_blocks(r);
 	// What each member of this host writes to each of the others: its own
 	// block, then (by rendezvous, once arrived) the ones it passes on.
-	auto local_writes = [&](uint32_t x) -> std::vector<std::pair<uint32_t, uint32_t>> {
-		std::vector<uint32_t> blocks = passed_on(x);
+	auto local_writes = [&](uint32_t x) {
+		std::vector<uint32_t> blocks = hosts.dealt_blocks(x);
 		if (rdv) {
-			auto runs = runs_of(blocks);
+			auto runs = pattern::HostGroups::runs_of(blocks);
 			runs.insert(runs.begin(), {x, x + 1});
 			return runs;
 		}
 		blocks.insert(std::upper_bound(blocks.begin(), blocks.end(), x), x);
-		return runs_of(blocks);
+		return pattern::HostGroups::runs_of(blocks);
 	};
 
 	if (rdv) {
@@ -327,7 +300,8 @@ Errc build_allgather_multi_leader(ScheduleBuilder& b, const Limits& limits)
 	b.copy(held, r * blk, Buf::input, 0, blk);
 	for (uint32_t i = 1; i < h_count; i++) {
 		const uint32_t g = (h + i) % h_count;
-		b.write(target_on(r, g), Buf::input, 0, into, r * blk, blk, from_hosts, most + g);
+		b.write(hosts.dealt_to(r, g), Buf::input, 0, into, r * blk, blk, from_hosts,
+			most + g);
 	}
 	const auto writes = local_writes(r);
 	auto send_local = [&](size_t first, size_t last) {

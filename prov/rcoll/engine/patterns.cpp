@@ -53,6 +53,9 @@ HostGroups::HostGroups(uint32_t p, std::span<const uint32_t> hosts) : host_of_(p
 		position_[r] = uint32_t(members_[h].size());
 		members_[h].push_back(r);
 	}
+	before_.resize(members_.size());
+	for (size_t h = 1; h < members_.size(); h++)
+		before_[h] = before_[h - 1] + uint32_t(members_[h - 1].size());
 }
 
 uint32_t HostGroups::largest() const noexcept
@@ -63,14 +66,37 @@ uint32_t HostGroups::largest() const noexcept
 	return uint32_t(most);
 }
 
-std::vector<std::pair<uint32_t, uint32_t>> HostGroups::runs(uint32_t host) const
+std::vector<std::pair<uint32_t, uint32_t>> HostGroups::runs_of(std::span<const uint32_t> ranks)
 {
 	std::vector<std::pair<uint32_t, uint32_t>> out;
-	for (uint32_t r : members_[host])
+	for (uint32_t r : ranks)
 		if (!out.empty() && out.back().second == r)
 			out.back().second = r + 1;
 		else
 			out.emplace_back(r, r + 1);
+	return out;
+}
+
+uint32_t HostGroups::dealt_to(uint32_t x, uint32_t g) const noexcept
+{
+	const auto& there = members_[g];
+	return there[(deal_base(host_of_[x], g) + position_[x]) % there.size()];
+}
+
+std::vector<uint32_t> HostGroups::dealt_blocks(uint32_t r) const
+{
+	const uint32_t g = host_of_[r];
+	const uint32_t m = uint32_t(members_[g].size());
+	std::vector<uint32_t> out;
+	for (uint32_t h = 0; h < count(); h++) {
+		if (h == g)
+			continue;
+		// The first i with (base + i) mod m equal to r's position.
+		const uint32_t base = deal_base(h, g) % m;
+		for (uint32_t i = (position_[r] + m - base) % m; i < members_[h].size(); i += m)
+			out.push_back(members_[h][i]);
+	}
+	std::sort(out.begin(), out.end());
 	return out;
 }
 

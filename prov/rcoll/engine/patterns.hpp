@@ -86,11 +86,32 @@ public:
 	// The member's place among its host's members; 0 is the host's leader.
 	uint32_t position(uint32_t rank) const noexcept { return position_[rank]; }
 	uint32_t largest() const noexcept;
-	std::vector<std::pair<uint32_t, uint32_t>> runs(uint32_t host) const;
+	std::vector<std::pair<uint32_t, uint32_t>> runs(uint32_t host) const
+	{
+		return runs_of(members_[host]);
+	}
+	// Ranges of consecutive ranks of an ascending list.
+	static std::vector<std::pair<uint32_t, uint32_t>> runs_of(std::span<const uint32_t> ranks);
+
+	// The blocks of the members off host g, host by host in rank order,
+	// dealt round-robin to g's members, so that each gets its share
+	// (within one) whatever the hosts' sizes; with hosts of one size,
+	// member i of each host gets member i's of every other. The member
+	// of host g that x's block is dealt to, x not on g:
+	uint32_t dealt_to(uint32_t x, uint32_t g) const noexcept;
+	// The blocks dealt to member r, ascending.
+	std::vector<uint32_t> dealt_blocks(uint32_t r) const;
 
 private:
+	// Position of host h's first member among the members off host g.
+	uint32_t deal_base(uint32_t h, uint32_t g) const noexcept
+	{
+		return before_[h] - (g < h ? uint32_t(members_[g].size()) : 0);
+	}
+
 	std::vector<std::vector<uint32_t>> members_;
 	std::vector<uint32_t> host_of_, position_;
+	std::vector<uint32_t> before_; // members on the hosts before each host
 };
 
 constexpr uint32_t ring_right(uint32_t r, uint32_t p) noexcept { return r + 1 == p ? 0 : r + 1; }
