@@ -150,12 +150,10 @@ std::optional<Spread> spread_of(Placement placement, uint32_t p)
 {
 	if (p == 0 || placement.size() != p)
 		return std::nullopt;
-	std::vector<uint32_t> hosts(placement.begin(), placement.end());
-	std::sort(hosts.begin(), hosts.end());
-	const size_t distinct = size_t(std::unique(hosts.begin(), hosts.end()) - hosts.begin());
-	if (distinct == 1)
+	const uint32_t hosts = pattern::HostGroups(p, placement).count();
+	if (hosts == 1)
 		return Spread::one_host;
-	return distinct == p ? Spread::apart : Spread::shared;
+	return hosts == p ? Spread::apart : Spread::shared;
 }
 
 Errc build_schedule(const OpDescriptor& d, uint32_t rank, const Limits& limits, Schedule& out,

@@ -14,6 +14,7 @@
 #include "config.hpp"
 #include "domain.hpp"
 #include "engine/cost_model.hpp"
+#include "engine/patterns.hpp"
 #include "engine/tuning.hpp"
 #include "ep.hpp"
 #include "eq.hpp"
@@ -556,16 +557,15 @@ void Collectives::finish_join(CollGroup& g, int err, const engine::GroupConfig& 
 			engine::GroupConfig placed = config;
 			placed.hosts = g.transport->placement();
 			placed.price_placement = rcoll::config().coll_placement;
-			uint32_t hosts = 0; // a host's index is its first member's rank
-			for (uint32_t rank = 0; rank < placed.hosts.size(); rank++)
-				hosts += placed.hosts[rank] == rank;
-			if (hosts > 1 && hosts < g.size)
-				RCOLL_INFO(FI_LOG_EP_CTRL,
-					   "collective group (slot %u, %u members) on %u hosts: "
-					   "trees go between hosts at their top levels%s\n",
-					   g.transport->slot(), g.size, hosts,
-					   placed.price_placement ? ", and the cost model prices it"
-								  : "");
+			if (engine::spread_of(placed.hosts, g.size) == engine::Spread::shared)
+				RCOLL_INFO(
+					FI_LOG_EP_CTRL,
+					"collective group (slot %u, %u members) on %u hosts: "
+					"trees go between hosts at their top levels%s\n",
+					g.transport->slot(), g.size,
+					engine::pattern::HostGroups(g.size, placed.hosts).count(),
+					placed.price_placement ? ", and the cost model prices it"
+							       : "");
 			e = engine::Group::create(g.rank, g.size, *g.transport, placed, group);
 		} catch (const std::bad_alloc&) {
 		}
