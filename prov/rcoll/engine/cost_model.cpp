@@ -334,11 +334,19 @@ Prediction formulas(const OpDescriptor& d, const Limits& limits, const CostParam
 			// blocks dealt to it to each member of its host, a write per
 			// run of consecutive ranks (by rendezvous, its own first).
 			// Messages count a latency each, as above. A host's first
-			// member is dealt the most.
+			// member is dealt the most; hosts of one size are dealt
+			// alike, and a host of one member passes nothing on, so one
+			// host of each size from two members stands for the rest:
+			// O(p) per size, where every host would cost O(p) each.
 			const pattern::HostGroups hosts = edges.groups(p);
 			const double h = hosts.count();
 			double on_host = 0, host_bytes = 0;
+			std::vector<bool> size_seen(p + 1, false);
 			for (uint32_t g = 0; g < hosts.count(); g++) {
+				const size_t size = hosts.members(g).size();
+				if (size < 2 || size_seen[size])
+					continue;
+				size_seen[size] = true;
 				const uint32_t first = hosts.members(g).front();
 				std::vector<uint32_t> blocks = hosts.dealt_blocks(first);
 				const double dealt = double(blocks.size());
