@@ -29,6 +29,17 @@ void rotate_into_output(ScheduleBuilder& b, Buf src, uint64_t src_off, uint32_t 
 	}
 }
 
+// An allgather of one member, or of nothing: the own block is all there is.
+bool own_block_only(ScheduleBuilder& b)
+{
+	const OpDescriptor& d = b.op();
+	if (d.size > 1 && d.count > 0)
+		return false;
+	const uint64_t blk = d.count * b.elem();
+	b.copy(Buf::output, b.rank() * blk, Buf::input, 0, blk);
+	return true;
+}
+
 } // namespace
 
 // Ring allgather (the second half of Patarasuk and Yuan's allreduce): in
@@ -106,10 +117,8 @@ Errc build_allgather_bruck(ScheduleBuilder& b, const Limits& limits)
 	const uint32_t p = d.size;
 	const uint64_t blk = d.count * b.elem();
 	const uint32_t r = b.rank();
-	if (p == 1 || d.count == 0) {
-		b.copy(Buf::output, r * blk, Buf::input, 0, blk);
+	if (own_block_only(b))
 		return Errc::ok;
-	}
 	const pattern::Bruck bruck{p};
 	const unsigned rounds = bruck.rounds();
 	b.set_counters(2 * uint64_t(rounds));
@@ -147,10 +156,8 @@ Errc build_allgather_hierarchical(ScheduleBuilder& b, const Limits& limits)
 	const uint32_t p = d.size;
 	const uint64_t blk = d.count * b.elem();
 	const uint32_t r = b.rank();
-	if (p == 1 || d.count == 0) {
-		b.copy(Buf::output, r * blk, Buf::input, 0, blk);
+	if (own_block_only(b))
 		return Errc::ok;
-	}
 	const pattern::HostGroups hosts = b.host_groups();
 	const uint32_t h_count = hosts.count();
 	const uint32_t h = hosts.host_of(r);
@@ -248,19 +255,17 @@ Errc build_allgather_hierarchical(ScheduleBuilder& b, const Limits& limits)
 // host. Each block crosses to each other host once, as through one leader
 // per host, but every member sends and receives its share: with hosts of
 // one size, p - 1 blocks in all (Bruck's rounds send up to half of all
-// blocks from every member across hosts). Blocks keep their owners' places (rank order). Staged, a
-// member passes everything on at once when it has arrived; by rendezvous,
-// straight into the outputs, its own block first.
+// blocks from every member across hosts). Blocks keep their owners' places
+// (rank order). Staged, a member passes everything on at once when it has
+// arrived; by rendezvous, straight into the outputs, its own block first.
 Errc build_allgather_multi_leader(ScheduleBuilder& b, const Limits& limits)
 {
 	const OpDescriptor& d = b.op();
 	const uint32_t p = d.size;
 	const uint64_t blk = d.count * b.elem();
 	const uint32_t r = b.rank();
-	if (p == 1 || d.count == 0) {
-		b.copy(Buf::output, r * blk, Buf::input, 0, blk);
+	if (own_block_only(b))
 		return Errc::ok;
-	}
 	const pattern::HostGroups hosts = b.host_groups();
 	const uint32_t h_count = hosts.count(), most = hosts.largest();
 	const uint32_t h = hosts.host_of(r);
